@@ -1,0 +1,347 @@
+/*
+ * nexar: a distributed communication runtime over QUIC.
+ *
+ * This is the one public header. Every function returns a nexar_result_t
+ * (0 on success, a negative NEXAR_ERR_* code on failure) unless its comment
+ * says otherwise. Counts are in elements of the given datatype; sizes whose
+ * name ends in "bytes" are in bytes; times are in milliseconds.
+ *
+ * Thread-safety: every function may be called from any thread at any time
+ * on a live context, unless its comment says otherwise. Calls on one
+ * communicator from several threads are allowed; collectives must still be
+ * called in the same order on every rank of a communicator (as in MPI).
+ */
+#ifndef NEXAR_H
+#define NEXAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define NEXAR_EXTERN __attribute__((visibility("default")))
+#else
+#define NEXAR_EXTERN
+#endif
+
+#define NEXAR_VERSION_MAJOR 0
+#define NEXAR_VERSION_MINOR 1
+#define NEXAR_VERSION_PATCH 0
+/* Version of the wire protocol spoken on every connection. */
+#define NEXAR_PROTOCOL_VERSION 1
+
+/* Result codes. Negative values are errors. */
+typedef enum nexar_result {
+  NEXAR_OK = 0,
+  NEXAR_INPROGRESS = 1,          /* non-blocking operation not finished */
+  NEXAR_ERR_INVALID_ARG = -1,    /* bad argument; the call had no effect */
+  NEXAR_ERR_INVALID_USAGE = -2,  /* wrong call order or state */
+  NEXAR_ERR_NOMEM = -3,          /* allocation failed */
+  NEXAR_ERR_TIMEOUT = -4,        /* deadline passed */
+  NEXAR_ERR_PEER_FAILED = -5,    /* a peer is dead or unreachable */
+  NEXAR_ERR_REVOKED = -6,        /* communicator revoked by another member */
+  NEXAR_ERR_MISMATCH = -7,       /* ranks called different collectives */
+  NEXAR_ERR_AUTH = -8,           /* authentication or certificate failure */
+  NEXAR_ERR_PROTO = -9,          /* malformed frame, version mismatch */
+  NEXAR_ERR_TRANSPORT = -10,     /* QUIC, TLS or socket error */
+  NEXAR_ERR_CLOSED = -11,        /* object already finalized or aborted */
+  NEXAR_ERR_UNSUPPORTED = -12,   /* unsupported dtype x op or feature */
+  NEXAR_ERR_SYS = -13,           /* operating-system error */
+  NEXAR_ERR_TRUNCATE = -14,      /* message longer than the receive buffer */
+  NEXAR_ERR_INTERNAL = -100      /* bug in the library */
+} nexar_result_t;
+
+/* Static text for a result code; never NULL. Thread-safe. */
+NEXAR_EXTERN const char *nexar_strerror(int code);
+/* The identifier of a result code as a string ("NEXAR_ERR_TIMEOUT"). */
+NEXAR_EXTERN const char *nexar_err_name(int code);
+/* 1 when the communicator must be considered unusable after |code|. */
+NEXAR_EXTERN int nexar_err_is_fatal(int code);
+
+/* Datatypes, numbered as NCCL numbers them (values 10 and 11 are reserved
+ * for fp8 and rejected with NEXAR_ERR_UNSUPPORTED). */
+typedef enum nexar_dtype {
+  NEXAR_INT8 = 0,
+  NEXAR_UINT8 = 1,
+  NEXAR_INT32 = 2,
+  NEXAR_UINT32 = 3,
+  NEXAR_INT64 = 4,
+  NEXAR_UINT64 = 5,
+  NEXAR_FLOAT16 = 6,
+  NEXAR_FLOAT32 = 7,
+  NEXAR_FLOAT64 = 8,
+  NEXAR_BFLOAT16 = 9,
+  NEXAR_FLOAT8_E4M3 = 10, /* reserved */
+  NEXAR_FLOAT8_E5M2 = 11, /* reserved */
+  NEXAR_NUM_DTYPES = 12,
+  NEXAR_BYTE = NEXAR_UINT8
+} nexar_dtype_t;
+
+/* Size in bytes of one element of |dtype|, or 0 for an invalid or reserved
+ * type. */
+NEXAR_EXTERN size_t nexar_dtype_size(nexar_dtype_t dtype);
+
+/* Reduction ops, NCCL order for the first five. Bitwise ops apply to integer
+ * types only. AVG on integer types is the sum divided by the world size,
+ * truncated toward zero. */
+typedef enum nexar_op {
+  NEXAR_SUM = 0,
+  NEXAR_PROD = 1,
+  NEXAR_MAX = 2,
+  NEXAR_MIN = 3,
+  NEXAR_AVG = 4,
+  NEXAR_BAND = 8,
+  NEXAR_BOR = 9,
+  NEXAR_BXOR = 10,
+  NEXAR_NUM_OPS = 11
+} nexar_op_t;
+
+/* Pass as the send buffer of a collective to operate in place (the data is
+ * taken from, and the result written to, the receive buffer). A send buffer
+ * equal to the receive buffer means the same. */
+#define NEXAR_IN_PLACE ((const void *)1)
+
+#define NEXAR_ANY_SOURCE (-1)
+#define NEXAR_ANY_TAG (-1)
+/* Largest user tag. Tags are 0..NEXAR_TAG_MAX. */
+#define NEXAR_TAG_MAX 0x7fffffff
+/* "Not set" for integer config fields. */
+#define NEXAR_UNSET (-2147483647 - 1)
+
+typedef struct nexar_ctx nexar_ctx_t;
+typedef struct nexar_comm nexar_comm_t;
+typedef struct nexar_req nexar_req_t;
+
+/* Completion status of a receive (and of any request). */
+typedef struct nexar_status {
+  int source;   /* rank of the sender in the communicator */
+  int tag;      /* tag of the message */
+  int error;    /* result code of this request */
+  size_t bytes; /* bytes received (or sent) */
+} nexar_status_t;
+
+/*
+ * Configuration. Initialise with NEXAR_CONFIG_INIT, then set the fields you
+ * want; every field left unset is taken from the environment (NEXAR_*
+ * variables, see docs/configuration.md) or from the built-in default.
+ * Precedence: this struct > environment > default.
+ */
+#define NEXAR_CONFIG_VERSION 1
+typedef struct nexar_config {
+  size_t size;              /* sizeof(nexar_config_t), set by the initializer */
+  uint32_t version;         /* NEXAR_CONFIG_VERSION */
+  const char *seed_addr;    /* "host:port" of the seed (NEXAR_SEED) */
+  const char *secret;       /* cluster secret (NEXAR_SECRET); never logged */
+  const char *secret_file;  /* file holding the secret (NEXAR_SECRET_FILE) */
+  int world_size;           /* expected world size (NEXAR_WORLD_SIZE) */
+  int rank;                 /* requested rank, or NEXAR_UNSET (NEXAR_RANK) */
+  const char *bind_addr;    /* "ip" or "ip:port" to bind (NEXAR_BIND_ADDR) */
+  const char *advertise_addr; /* "ip[:port]" given to peers (NEXAR_ADVERTISE_ADDR) */
+  int bootstrap_timeout_ms; /* whole bootstrap deadline (NEXAR_BOOTSTRAP_TIMEOUT_MS) */
+  int op_timeout_ms;        /* deadline of each blocking call (NEXAR_OP_TIMEOUT_MS) */
+} nexar_config_t;
+
+#define NEXAR_CONFIG_INIT                                                     \
+  {                                                                           \
+    sizeof(nexar_config_t), NEXAR_CONFIG_VERSION, NULL, NULL, NULL,           \
+        NEXAR_UNSET, NEXAR_UNSET, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET        \
+  }
+
+/*
+ * Joins the cluster: connects to the seed, authenticates with the cluster
+ * secret, receives a rank and the peer list, then forms a mutually
+ * authenticated QUIC connection to every peer. Blocks until the mesh is up or
+ * the bootstrap deadline passes. |cfg| may be NULL (environment only).
+ * On success *ctx is a new context owned by the caller (free it with
+ * nexar_finalize).
+ *
+ * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG for a bad or missing setting (the
+ * message names the variable); NEXAR_ERR_AUTH when the seed refuses the
+ * secret or fails to prove it knows it; NEXAR_ERR_TIMEOUT when a bootstrap
+ * phase misses the deadline (the message says how many ranks arrived and
+ * which are missing); NEXAR_ERR_TRANSPORT, NEXAR_ERR_SYS, NEXAR_ERR_NOMEM.
+ * Details of a failure: nexar_last_error().
+ */
+NEXAR_EXTERN int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **ctx);
+
+/*
+ * Flushes pending sends (bounded by the op timeout), closes every connection
+ * with the reason "rank R finalized", stops the progress thread and frees
+ * the context and its communicators. Requests still pending fail with
+ * NEXAR_ERR_CLOSED. Not to be called concurrently with other calls on |ctx|.
+ * Returns NEXAR_OK, or NEXAR_ERR_TIMEOUT when the flush did not finish (the
+ * context is freed all the same).
+ */
+NEXAR_EXTERN int nexar_finalize(nexar_ctx_t *ctx);
+
+/* The world communicator of |ctx|; owned by the context. */
+NEXAR_EXTERN nexar_comm_t *nexar_comm_world(nexar_ctx_t *ctx);
+/* This process's rank in |comm|. NEXAR_ERR_INVALID_ARG on NULL arguments. */
+NEXAR_EXTERN int nexar_comm_rank(const nexar_comm_t *comm, int *rank);
+/* Number of ranks in |comm|. NEXAR_ERR_INVALID_ARG on NULL arguments. */
+NEXAR_EXTERN int nexar_comm_size(const nexar_comm_t *comm, int *size);
+
+/*
+ * The last error message recorded on |comm|, with context (local rank, peer
+ * rank and address, communicator, operation, sequence number), or "" when
+ * none. The text is copied into a thread-local buffer that stays valid until
+ * this thread's next call. |comm| NULL gives the last error of this thread's
+ * last failed nexar_init.
+ */
+NEXAR_EXTERN const char *nexar_comm_last_error(const nexar_comm_t *comm);
+/* Same as nexar_comm_last_error(NULL). */
+NEXAR_EXTERN const char *nexar_last_error(void);
+
+/* ------------------------------------------------------------------ */
+/* Point-to-point. Messages are matched MPI-style on (source, tag) within a
+ * communicator, FIFO per (source, tag, communicator). */
+
+/*
+ * Sends |count| elements of |dtype| from |buf| to rank |dest| with |tag|
+ * (0..NEXAR_TAG_MAX). Returns when |buf| may be reused: small messages are
+ * copied, large ones are sent from |buf| and complete once acknowledged.
+ * Returns NEXAR_OK, NEXAR_ERR_INVALID_ARG (bad rank, tag, dtype), and the
+ * transport errors NEXAR_ERR_PEER_FAILED, NEXAR_ERR_TIMEOUT (op timeout),
+ * NEXAR_ERR_CLOSED.
+ */
+NEXAR_EXTERN int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
+                            nexar_dtype_t dtype, int dest, int tag);
+
+/*
+ * Receives into |buf| (room for |count| elements) a message from |source|
+ * (or NEXAR_ANY_SOURCE) with |tag| (or NEXAR_ANY_TAG). |status| may be NULL.
+ * Returns NEXAR_OK; NEXAR_ERR_TRUNCATE when the message is longer than the
+ * buffer (the first count elements are stored, status->bytes holds the
+ * message length); NEXAR_ERR_INVALID_ARG; NEXAR_ERR_TIMEOUT;
+ * NEXAR_ERR_PEER_FAILED; NEXAR_ERR_CLOSED.
+ */
+NEXAR_EXTERN int nexar_recv(nexar_comm_t *comm, void *buf, size_t count,
+                            nexar_dtype_t dtype, int source, int tag,
+                            nexar_status_t *status);
+
+/* Non-blocking forms: start the operation and return a request in *req that
+ * must be completed with nexar_wait/nexar_test/nexar_waitall. The buffer
+ * must stay valid and untouched until then. Return NEXAR_OK or
+ * NEXAR_ERR_INVALID_ARG / NEXAR_ERR_NOMEM / NEXAR_ERR_CLOSED. */
+NEXAR_EXTERN int nexar_isend(nexar_comm_t *comm, const void *buf, size_t count,
+                             nexar_dtype_t dtype, int dest, int tag,
+                             nexar_req_t **req);
+NEXAR_EXTERN int nexar_irecv(nexar_comm_t *comm, void *buf, size_t count,
+                             nexar_dtype_t dtype, int source, int tag,
+                             nexar_req_t **req);
+
+/*
+ * Waits for *req to finish (at most the op timeout), frees it and sets
+ * *req = NULL. A NULL *req returns NEXAR_OK at once. |status| may be NULL.
+ * Returns the request's result; NEXAR_ERR_TIMEOUT when the op timeout
+ * passes first (the request is then cancelled and freed; a receive buffer's
+ * contents are unspecified).
+ */
+NEXAR_EXTERN int nexar_wait(nexar_req_t **req, nexar_status_t *status);
+
+/*
+ * Tests *req without blocking. Sets *done to 1 and behaves as nexar_wait
+ * when it has finished; otherwise sets *done to 0 and returns NEXAR_OK.
+ */
+NEXAR_EXTERN int nexar_test(nexar_req_t **req, int *done,
+                            nexar_status_t *status);
+
+/*
+ * Waits for all |n| requests (NULL entries are skipped). |statuses| may be
+ * NULL or hold |n| entries. Returns NEXAR_OK when all succeeded, otherwise
+ * the first error (each status->error holds its own result).
+ */
+NEXAR_EXTERN int nexar_waitall(size_t n, nexar_req_t **reqs,
+                               nexar_status_t *statuses);
+
+/* ------------------------------------------------------------------ */
+/* Collectives. Every rank of |comm| must call the same collectives in the
+ * same order with matching count, dtype, op and root. The blocking form is
+ * the non-blocking form followed by nexar_wait. Each returns NEXAR_OK,
+ * NEXAR_ERR_INVALID_ARG, NEXAR_ERR_UNSUPPORTED (dtype x op), or a transport
+ * error (NEXAR_ERR_PEER_FAILED, NEXAR_ERR_TIMEOUT, NEXAR_ERR_CLOSED). */
+
+/*
+ * Combines |count| elements from every rank with |op| and leaves the result
+ * in |recvbuf| on every rank. |sendbuf| may be NEXAR_IN_PLACE or equal to
+ * |recvbuf|. Algorithm: ring reduce-scatter followed by ring allgather
+ * (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for
+ * clusters of workstations"); every rank reduces the chunks in the same rank
+ * order, so every rank gets bit-identical results.
+ */
+NEXAR_EXTERN int nexar_allreduce(nexar_comm_t *comm, const void *sendbuf,
+                                 void *recvbuf, size_t count,
+                                 nexar_dtype_t dtype, nexar_op_t op);
+NEXAR_EXTERN int nexar_iallreduce(nexar_comm_t *comm, const void *sendbuf,
+                                  void *recvbuf, size_t count,
+                                  nexar_dtype_t dtype, nexar_op_t op,
+                                  nexar_req_t **req);
+
+/*
+ * Copies |count| elements from |buf| on |root| into |buf| on every rank.
+ * Algorithm: binomial tree (as in MPICH; Thakur, Rabenseifner & Gropp 2005).
+ */
+NEXAR_EXTERN int nexar_bcast(nexar_comm_t *comm, void *buf, size_t count,
+                             nexar_dtype_t dtype, int root);
+NEXAR_EXTERN int nexar_ibcast(nexar_comm_t *comm, void *buf, size_t count,
+                              nexar_dtype_t dtype, int root, nexar_req_t **req);
+
+/*
+ * Returns once every rank of |comm| has entered the barrier. Algorithm:
+ * dissemination barrier (Hensgen, Finkel & Manber 1988), ceil(log2 n)
+ * rounds, on the control lane.
+ */
+NEXAR_EXTERN int nexar_barrier(nexar_comm_t *comm);
+NEXAR_EXTERN int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req);
+
+/* ------------------------------------------------------------------ */
+/* Seed: discovery and admission only; never on the data path. */
+
+typedef struct nexar_seed nexar_seed_t;
+
+typedef struct nexar_seed_config {
+  size_t size;             /* sizeof(nexar_seed_config_t) */
+  const char *listen_addr; /* "ip:port" (port 0 = any); default 127.0.0.1:0 */
+  const char *secret;      /* cluster secret (else NEXAR_SECRET / _FILE) */
+  const char *secret_file;
+  int world_size;          /* ranks to admit (else NEXAR_WORLD_SIZE) */
+  int timeout_ms;          /* formation deadline (else bootstrap timeout) */
+} nexar_seed_config_t;
+
+#define NEXAR_SEED_CONFIG_INIT                                                \
+  { sizeof(nexar_seed_config_t), NULL, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET }
+
+/*
+ * Starts a seed in a background thread of this process. It accepts workers,
+ * checks the secret (HMAC bound to the TLS session, compared in constant
+ * time), assigns ranks (NEXAR_RANK requests first, then arrival order) and,
+ * once |world_size| workers have joined, sends each its rank and the roster.
+ * Returns NEXAR_OK, NEXAR_ERR_INVALID_ARG, NEXAR_ERR_SYS (bind failed),
+ * NEXAR_ERR_NOMEM.
+ */
+NEXAR_EXTERN int nexar_seed_start(const nexar_seed_config_t *cfg,
+                                  nexar_seed_t **seed);
+/* The UDP port the seed listens on (useful with port 0). */
+NEXAR_EXTERN int nexar_seed_port(const nexar_seed_t *seed);
+/*
+ * Waits until the cluster is formed (every welcome delivered) or |timeout_ms|
+ * passes (negative: wait for the formation deadline). Returns NEXAR_OK,
+ * NEXAR_ERR_TIMEOUT (the message says who is missing), or the formation's
+ * error. Details: nexar_seed_last_error().
+ */
+NEXAR_EXTERN int nexar_seed_wait(nexar_seed_t *seed, int timeout_ms);
+/* Text of the seed's last error, or "". */
+NEXAR_EXTERN const char *nexar_seed_last_error(const nexar_seed_t *seed);
+/* Stops the seed thread and frees it. Always returns NEXAR_OK. */
+NEXAR_EXTERN int nexar_seed_stop(nexar_seed_t *seed);
+
+/* Version string of the library ("0.1.0"). */
+NEXAR_EXTERN const char *nexar_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NEXAR_H */

@@ -1,0 +1,311 @@
+/*
+ * Worker bootstrap: join through the seed, then form the mesh.
+ *
+ * Phases (one deadline, NEXAR_BOOTSTRAP_TIMEOUT_MS, covers them all):
+ *   SEED  - QUIC to the seed; check its PROOF, send HELLO.
+ *   ROSTER- wait for WELCOME (or REJECT, which ends the bootstrap).
+ *   MESH  - dial every higher rank (pinning its certificate fingerprint),
+ *           accept every lower rank (whose certificate must be its roster
+ *           entry), until all world-1 connections are up.
+ * Runs on the progress thread; nexar_init waits on ctx->boot_state.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster/seed_int.h"
+#include "nexar_int.h"
+
+enum { BOOT_SEED = 1, BOOT_MESH = 2, BOOT_DONE = 3, BOOT_FAILED = 4 };
+
+static void boot_fail(nexar_ctx_t *ctx, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void boot_fail(nexar_ctx_t *ctx, int rc, const char *fmt, ...) {
+  if (ctx->boot_state >= BOOT_DONE) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx->boot_err, sizeof(ctx->boot_err), fmt, ap);
+  va_end(ap);
+  ctx->boot_rc = rc;
+  nexar__ep_t *ep = &ctx->ep;
+  pthread_mutex_lock(&ep->cmu);
+  ctx->boot_state = BOOT_FAILED;
+  pthread_cond_broadcast(&ep->ccv);
+  pthread_mutex_unlock(&ep->cmu);
+}
+
+static void boot_done(nexar_ctx_t *ctx) {
+  nexar__ep_t *ep = &ctx->ep;
+  pthread_mutex_lock(&ep->cmu);
+  ctx->boot_state = BOOT_DONE;
+  pthread_cond_broadcast(&ep->ccv);
+  pthread_mutex_unlock(&ep->cmu);
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "rank %d: mesh of %d formed", ctx->rank,
+              ctx->world);
+}
+
+static int connected_peers(nexar_ctx_t *ctx) {
+  int n = 0;
+  for (int r = 0; r < ctx->world; r++)
+    if (ctx->peers[r] && ctx->peers[r]->state == NEXAR__CS_READY) n++;
+  return n;
+}
+
+static void check_mesh(nexar_ctx_t *ctx) {
+  if (ctx->boot_state == BOOT_MESH && connected_peers(ctx) == ctx->world - 1)
+    boot_done(ctx);
+}
+
+static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c) {
+  nexar__seed_hello_t h;
+  memset(&h, 0, sizeof(h));
+  uint8_t exp[32];
+  NEXAR__CHECK(nexar__tls_exporter(c, exp));
+  nexar__mac(ctx->secret_key, "nexar worker proof v1", exp, h.proof);
+  h.rank = (int32_t)ctx->prm.rank;
+  h.world_size = (int32_t)ctx->prm.world_size;
+  if (ctx->prm.advertise_addr) {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    int port = ntohs(((struct sockaddr_in *)&ctx->ep.local)->sin_port);
+    if (nexar__parse_addr(ctx->prm.advertise_addr, port, &ss, &sl) < 0)
+      return NEXAR_ERR_INVALID_ARG;
+    nexar__addr_to_wire((struct sockaddr *)&ss, &h.advertise);
+    h.has_addr = 1;
+  }
+  memcpy(h.fingerprint, ctx->ep.id.fingerprint, NEXAR__FP_BYTES);
+  h.pid = (uint32_t)getpid();
+  gethostname(h.host, NEXAR__HOST_MAX);
+  for (char *p = h.host; *p; p++)
+    if (*p < 33 || *p > 126) *p = '_';
+  uint8_t frame[512];
+  int n = nexar__seed_hello_encode(&h, frame, sizeof(frame));
+  if (n < 0) return n;
+  return nexar__conn_seed_send(c, frame, (size_t)n);
+}
+
+static int dial_peers(nexar_ctx_t *ctx) {
+  for (int r = ctx->rank + 1; r < ctx->world; r++) {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (nexar__wire_to_addr(&ctx->roster[r].addr, &ss, &sl) < 0)
+      return NEXAR_ERR_PROTO;
+    nexar__conn_t *c;
+    NEXAR__CHECK(nexar__conn_dial(&ctx->ep, &ss, sl, NEXAR__ROLE_MESH, r,
+                                  ctx->roster[r].fingerprint, &c));
+    ctx->peers[r] = c;
+  }
+  return 0;
+}
+
+static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
+                      size_t len) {
+  nexar__seed_welcome_t w;
+  if (nexar__seed_welcome_decode(&w, body, len) < 0) return NEXAR_ERR_PROTO;
+  ctx->rank = (int)w.rank;
+  ctx->world = (int)w.world_size;
+  ctx->roster = calloc(w.world_size, sizeof(*ctx->roster));
+  ctx->peers = calloc(w.world_size, sizeof(*ctx->peers));
+  if (!ctx->roster || !ctx->peers) return NEXAR_ERR_NOMEM;
+  for (uint32_t i = 0; i < w.world_size; i++)
+    if (nexar__welcome_entry(&w, i, &ctx->roster[i]) < 0)
+      return NEXAR_ERR_PROTO;
+  if (!nexar__ct_equal(ctx->roster[ctx->rank].fingerprint,
+                       ctx->ep.id.fingerprint, NEXAR__FP_BYTES))
+    return NEXAR_ERR_PROTO;
+  nexar_comm_t *wc = ctx->world_comm;
+  wc->world_ranks = malloc(w.world_size * sizeof(int));
+  if (!wc->world_ranks) return NEXAR_ERR_NOMEM;
+  for (uint32_t i = 0; i < w.world_size; i++) wc->world_ranks[i] = (int)i;
+  wc->rank = ctx->rank;
+  wc->size = ctx->world;
+  ctx->ep.local_rank = ctx->rank;
+  ctx->ep.accept_mesh = true;
+  ctx->boot_state = BOOT_MESH;
+  /* Done with the seed: it is never on the data path. */
+  nexar__conn_close(c, NEXAR__CLOSE_OK, "welcome received");
+  nexar__conn_fail(c, NEXAR_ERR_CLOSED, "welcome received");
+  NEXAR__CHECK(dial_peers(ctx));
+  check_mesh(ctx);
+  return 0;
+}
+
+static int worker_on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
+                           size_t len) {
+  nexar_ctx_t *ctx = c->ep->owner;
+  if (type == NEXAR__SEED_PROOF) {
+    uint8_t mac[32], exp[32], want[32];
+    if (nexar__seed_proof_decode(mac, body, len) < 0) return NEXAR_ERR_PROTO;
+    NEXAR__CHECK(nexar__tls_exporter(c, exp));
+    nexar__mac(ctx->secret_key, "nexar seed proof v1", exp, want);
+    if (!nexar__ct_equal(mac, want, 32)) {
+      nexar__conn_close(c, NEXAR__CLOSE_AUTH,
+                        "the seed did not prove the cluster secret");
+      boot_fail(ctx, NEXAR_ERR_AUTH,
+                "the seed at %s did not prove knowledge of the cluster "
+                "secret (the secrets differ, or it is not a nexar seed)",
+                c->remote_str);
+      nexar__conn_fail(c, NEXAR_ERR_AUTH, "seed authentication failed");
+      return 0;
+    }
+    return send_hello(ctx, c);
+  }
+  if (type == NEXAR__SEED_WELCOME) return on_welcome(ctx, c, body, len);
+  if (type == NEXAR__SEED_REJECT) {
+    nexar__seed_reject_t r;
+    if (nexar__seed_reject_decode(&r, body, len) < 0) return NEXAR_ERR_PROTO;
+    boot_fail(ctx, r.code, "the seed at %s refused this worker: %s",
+              c->remote_str, r.reason);
+    nexar__conn_close(c, NEXAR__CLOSE_REJECT, "rejected");
+    nexar__conn_fail(c, r.code, "rejected by the seed");
+    return 0;
+  }
+  return NEXAR_ERR_PROTO;
+}
+
+static void worker_on_ready(nexar__conn_t *c) {
+  nexar_ctx_t *ctx = c->ep->owner;
+  if (c->role != NEXAR__ROLE_MESH) return;
+  if (c->is_server && c->peer >= 0) {
+    if (ctx->peers[c->peer] && ctx->peers[c->peer] != c) {
+      nexar__conn_close(c, NEXAR__CLOSE_PROTO, "duplicate connection");
+      c->peer = -1;
+      nexar__conn_fail(c, NEXAR_ERR_PROTO, "duplicate connection");
+      return;
+    }
+    ctx->peers[c->peer] = c;
+  }
+  check_mesh(ctx);
+}
+
+static void worker_on_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
+  nexar_ctx_t *ctx = c->ep->owner;
+  int r = nexar__seed_feed(c, d, n, worker_on_frame);
+  if (r < 0 && c->state != NEXAR__CS_DEAD) {
+    boot_fail(ctx, r, "bad message from the seed at %s: %s", c->remote_str,
+              nexar_strerror(r));
+    nexar__conn_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(r));
+    nexar__conn_fail(c, r, nexar_strerror(r));
+  }
+}
+
+static void worker_on_closed(nexar__conn_t *c) {
+  nexar_ctx_t *ctx = c->ep->owner;
+  if (c == ctx->seed_conn) {
+    ctx->seed_conn = NULL;
+    if (ctx->boot_state == BOOT_SEED)
+      boot_fail(ctx, c->err == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_TRANSPORT
+                                                      : c->err,
+                "lost the seed at %s before the welcome: %s", c->remote_str,
+                c->close_reason);
+    return;
+  }
+  if (c->peer < 0) return;
+  if (ctx->boot_state == BOOT_MESH) {
+    boot_fail(ctx, c->err == NEXAR_ERR_AUTH ? NEXAR_ERR_AUTH
+                                            : NEXAR_ERR_TRANSPORT,
+              "rank %d: connection to rank %d at %s failed during mesh "
+              "formation: %s",
+              ctx->rank, c->peer, c->remote_str, c->close_reason);
+    return;
+  }
+  char why[256];
+  snprintf(why, sizeof(why), "rank %d at %s: %s%s", c->peer, c->remote_str,
+           c->close_code == NEXAR__CLOSE_OK && c->close_reason[0]
+               ? "closed the connection: "
+               : "",
+           c->close_reason);
+  nexar__p2p_fail_peer(ctx, c->peer, NEXAR_ERR_PEER_FAILED, why);
+}
+
+static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
+  nexar_ctx_t *ctx = ep->owner;
+  if (ctx->boot_state >= BOOT_DONE || now < ctx->boot_deadline) return;
+  if (ctx->boot_state == BOOT_SEED) {
+    boot_fail(ctx, NEXAR_ERR_TIMEOUT,
+              "bootstrap timed out after %lld ms: no welcome from the seed "
+              "at %s (%s)",
+              (long long)ctx->prm.bootstrap_timeout_ms, ctx->prm.seed_addr,
+              ctx->seed_conn && ctx->seed_conn->state == NEXAR__CS_READY
+                  ? "connected; the seed is still waiting for other workers"
+                  : "no QUIC connection could be made");
+    return;
+  }
+  char missing[256] = "";
+  size_t o = 0;
+  for (int r = 0; r < ctx->world && o < sizeof(missing) - 32; r++) {
+    if (r == ctx->rank ||
+        (ctx->peers[r] && ctx->peers[r]->state == NEXAR__CS_READY))
+      continue;
+    char a[64];
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    nexar__wire_to_addr(&ctx->roster[r].addr, &ss, &sl);
+    nexar__addr_str((struct sockaddr *)&ss, a, sizeof(a));
+    o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d (%s)",
+                          o ? ", " : "", r, a);
+  }
+  boot_fail(ctx, NEXAR_ERR_TIMEOUT,
+            "rank %d: mesh formation timed out after %lld ms: %d of %d "
+            "peers connected; missing rank %s",
+            ctx->rank, (long long)ctx->prm.bootstrap_timeout_ms,
+            connected_peers(ctx), ctx->world - 1, missing);
+}
+
+static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
+  nexar_ctx_t *ctx = ep->owner;
+  if (!ctx->roster) return -1;
+  /* Only lower ranks dial us. */
+  for (int r = 0; r < ctx->rank; r++)
+    if (nexar__ct_equal(ctx->roster[r].fingerprint, fp, NEXAR__FP_BYTES))
+      return r;
+  return -1;
+}
+
+const nexar__ep_ops_t nexar__worker_ops = {
+    .on_ready = worker_on_ready,
+    .on_seed_data = worker_on_seed_data,
+    .on_closed = worker_on_closed,
+    .on_tick = worker_on_tick,
+    .verify_client = worker_verify_client,
+};
+
+static int boot_begin(nexar__req_t *req) {
+  nexar_ctx_t *ctx = req->cb_arg;
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  if (nexar__parse_addr(ctx->prm.seed_addr, 0, &ss, &sl) < 0) {
+    boot_fail(ctx, NEXAR_ERR_INVALID_ARG,
+              "cannot parse NEXAR_SEED='%s' (want ip:port)",
+              ctx->prm.seed_addr);
+    return 0;
+  }
+  ctx->boot_state = BOOT_SEED;
+  int rc = nexar__conn_dial(&ctx->ep, &ss, sl, NEXAR__ROLE_SEED, -1, NULL,
+                            &ctx->seed_conn);
+  if (rc < 0)
+    boot_fail(ctx, rc, "cannot start a connection to the seed at %s",
+              ctx->prm.seed_addr);
+  return 0;
+}
+
+int nexar__bootstrap(nexar_ctx_t *ctx) {
+  uint64_t t0 = nexar__now();
+  ctx->boot_deadline =
+      t0 + (uint64_t)ctx->prm.bootstrap_timeout_ms * 1000000ull;
+  nexar__ep_call(&ctx->ep, boot_begin, ctx, UINT64_MAX);
+  nexar__ep_t *ep = &ctx->ep;
+  pthread_mutex_lock(&ep->cmu);
+  while (ctx->boot_state < BOOT_DONE)
+    pthread_cond_wait(&ep->ccv, &ep->cmu);
+  pthread_mutex_unlock(&ep->cmu);
+  if (ctx->boot_state == BOOT_FAILED) {
+    nexar__set_init_error("nexar_init: %s", ctx->boot_err);
+    return ctx->boot_rc;
+  }
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "rank %d: bootstrap took %.1f ms",
+              ctx->rank, (double)(nexar__now() - t0) / 1e6);
+  return 0;
+}

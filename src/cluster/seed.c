@@ -1,0 +1,443 @@
+/*
+ * The seed: discovery and admission only. Workers connect over QUIC; the
+ * seed proves it knows the cluster secret (a MAC bound to the TLS session),
+ * checks the worker's proof the same way, collects HELLOs until world_size
+ * workers have arrived, assigns ranks (requested ranks first, then arrival
+ * order) and sends every worker the roster: each rank's address and
+ * certificate fingerprint. It never sees data traffic.
+ */
+#include <errno.h>
+#include <gnutls/gnutls.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/seed_int.h"
+#include "nexar_int.h"
+
+typedef struct worker {
+  nexar__conn_t *conn;
+  nexar__seed_hello_t hello;
+  nexar__waddr_t addr; /* address peers will dial */
+  int rank;
+  bool welcomed;
+  bool delivered;
+} worker_t;
+
+struct nexar_seed {
+  nexar__ep_t ep;
+  uint8_t key[32];
+  int world;
+  uint64_t deadline;
+  int timeout_ms;
+  worker_t *w;
+  int nw;
+  bool formed;
+  /* Published to nexar_seed_wait (under mu). */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  int rc;
+  char err[NEXAR__ERRMSG_MAX];
+};
+
+int nexar__seed_feed(nexar__conn_t *c, const uint8_t *d, size_t n,
+                     nexar__seed_frame_fn fn) {
+  if (c->sbuf_len + n > NEXAR__SEED_FRAME_HDR + NEXAR__SEED_MAX_BODY)
+    return NEXAR_ERR_PROTO;
+  if (c->sbuf_len + n > c->sbuf_cap) {
+    size_t cap = c->sbuf_cap ? c->sbuf_cap : 256;
+    while (cap < c->sbuf_len + n) cap *= 2;
+    uint8_t *b = realloc(c->sbuf, cap);
+    if (!b) return NEXAR_ERR_NOMEM;
+    c->sbuf = b;
+    c->sbuf_cap = cap;
+  }
+  memcpy(c->sbuf + c->sbuf_len, d, n);
+  c->sbuf_len += n;
+  for (;;) {
+    uint8_t type;
+    uint32_t blen;
+    int r = nexar__seed_frame_decode(c->sbuf, c->sbuf_len, &type, &blen);
+    if (r < 0) return r;
+    if (r == 0 || c->sbuf_len < NEXAR__SEED_FRAME_HDR + blen) return 0;
+    r = fn(c, type, c->sbuf + NEXAR__SEED_FRAME_HDR, blen);
+    if (r < 0 || c->state == NEXAR__CS_DEAD) return r;
+    size_t used = NEXAR__SEED_FRAME_HDR + blen;
+    memmove(c->sbuf, c->sbuf + used, c->sbuf_len - used);
+    c->sbuf_len -= used;
+  }
+}
+
+static void finish(nexar_seed_t *s, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void finish(nexar_seed_t *s, int rc, const char *fmt, ...) {
+  pthread_mutex_lock(&s->mu);
+  if (!s->done) {
+    s->done = true;
+    s->rc = rc;
+    if (fmt) {
+      va_list ap;
+      va_start(ap, fmt);
+      vsnprintf(s->err, sizeof(s->err), fmt, ap);
+      va_end(ap);
+      NEXAR__WARN(NEXAR__SUB_BOOTSTRAP, "seed: %s", s->err);
+    }
+    pthread_cond_broadcast(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+static void reject(nexar__conn_t *c, int code, const char *reason) {
+  uint8_t frame[NEXAR__SEED_FRAME_HDR + 8 + NEXAR__REASON_MAX];
+  int n = nexar__seed_reject_encode(code, reason, frame, sizeof(frame));
+  if (n > 0) nexar__conn_seed_send(c, frame, (size_t)n);
+}
+
+static worker_t *find_worker(nexar_seed_t *s, nexar__conn_t *c) {
+  for (int i = 0; i < s->nw; i++)
+    if (s->w[i].conn == c) return &s->w[i];
+  return NULL;
+}
+
+static bool waddr_loopback(const nexar__waddr_t *a) {
+  static const uint8_t v6lo[16] = {0, 0, 0, 0, 0, 0, 0, 0,
+                                   0, 0, 0, 0, 0, 0, 0, 1};
+  return (a->family == 4 && a->ip[0] == 127) ||
+         (a->family == 6 && memcmp(a->ip, v6lo, 16) == 0);
+}
+
+static void form(nexar_seed_t *s) {
+  /* Requested ranks first, then arrival order fills the free ranks. */
+  int *owner = malloc((size_t)s->world * sizeof(int));
+  nexar__roster_entry_t *roster = calloc((size_t)s->world, sizeof(*roster));
+  size_t cap = 16 + (size_t)s->world * 64;
+  uint8_t *frame = malloc(cap);
+  if (!owner || !roster || !frame) {
+    finish(s, NEXAR_ERR_NOMEM, "out of memory forming the cluster");
+    goto out;
+  }
+  for (int r = 0; r < s->world; r++) owner[r] = -1;
+  for (int i = 0; i < s->nw; i++)
+    if (s->w[i].hello.rank >= 0) owner[s->w[i].rank = s->w[i].hello.rank] = i;
+  int next = 0;
+  for (int i = 0; i < s->nw; i++) {
+    if (s->w[i].hello.rank >= 0) continue;
+    while (owner[next] >= 0) next++;
+    owner[next] = i;
+    s->w[i].rank = next;
+  }
+  /* Never tell a worker on another host to dial a loopback address. */
+  int lo = -1, remote = -1;
+  for (int i = 0; i < s->nw; i++) {
+    if (waddr_loopback(&s->w[i].addr)) lo = i;
+    else remote = i;
+  }
+  if (lo >= 0 && remote >= 0) {
+    char msg[NEXAR__REASON_MAX];
+    snprintf(msg, sizeof(msg),
+             "rank %d (%s pid %u) is reachable only at a loopback address "
+             "while rank %d (%s) is on another host; set NEXAR_BIND_ADDR or "
+             "NEXAR_ADVERTISE_ADDR to a routable address",
+             s->w[lo].rank, s->w[lo].hello.host, s->w[lo].hello.pid,
+             s->w[remote].rank, s->w[remote].hello.host);
+    for (int i = 0; i < s->nw; i++)
+      reject(s->w[i].conn, NEXAR_ERR_INVALID_ARG, msg);
+    finish(s, NEXAR_ERR_INVALID_ARG, "%s", msg);
+    goto out;
+  }
+  for (int r = 0; r < s->world; r++) {
+    worker_t *w = &s->w[owner[r]];
+    roster[r].addr = w->addr;
+    memcpy(roster[r].fingerprint, w->hello.fingerprint, NEXAR__FP_BYTES);
+  }
+  for (int i = 0; i < s->nw; i++) {
+    int n = nexar__seed_welcome_encode((uint32_t)s->w[i].rank,
+                                       (uint32_t)s->world, roster, frame, cap);
+    if (n < 0 || nexar__conn_seed_send(s->w[i].conn, frame, (size_t)n) < 0) {
+      finish(s, NEXAR_ERR_INTERNAL, "cannot encode the welcome");
+      goto out;
+    }
+    s->w[i].welcomed = true;
+  }
+  s->formed = true;
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "seed: cluster of %d formed", s->world);
+out:
+  free(owner);
+  free(roster);
+  free(frame);
+}
+
+static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
+                    size_t len) {
+  nexar_seed_t *s = c->ep->owner;
+  if (type != NEXAR__SEED_HELLO || find_worker(s, c)) {
+    nexar__conn_close(c, NEXAR__CLOSE_PROTO, "unexpected seed frame");
+    nexar__conn_fail(c, NEXAR_ERR_PROTO, "unexpected seed frame");
+    return NEXAR_ERR_PROTO;
+  }
+  nexar__seed_hello_t h;
+  if (nexar__seed_hello_decode(&h, body, len) < 0) {
+    nexar__conn_close(c, NEXAR__CLOSE_PROTO, "malformed hello");
+    nexar__conn_fail(c, NEXAR_ERR_PROTO, "malformed hello");
+    return NEXAR_ERR_PROTO;
+  }
+  uint8_t exp[32], mac[32];
+  if (nexar__tls_exporter(c, exp) < 0) return NEXAR_ERR_TRANSPORT;
+  nexar__mac(s->key, "nexar worker proof v1", exp, mac);
+  char why[NEXAR__REASON_MAX];
+  int code = 0;
+  if (!nexar__ct_equal(mac, h.proof, 32)) {
+    code = NEXAR_ERR_AUTH;
+    snprintf(why, sizeof(why), "wrong cluster secret");
+  } else if (s->formed) {
+    code = NEXAR_ERR_INVALID_USAGE;
+    snprintf(why, sizeof(why), "the cluster of %d is already formed",
+             s->world);
+  } else if (h.world_size && h.world_size != s->world) {
+    code = NEXAR_ERR_INVALID_ARG;
+    snprintf(why, sizeof(why),
+             "world size mismatch: the worker expects %d, the seed %d",
+             h.world_size, s->world);
+  } else if (h.rank >= s->world) {
+    code = NEXAR_ERR_INVALID_ARG;
+    snprintf(why, sizeof(why), "requested rank %d is outside world size %d",
+             h.rank, s->world);
+  } else if (h.rank >= 0) {
+    for (int i = 0; i < s->nw; i++) {
+      if (s->w[i].hello.rank == h.rank) {
+        code = NEXAR_ERR_INVALID_ARG;
+        snprintf(why, sizeof(why),
+                 "rank %d requested by %s pid %u is already taken by %s "
+                 "pid %u",
+                 h.rank, h.host, h.pid, s->w[i].hello.host,
+                 s->w[i].hello.pid);
+        break;
+      }
+    }
+  }
+  if (code) {
+    NEXAR__WARN(NEXAR__SUB_BOOTSTRAP, "seed: refused worker at %s: %s",
+                c->remote_str, why);
+    reject(c, code, why);
+    return 0;
+  }
+  worker_t *nw = realloc(s->w, (size_t)(s->nw + 1) * sizeof(*nw));
+  if (!nw) return NEXAR_ERR_NOMEM;
+  s->w = nw;
+  worker_t *w = &s->w[s->nw++];
+  memset(w, 0, sizeof(*w));
+  w->conn = c;
+  w->hello = h;
+  w->rank = -1;
+  if (h.has_addr) {
+    w->addr = h.advertise;
+  } else {
+    nexar__addr_to_wire((const struct sockaddr *)&c->remote, &w->addr);
+  }
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "seed: worker %d/%d arrived from %s",
+              s->nw, s->world, c->remote_str);
+  if (s->nw == s->world) form(s);
+  return 0;
+}
+
+static void seed_on_ready(nexar__conn_t *c) {
+  nexar_seed_t *s = c->ep->owner;
+  uint8_t exp[32], mac[32];
+  uint8_t frame[NEXAR__SEED_FRAME_HDR + NEXAR__MAC_BYTES];
+  if (nexar__tls_exporter(c, exp) < 0) {
+    nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, "TLS exporter failed");
+    return;
+  }
+  nexar__mac(s->key, "nexar seed proof v1", exp, mac);
+  int n = nexar__seed_proof_encode(mac, frame, sizeof(frame));
+  if (n > 0) nexar__conn_seed_send(c, frame, (size_t)n);
+}
+
+static void seed_on_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
+  int r = nexar__seed_feed(c, d, n, on_frame);
+  if (r < 0 && c->state != NEXAR__CS_DEAD) {
+    nexar__conn_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(r));
+    nexar__conn_fail(c, r, nexar_strerror(r));
+  }
+}
+
+static void seed_on_closed(nexar__conn_t *c) {
+  nexar_seed_t *s = c->ep->owner;
+  worker_t *w = find_worker(s, c);
+  if (c->close_code == NEXAR__CLOSE_AUTH)
+    NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
+                "seed: worker at %s refused this seed: %s", c->remote_str,
+                c->close_reason);
+  if (!w) return;
+  if (w->welcomed) {
+    /* A worker closes the seed link once it holds the welcome. */
+    w->delivered = true;
+  } else {
+    NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
+                "seed: worker at %s left before formation: %s", c->remote_str,
+                c->close_reason);
+    *w = s->w[--s->nw];
+    return;
+  }
+  w->conn = NULL;
+}
+
+static void seed_on_tick(nexar__ep_t *ep, uint64_t now) {
+  nexar_seed_t *s = ep->owner;
+  if (s->done) return;
+  if (s->formed) {
+    for (int i = 0; i < s->nw; i++)
+      if (!s->w[i].delivered &&
+          !(s->w[i].conn && nexar__conn_idle(s->w[i].conn)))
+        return;
+    finish(s, NEXAR_OK, NULL);
+    return;
+  }
+  if (now < s->deadline) return;
+  char missing[256] = "";
+  size_t o = 0;
+  bool *have = calloc((size_t)s->world, 1);
+  int unrequested = 0;
+  for (int i = 0; i < s->nw; i++) {
+    if (s->w[i].hello.rank >= 0 && have) have[s->w[i].hello.rank] = true;
+    else unrequested++;
+  }
+  int nmissing = s->world - s->nw;
+  for (int r = 0; have && r < s->world && o < sizeof(missing) - 16; r++)
+    if (!have[r] && unrequested-- <= 0)
+      o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d",
+                            o ? ", " : "", r);
+  free(have);
+  char msg[NEXAR__REASON_MAX];
+  snprintf(msg, sizeof(msg),
+           "cluster formation timed out after %d ms: %d of %d workers "
+           "arrived; missing %d (rank%s %s)",
+           s->timeout_ms, s->nw, s->world, nmissing, nmissing > 1 ? "s" : "",
+           missing[0] ? missing : "unassigned");
+  for (int i = 0; i < s->nw; i++)
+    if (s->w[i].conn) reject(s->w[i].conn, NEXAR_ERR_TIMEOUT, msg);
+  finish(s, NEXAR_ERR_TIMEOUT, "%s", msg);
+}
+
+static int seed_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
+  return -2; /* seed clients are authenticated by MAC, not certificate */
+}
+
+static const nexar__ep_ops_t seed_ops = {
+    .on_ready = seed_on_ready,
+    .on_seed_data = seed_on_data,
+    .on_closed = seed_on_closed,
+    .on_tick = seed_on_tick,
+    .verify_client = seed_verify_client,
+};
+
+int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
+  nexar__log_init();
+  nexar_seed_config_t def = NEXAR_SEED_CONFIG_INIT;
+  if (!cfg) cfg = &def;
+  if (!out || cfg->size < sizeof(size_t)) return NEXAR_ERR_INVALID_ARG;
+  nexar__params_t prm;
+  char err[NEXAR__ERRMSG_MAX];
+  int rc = nexar__params_load(&prm, NULL, err, sizeof(err));
+  if (rc < 0) {
+    nexar__set_init_error("%s", err);
+    return rc;
+  }
+  nexar_seed_t *s = calloc(1, sizeof(*s));
+  if (!s) return NEXAR_ERR_NOMEM;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  s->world = cfg->world_size != NEXAR_UNSET ? cfg->world_size
+                                            : (int)prm.world_size;
+  s->timeout_ms = cfg->timeout_ms != NEXAR_UNSET
+                      ? cfg->timeout_ms
+                      : (int)prm.bootstrap_timeout_ms;
+  if (s->world < 1 || s->timeout_ms < 1) {
+    nexar__set_init_error("seed: world size must be >= 1 (NEXAR_WORLD_SIZE)");
+    rc = NEXAR_ERR_INVALID_ARG;
+    goto fail;
+  }
+  rc = nexar__read_secret(cfg->secret ? cfg->secret : prm.secret,
+                          cfg->secret ? NULL
+                          : cfg->secret_file ? cfg->secret_file
+                                             : prm.secret_file,
+                          s->key, err, sizeof(err));
+  if (rc < 0) {
+    nexar__set_init_error("seed: %s", err);
+    goto fail;
+  }
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  const char *listen = cfg->listen_addr ? cfg->listen_addr : "127.0.0.1:0";
+  if (nexar__parse_addr(listen, 0, &ss, &sl) < 0) {
+    nexar__set_init_error("seed: cannot parse listen address '%s'", listen);
+    rc = NEXAR_ERR_INVALID_ARG;
+    goto fail;
+  }
+  rc = nexar__ep_init(&s->ep, &ss, sl, &seed_ops, s);
+  if (rc < 0) {
+    nexar__set_init_error("seed: cannot listen on %s: %s", listen,
+                          strerror(errno));
+    goto fail_ep;
+  }
+  s->ep.server_alpn_seed = true;
+  s->deadline = nexar__now() + (uint64_t)s->timeout_ms * 1000000ull;
+  rc = nexar__ep_start(&s->ep);
+  if (rc < 0) goto fail_ep;
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "seed listening on %s for %d workers",
+              s->ep.local_str, s->world);
+  *out = s;
+  return 0;
+fail_ep:
+  nexar__ep_fini(&s->ep);
+fail:
+  gnutls_memset(s->key, 0, sizeof(s->key));
+  free(s);
+  return rc;
+}
+
+int nexar_seed_port(const nexar_seed_t *s) {
+  if (!s) return -1;
+  const struct sockaddr *sa = (const struct sockaddr *)&s->ep.local;
+  return sa->sa_family == AF_INET
+             ? ntohs(((const struct sockaddr_in *)sa)->sin_port)
+             : ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+}
+
+int nexar_seed_wait(nexar_seed_t *s, int timeout_ms) {
+  if (!s) return NEXAR_ERR_INVALID_ARG;
+  uint64_t ms = timeout_ms < 0 ? (uint64_t)s->timeout_ms + 5000
+                               : (uint64_t)timeout_ms;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+               ms * 1000000ull;
+  ts.tv_sec = (time_t)(t / 1000000000ull);
+  ts.tv_nsec = (long)(t % 1000000000ull);
+  pthread_mutex_lock(&s->mu);
+  while (!s->done)
+    if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) != 0) break;
+  int rc = s->done ? s->rc : NEXAR_ERR_TIMEOUT;
+  if (!s->done)
+    snprintf(s->err, sizeof(s->err), "seed: formation not finished after %llu ms",
+             (unsigned long long)ms);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+const char *nexar_seed_last_error(const nexar_seed_t *s) {
+  return s ? s->err : "";
+}
+
+int nexar_seed_stop(nexar_seed_t *s) {
+  if (!s) return NEXAR_OK;
+  nexar__ep_fini(&s->ep);
+  free(s->w);
+  gnutls_memset(s->key, 0, sizeof(s->key));
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
+  free(s);
+  return NEXAR_OK;
+}

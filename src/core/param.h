@@ -1,0 +1,75 @@
+/*
+ * The parameter table: every NEXAR_* setting declared once, with its type,
+ * default, range and help text. It drives validation (an invalid value is an
+ * error naming the variable), the INFO dump of the effective configuration
+ * and docs/configuration.md. Precedence: config struct > environment >
+ * default.
+ */
+#ifndef NEXAR_PARAM_H
+#define NEXAR_PARAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* X(type, field, env, default, min, max, help); type INT or STR. Integer
+ * times are milliseconds, sizes bytes. */
+#define NEXAR__PARAM_TABLE(X)                                                 \
+  X(STR, seed_addr, "NEXAR_SEED", NULL, 0, 0,                                 \
+    "host:port of the seed (required to join a cluster)")                     \
+  X(STR, secret, "NEXAR_SECRET", NULL, 0, 0,                                  \
+    "cluster secret shared by the seed and every worker (never logged)")      \
+  X(STR, secret_file, "NEXAR_SECRET_FILE", NULL, 0, 0,                        \
+    "file whose contents are the cluster secret")                             \
+  X(INT, world_size, "NEXAR_WORLD_SIZE", 0, 1, 1 << 20,                       \
+    "number of ranks in the job")                                             \
+  X(INT, rank, "NEXAR_RANK", -1, -1, (1 << 20) - 1,                           \
+    "requested rank (-1: assigned in arrival order)")                         \
+  X(STR, bind_addr, "NEXAR_BIND_ADDR", "127.0.0.1", 0, 0,                     \
+    "local ip[:port] of the process's UDP socket")                            \
+  X(STR, advertise_addr, "NEXAR_ADVERTISE_ADDR", NULL, 0, 0,                  \
+    "ip[:port] peers dial (default: the address the seed observed)")          \
+  X(INT, bootstrap_timeout_ms, "NEXAR_BOOTSTRAP_TIMEOUT_MS", 60000, 100,      \
+    86400000, "deadline of the whole bootstrap (seed, hello, mesh)")          \
+  X(INT, op_timeout_ms, "NEXAR_OP_TIMEOUT_MS", 300000, 1, 86400000,           \
+    "deadline of each blocking call")                                         \
+  X(INT, eager_bytes, "NEXAR_EAGER_BYTES", 131072, 1024, 16777216,            \
+    "stream window before a receive is matched (unexpected-message bound)")   \
+  X(INT, max_streams, "NEXAR_MAX_STREAMS", 128, 4, 4096,                      \
+    "undelivered messages a peer may have towards this process")              \
+  X(INT, max_message_mb, "NEXAR_MAX_MESSAGE_MB", 1 << 20, 1, 1 << 30,         \
+    "largest message accepted from a peer, MiB")                              \
+  X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,        \
+    "QUIC idle timeout (0: off)")                                             \
+  X(INT, keepalive_ms, "NEXAR_KEEPALIVE_MS", 5000, 0, 86400000,               \
+    "QUIC keep-alive PING interval (0: off)")                                 \
+  X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,     \
+    "UDP socket send and receive buffer size")                                \
+  X(INT, udp_payload, "NEXAR_UDP_PAYLOAD", 0, 0, 65507,                       \
+    "QUIC packet size (0: 65000 on loopback, 1452 otherwise)")                \
+  X(INT, gso, "NEXAR_GSO", 1, 0, 1, "use UDP GSO/GRO batching")
+
+typedef struct nexar__params {
+#define NEXAR__PARAM_FIELD_INT(f) int64_t f;
+#define NEXAR__PARAM_FIELD_STR(f) const char *f;
+#define NEXAR__PARAM_FIELD(type, f, env, def, lo, hi, help) \
+  NEXAR__PARAM_FIELD_##type(f)
+  NEXAR__PARAM_TABLE(NEXAR__PARAM_FIELD)
+#undef NEXAR__PARAM_FIELD
+  char strbuf[4096]; /* copies of string values */
+  size_t strused;
+} nexar__params_t;
+
+struct nexar_config;
+/*
+ * Fills |p| from the defaults, then the environment, then |cfg| (may be
+ * NULL). Returns 0, or NEXAR_ERR_INVALID_ARG with |err| naming the variable
+ * and the accepted range.
+ */
+int nexar__params_load(nexar__params_t *p, const struct nexar_config *cfg,
+                       char *err, size_t errlen);
+/* Logs the effective configuration at INFO (secrets shown as "(set)"). */
+void nexar__params_dump(const nexar__params_t *p);
+/* Prints the table as help text (for --help of the programs). */
+void nexar__params_help(void *file);
+
+#endif /* NEXAR_PARAM_H */

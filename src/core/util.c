@@ -1,0 +1,163 @@
+/* Clock, address parsing and formatting, and reading the cluster secret. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gnutls/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nexar_int.h"
+
+uint64_t nexar__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Parses "ip", "ip:port", "[v6]:port" or "v6". Returns 0 or
+ * NEXAR_ERR_INVALID_ARG. Host names are resolved with getaddrinfo-free
+ * numeric parsing only: addresses in nexar are explicit. */
+int nexar__parse_addr(const char *s, int default_port,
+                      struct sockaddr_storage *ss, socklen_t *len) {
+  char host[128];
+  int port = default_port;
+  memset(ss, 0, sizeof(*ss));
+  if (!s || strlen(s) >= sizeof(host)) return NEXAR_ERR_INVALID_ARG;
+  const char *colon = strrchr(s, ':');
+  if (s[0] == '[') {
+    const char *end = strchr(s, ']');
+    if (!end) return NEXAR_ERR_INVALID_ARG;
+    memcpy(host, s + 1, (size_t)(end - s - 1));
+    host[end - s - 1] = 0;
+    if (end[1] == ':') port = atoi(end + 2);
+    else if (end[1]) return NEXAR_ERR_INVALID_ARG;
+  } else if (colon && strchr(s, ':') == colon) {
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = 0;
+    char *e;
+    long p = strtol(colon + 1, &e, 10);
+    if (*e || e == colon + 1) return NEXAR_ERR_INVALID_ARG;
+    port = (int)p;
+  } else {
+    snprintf(host, sizeof(host), "%s", s);
+  }
+  if (port < 0 || port > 65535) return NEXAR_ERR_INVALID_ARG;
+  if (!strcmp(host, "localhost")) snprintf(host, sizeof(host), "127.0.0.1");
+  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    *len = sizeof(*a4);
+    return 0;
+  }
+  if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    *len = sizeof(*a6);
+    return 0;
+  }
+  return NEXAR_ERR_INVALID_ARG;
+}
+
+void nexar__addr_str(const struct sockaddr *sa, char *out, size_t n) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+    snprintf(out, n, "%s:%u", ip, ntohs(a->sin_port));
+  } else if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+    inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+    snprintf(out, n, "[%s]:%u", ip, ntohs(a->sin6_port));
+  } else {
+    snprintf(out, n, "(unknown address family %d)", sa->sa_family);
+  }
+}
+
+void nexar__addr_to_wire(const struct sockaddr *sa, nexar__waddr_t *w) {
+  memset(w, 0, sizeof(*w));
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+    w->family = 4;
+    w->port = ntohs(a->sin_port);
+    memcpy(w->ip, &a->sin_addr, 4);
+  } else {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+    w->family = 6;
+    w->port = ntohs(a->sin6_port);
+    memcpy(w->ip, &a->sin6_addr, 16);
+  }
+}
+
+int nexar__wire_to_addr(const nexar__waddr_t *w, struct sockaddr_storage *ss,
+                        socklen_t *len) {
+  memset(ss, 0, sizeof(*ss));
+  if (w->family == 4) {
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons(w->port);
+    memcpy(&a->sin_addr, w->ip, 4);
+    *len = sizeof(*a);
+    return 0;
+  }
+  if (w->family == 6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(w->port);
+    memcpy(&a->sin6_addr, w->ip, 16);
+    *len = sizeof(*a);
+    return 0;
+  }
+  return NEXAR_ERR_PROTO;
+}
+
+/* Derives the 32-byte key K = SHA-256("nexar secret v1" || secret) from the
+ * secret string or file. The secret itself is wiped from the stack and never
+ * logged. */
+int nexar__read_secret(const char *secret, const char *file, uint8_t key[32],
+                       char *err, size_t errlen) {
+  char buf[4096];
+  size_t n = 0;
+  if (secret && *secret) {
+    n = strlen(secret);
+    if (n >= sizeof(buf)) {
+      snprintf(err, errlen, "NEXAR_SECRET is longer than %zu bytes",
+               sizeof(buf) - 1);
+      return NEXAR_ERR_INVALID_ARG;
+    }
+    memcpy(buf, secret, n);
+  } else if (file && *file) {
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      snprintf(err, errlen, "cannot open NEXAR_SECRET_FILE '%s': %s", file,
+               strerror(errno));
+      return NEXAR_ERR_INVALID_ARG;
+    }
+    ssize_t r = read(fd, buf, sizeof(buf));
+    close(fd);
+    if (r <= 0 || (size_t)r >= sizeof(buf)) {
+      snprintf(err, errlen, "NEXAR_SECRET_FILE '%s' is empty or too long",
+               file);
+      return NEXAR_ERR_INVALID_ARG;
+    }
+    n = (size_t)r;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
+  }
+  if (n == 0) {
+    snprintf(err, errlen,
+             "no cluster secret: set NEXAR_SECRET or NEXAR_SECRET_FILE");
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  static const char label[] = "nexar secret v1";
+  uint8_t tmp[sizeof(label) - 1 + sizeof(buf)];
+  memcpy(tmp, label, sizeof(label) - 1);
+  memcpy(tmp + sizeof(label) - 1, buf, n);
+  gnutls_hash_fast(GNUTLS_DIG_SHA256, tmp, sizeof(label) - 1 + n, key);
+  gnutls_memset(tmp, 0, sizeof(tmp));
+  gnutls_memset(buf, 0, sizeof(buf));
+  return 0;
+}

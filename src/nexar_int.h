@@ -1,0 +1,403 @@
+/*
+ * Internal declarations shared by the parts of libnexar: the endpoint
+ * (progress thread, UDP socket, QUIC connections), messages, requests and
+ * communicators. Everything in here is owned by the progress thread unless
+ * a comment says otherwise.
+ */
+#ifndef NEXAR_INT_H
+#define NEXAR_INT_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <gnutls/gnutls.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+
+#include "core/log.h"
+#include "core/param.h"
+#include "nexar.h"
+#include "wire/wire.h"
+
+#define NEXAR__ERRMSG_MAX 512
+#define NEXAR__ALPN_MESH "nexar/1"
+#define NEXAR__ALPN_SEED "nexar-seed/1"
+
+/* Application error codes carried in QUIC CONNECTION_CLOSE. */
+enum nexar__close_code {
+  NEXAR__CLOSE_OK = 0,       /* finalize / normal end */
+  NEXAR__CLOSE_AUTH = 1,     /* authentication failed */
+  NEXAR__CLOSE_PROTO = 2,    /* protocol violation */
+  NEXAR__CLOSE_REJECT = 3,   /* seed refused the worker */
+  NEXAR__CLOSE_ABORT = 4     /* process aborted */
+};
+
+/* Single-exit cleanup (NCCL style): log file:line on the error path only. */
+#define NEXAR__CHECK(call)                                                 \
+  do {                                                                     \
+    int nexar__rc = (call);                                                \
+    if (nexar__rc < 0) {                                                   \
+      NEXAR__LOG(NEXAR__LOG_INFO, NEXAR__SUB_INIT, "%s:%d: %s -> %s",      \
+                 __FILE__, __LINE__, #call, nexar_err_name(nexar__rc));    \
+      return nexar__rc;                                                    \
+    }                                                                      \
+  } while (0)
+#define NEXAR__CHECK_GOTO(call, rc, label)                                 \
+  do {                                                                     \
+    (rc) = (call);                                                         \
+    if ((rc) < 0) {                                                        \
+      NEXAR__LOG(NEXAR__LOG_INFO, NEXAR__SUB_INIT, "%s:%d: %s -> %s",      \
+                 __FILE__, __LINE__, #call, nexar_err_name(rc));           \
+      goto label;                                                          \
+    }                                                                      \
+  } while (0)
+
+typedef struct nexar__ep nexar__ep_t;
+typedef struct nexar__conn nexar__conn_t;
+typedef struct nexar__omsg nexar__omsg_t;
+typedef struct nexar__imsg nexar__imsg_t;
+typedef struct nexar_req nexar__req_t;
+typedef struct nexar__sched nexar__sched_t;
+
+/* ---- Local identity: a key pair and self-signed certificate generated in
+ * this process; only the certificate's fingerprint leaves it. */
+typedef struct nexar__identity {
+  gnutls_certificate_credentials_t cred;
+  uint8_t fingerprint[NEXAR__FP_BYTES];
+} nexar__identity_t;
+
+/* ---- Outgoing message: one unidirectional stream. */
+struct nexar__omsg {
+  nexar__omsg_t *next;
+  uint8_t hdr[NEXAR__HDR_BYTES];
+  const uint8_t *data; /* payload: the user's buffer or |owned| */
+  uint8_t *owned;      /* eager copy, freed when the stream closes */
+  uint64_t len;        /* payload bytes */
+  uint64_t sent;       /* stream bytes handed to ngtcp2 (header included) */
+  uint64_t acked;      /* stream bytes acknowledged */
+  int64_t sid;         /* -1 until opened */
+  int lane;
+  bool blocked;        /* stream flow control blocked */
+  nexar__req_t *req;   /* completed when acked; NULL when already done */
+};
+
+/* ---- Incoming message: one remote unidirectional stream. */
+enum nexar__imsg_state {
+  NEXAR__IM_HDR,        /* reading the 64-byte header */
+  NEXAR__IM_ORDER,      /* header read, waiting for earlier seq numbers */
+  NEXAR__IM_UNEXPECTED, /* in the unexpected store (prefix buffered) */
+  NEXAR__IM_MATCHED,    /* payload flows into a request's buffer */
+  NEXAR__IM_DONE        /* delivered; waiting for the stream to close */
+};
+
+struct nexar__imsg {
+  nexar__imsg_t *next; /* in the reorder list or the unexpected list */
+  nexar__imsg_t *prev;
+  nexar__imsg_t *anext, *aprev; /* every live imsg of the connection */
+  nexar__conn_t *conn;
+  int64_t sid;
+  int state;
+  uint8_t hdrbuf[NEXAR__HDR_BYTES];
+  size_t hdr_got;
+  nexar__hdr_t hdr;
+  uint64_t got;      /* payload bytes received */
+  uint8_t *buf;      /* unexpected prefix (<= eager bytes) */
+  uint64_t buf_len;  /* bytes held in buf */
+  nexar__req_t *req; /* matched request */
+  bool fin;          /* stream finished */
+  bool stream_closed;
+  bool credited;     /* stream window extended to the whole message */
+};
+
+/* ---- A QUIC connection (to a peer rank, to the seed, or from a worker). */
+enum nexar__conn_role { NEXAR__ROLE_MESH = 0, NEXAR__ROLE_SEED = 1 };
+enum nexar__conn_state {
+  NEXAR__CS_HANDSHAKE,
+  NEXAR__CS_READY,
+  NEXAR__CS_CLOSING,
+  NEXAR__CS_DEAD
+};
+
+/* Per (comm, lane) sequence numbers of one peer. */
+typedef struct nexar__seqs {
+  uint64_t comm_id;
+  uint64_t next_tx[NEXAR__LANE_COUNT];
+  uint64_t next_rx[NEXAR__LANE_COUNT];
+} nexar__seqs_t;
+
+struct nexar__conn {
+  nexar__ep_t *ep;
+  ngtcp2_conn *qc;
+  gnutls_session_t tls;
+  ngtcp2_crypto_conn_ref ref;
+  uint8_t cid_prefix[8]; /* every SCID we issue starts with this */
+  struct sockaddr_storage remote;
+  socklen_t remote_len;
+  char remote_str[64];
+  int role;
+  int state;
+  bool is_server;
+  bool want_write;
+  int peer;              /* world rank of the peer, -1 if not a mesh peer */
+  bool pin_set;          /* client: expected server certificate */
+  uint8_t pin[NEXAR__FP_BYTES];
+  int close_code;        /* why it closed (application code) */
+  char close_reason[128];
+  int err;               /* NEXAR_ERR_* that ended it */
+  /* Closing and failure are recorded inside ngtcp2 callbacks and carried
+   * out by the progress loop (nexar__conn_settle), never re-entrantly. */
+  bool close_req, close_sent, notified;
+  int tx_code;
+  char tx_reason[128];
+  /* Outgoing messages per lane, FIFO; streams are opened in order. */
+  nexar__omsg_t *outq[NEXAR__LANE_COUNT];
+  nexar__omsg_t *outq_tail[NEXAR__LANE_COUNT];
+  size_t eager_bytes;    /* bytes of eager copies not yet acknowledged */
+  /* Receive side. */
+  nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
+  nexar__imsg_t *imsgs;   /* all live incoming messages (for teardown) */
+  nexar__seqs_t seqs[8];
+  int nseqs;
+  /* Seed role: frame reassembly on the single remote stream. */
+  uint8_t *sbuf;
+  size_t sbuf_len, sbuf_cap;
+  int64_t seed_tx_sid;
+  void *role_data; /* seed: per-worker record */
+  uint64_t handshake_deadline;
+};
+
+/* ---- Requests: user-visible p2p, collective and internal steps. */
+enum nexar__req_kind {
+  NEXAR__REQ_SEND,
+  NEXAR__REQ_RECV,
+  NEXAR__REQ_COLL,
+  NEXAR__REQ_CTRL /* engine-internal operation (flush, cancel, ...) */
+};
+
+struct nexar_req {
+  nexar__req_t *next, *prev; /* op queue, then posted-receive list */
+  int kind;
+  nexar_comm_t *comm;
+  _Atomic int done;
+  int rc;
+  nexar_status_t st;
+  bool internal; /* owned by a schedule: cb is called, nobody waits */
+  void (*cb)(nexar__req_t *req);
+  void *cb_arg;
+  /* Send / receive. */
+  int peer;      /* world rank (send: dest; recv: source or ANY) */
+  int comm_peer; /* rank in comm (recv: source or NEXAR_ANY_SOURCE) */
+  int tag;
+  int lane;
+  uint8_t *buf;
+  uint64_t cap;  /* receive capacity / send length in bytes */
+  nexar__hdr_t hdr; /* send: header to send; recv (coll): expected */
+  bool is_coll;
+  nexar__imsg_t *msg;
+  nexar__omsg_t *omsg;
+  /* Collective. */
+  nexar__sched_t *sched;
+  /* Control. */
+  int (*ctrl)(nexar__req_t *req);
+};
+
+/* ---- Communicator. */
+struct nexar_comm {
+  nexar_ctx_t *ctx;
+  uint64_t id;
+  int rank, size;
+  int *world_ranks; /* comm rank -> world rank */
+  uint64_t coll_seq;  /* next collective number (progress thread) */
+  uint64_t user_coll_seq; /* collectives started (user side, atomic) */
+  nexar__req_t *posted; /* posted receives, in post order */
+  nexar__req_t *posted_tail;
+  nexar__imsg_t *unexp; /* unexpected messages, in arrival order */
+  nexar__imsg_t *unexp_tail;
+  pthread_mutex_t err_mu;
+  char last_error[NEXAR__ERRMSG_MAX];
+};
+
+/* ---- Endpoint: one UDP socket, one progress thread, many connections. */
+typedef struct nexar__ep_ops {
+  /* A connection finished its handshake. */
+  void (*on_ready)(nexar__conn_t *c);
+  /* Bytes on a remote stream of a seed-role connection. */
+  void (*on_seed_data)(nexar__conn_t *c, const uint8_t *d, size_t n);
+  /* A connection is gone (closed by either side, failed, timed out). */
+  void (*on_closed)(nexar__conn_t *c);
+  /* Called each loop iteration with the current time (deadlines). */
+  void (*on_tick)(nexar__ep_t *ep, uint64_t now);
+  /* Server side: verify a client certificate fingerprint; return the peer
+   * rank (>= 0), -1 to refuse, or -2 to accept as a non-mesh (seed)
+   * client. */
+  int (*verify_client)(nexar__ep_t *ep, const uint8_t *fp);
+} nexar__ep_ops_t;
+
+struct nexar__ep {
+  int fd, epfd, evfd;
+  struct sockaddr_storage local;
+  socklen_t local_len;
+  char local_str[64];
+  bool gso;
+  nexar__identity_t id;
+  const nexar__ep_ops_t *ops;
+  void *owner; /* nexar_ctx_t or nexar_seed_t */
+  bool server_alpn_seed; /* accepts seed connections (the seed) */
+  nexar__conn_t **conns;
+  int nconns, cap_conns;
+  pthread_t thread;
+  bool thread_started;
+  atomic_bool stop;
+  /* Operation queue from user threads. */
+  pthread_mutex_t qmu;
+  nexar__req_t *q_head, *q_tail;
+  /* Completion signalling to user threads. */
+  pthread_mutex_t cmu;
+  pthread_cond_t ccv;
+  int waiters;
+  /* Datagrams from unknown clients held until the roster is known. */
+  struct {
+    uint8_t *data;
+    size_t len;
+    struct sockaddr_storage from;
+    socklen_t fromlen;
+  } stash[32];
+  int nstash;
+  bool accept_mesh; /* roster known: mesh clients may connect */
+  int local_rank;   /* for log lines */
+  uint8_t *txbuf;   /* GSO batch buffer */
+  uint8_t *rxbuf;   /* GRO receive buffers */
+};
+
+/* ---- Process context. */
+struct nexar_ctx {
+  nexar__ep_t ep;
+  nexar__params_t prm;
+  int rank, world;
+  nexar__roster_entry_t *roster;
+  nexar__conn_t **peers; /* world rank -> connection */
+  nexar_comm_t *world_comm;
+  nexar__conn_t *seed_conn;
+  uint8_t secret_key[32];
+  /* Bootstrap state (progress thread). */
+  int boot_state;
+  int boot_rc;
+  char boot_err[NEXAR__ERRMSG_MAX];
+  uint64_t boot_deadline;
+  bool finalizing;
+};
+
+/* ---------------- clock and small helpers ---------------- */
+uint64_t nexar__now(void); /* CLOCK_MONOTONIC in ns */
+void nexar__set_init_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+void nexar__comm_set_error(nexar_comm_t *comm, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int nexar__parse_addr(const char *s, int default_port,
+                      struct sockaddr_storage *ss, socklen_t *len);
+void nexar__addr_str(const struct sockaddr *sa, char *out, size_t n);
+void nexar__addr_to_wire(const struct sockaddr *sa, nexar__waddr_t *w);
+int nexar__wire_to_addr(const nexar__waddr_t *w, struct sockaddr_storage *ss,
+                        socklen_t *len);
+int nexar__read_secret(const char *secret, const char *file, uint8_t key[32],
+                       char *err, size_t errlen);
+
+/* ---------------- tls.c ---------------- */
+int nexar__identity_init(nexar__identity_t *id);
+void nexar__identity_fini(nexar__identity_t *id);
+int nexar__tls_session(nexar__conn_t *c, const char *alpn);
+int nexar__tls_exporter(nexar__conn_t *c, uint8_t out[32]);
+void nexar__mac(const uint8_t key[32], const char *label,
+                const uint8_t exporter[32], uint8_t out[32]);
+int nexar__ct_equal(const uint8_t *a, const uint8_t *b, size_t n);
+
+/* ---------------- udp.c ---------------- */
+int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
+                    socklen_t len);
+int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                    socklen_t tolen, const uint8_t *data, size_t len,
+                    size_t segsize);
+typedef void (*nexar__udp_rx_fn)(nexar__ep_t *ep, const uint8_t *data,
+                                 size_t len,
+                                 const struct sockaddr_storage *from,
+                                 socklen_t fromlen);
+int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn);
+
+/* ---------------- quic.c ---------------- */
+int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                     socklen_t tolen, int role, int peer,
+                     const uint8_t *pin, nexar__conn_t **out);
+void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
+                             const struct sockaddr_storage *from,
+                             socklen_t fromlen);
+void nexar__conn_flush(nexar__conn_t *c);
+uint64_t nexar__conn_expiry(nexar__conn_t *c);
+void nexar__conn_on_expiry(nexar__conn_t *c, uint64_t now);
+void nexar__conn_close(nexar__conn_t *c, int code, const char *reason);
+void nexar__conn_fail(nexar__conn_t *c, int err, const char *why);
+void nexar__conn_free(nexar__conn_t *c);
+/* Progress loop: sends a requested close, reports a failed connection. */
+void nexar__conn_settle(nexar__conn_t *c);
+/* Enqueues an outgoing message; the stream opens when credit allows. */
+void nexar__conn_send(nexar__conn_t *c, nexar__omsg_t *m);
+/* Seed role: writes one frame on this side's stream. */
+int nexar__conn_seed_send(nexar__conn_t *c, const uint8_t *frame, size_t len);
+int nexar__conn_extend_stream(nexar__conn_t *c, int64_t sid, uint64_t n);
+bool nexar__conn_idle(nexar__conn_t *c); /* nothing unacked or queued */
+
+/* ---------------- engine.c ---------------- */
+int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
+                   socklen_t len, const nexar__ep_ops_t *ops, void *owner);
+int nexar__ep_start(nexar__ep_t *ep);
+void nexar__ep_stop(nexar__ep_t *ep);
+void nexar__ep_fini(nexar__ep_t *ep);
+int nexar__ep_add_conn(nexar__ep_t *ep, nexar__conn_t *c);
+void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__conn_t *c);
+/* Queues |req| (kind CTRL or a p2p/coll start) for the progress thread. */
+void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req);
+/* Progress thread: marks |req| finished with |rc| and wakes waiters. */
+void nexar__req_complete(nexar__req_t *req, int rc);
+/* User thread: waits until |req| is done or |deadline| (ns) passes.
+ * Returns 0 when done, NEXAR_ERR_TIMEOUT otherwise. */
+int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline);
+/* User thread: runs |fn| on the progress thread and waits for it. */
+int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
+                   uint64_t deadline);
+
+/* ---------------- p2p/match.c ---------------- */
+/* Starts a send or receive on the progress thread. */
+void nexar__p2p_start(nexar__req_t *req);
+/* Data arrived on a remote mesh stream. */
+void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid,
+                               nexar__imsg_t *m, const uint8_t *d, size_t n,
+                               bool fin);
+/* Frees every incoming message of a connection being torn down. */
+void nexar__p2p_conn_teardown(nexar__conn_t *c);
+/* Delivers a message a rank sends to itself. */
+int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req);
+void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m);
+/* Fails every request that depends on world rank |peer|. */
+void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
+                          const char *why);
+/* Cancels a pending request (progress thread). */
+void nexar__p2p_cancel(nexar__req_t *req, int rc);
+void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
+void nexar__omsg_free(nexar__omsg_t *m);
+nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id);
+/* Builds and enqueues a message to world rank |peer| for |req| (a send). */
+int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req);
+
+/* ---------------- coll ---------------- */
+void nexar__coll_start(nexar__req_t *req);
+void nexar__coll_cancel(nexar__req_t *req, int rc);
+void nexar__sched_free(nexar__sched_t *s);
+
+/* ---------------- cluster ---------------- */
+int nexar__bootstrap(nexar_ctx_t *ctx);
+extern const nexar__ep_ops_t nexar__worker_ops;
+
+#endif /* NEXAR_INT_H */

@@ -1,0 +1,526 @@
+/*
+ * Point-to-point messaging and MPI-style matching. Runs on the progress
+ * thread only.
+ *
+ * - Ordering: each message carries seq, per (sender, receiver, comm, lane).
+ *   Streams may arrive in any order; headers are matched strictly in seq
+ *   order (a header that is early waits in the connection's reorder list),
+ *   which gives FIFO per (source, tag, communicator).
+ * - Matching: a header is matched against the communicator's posted
+ *   receives in post order; unmatched, it joins the unexpected list in
+ *   arrival order, and a later receive searches that list first.
+ * - Memory: an unmatched message holds at most its stream window (the eager
+ *   limit); the window is extended to the whole message only once a receive
+ *   is bound to it, and MAX_STREAMS credit is returned only when a message
+ *   is delivered. Unexpected memory per peer is thus bounded by
+ *   max_streams x eager_bytes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nexar_int.h"
+
+#define EAGER_COPY_CAP (16u << 20) /* eager copies in flight per peer */
+
+nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id) {
+  for (int i = 0; i < c->nseqs; i++)
+    if (c->seqs[i].comm_id == comm_id) return &c->seqs[i];
+  if (c->nseqs == (int)(sizeof(c->seqs) / sizeof(c->seqs[0]))) return NULL;
+  nexar__seqs_t *s = &c->seqs[c->nseqs++];
+  memset(s, 0, sizeof(*s));
+  s->comm_id = comm_id;
+  return s;
+}
+
+static nexar_comm_t *find_comm(nexar_ctx_t *ctx, uint64_t id) {
+  return id == 0 ? ctx->world_comm : NULL;
+}
+
+void nexar__omsg_free(nexar__omsg_t *m) {
+  if (!m) return;
+  free(m->owned);
+  free(m);
+}
+
+void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m) {
+  if (m->req) {
+    nexar__req_t *r = m->req;
+    m->req = NULL;
+    r->omsg = NULL;
+    r->st.bytes = m->len;
+    nexar__req_complete(r, NEXAR_OK);
+  }
+}
+
+int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
+  nexar__conn_t *c = ctx->peers ? ctx->peers[req->peer] : NULL;
+  if (!c || c->state == NEXAR__CS_DEAD) {
+    nexar__comm_set_error(req->comm,
+                          "rank %d: send to rank %d failed: no connection "
+                          "(%s)",
+                          ctx->rank, req->peer,
+                          c ? c->close_reason : "peer not connected");
+    return NEXAR_ERR_PEER_FAILED;
+  }
+  nexar__seqs_t *sq = nexar__conn_seqs(c, req->hdr.comm_id);
+  if (!sq) return NEXAR_ERR_INTERNAL;
+  nexar__omsg_t *m = calloc(1, sizeof(*m));
+  if (!m) return NEXAR_ERR_NOMEM;
+  req->hdr.seq = sq->next_tx[req->lane]++;
+  req->hdr.lane = (uint8_t)req->lane;
+  req->hdr.payload_len = req->cap;
+  nexar__hdr_encode(&req->hdr, m->hdr);
+  m->len = req->cap;
+  m->sid = -1;
+  m->lane = req->lane;
+  bool copy = req->cap <= (uint64_t)ctx->prm.eager_bytes &&
+              c->eager_bytes + req->cap <= EAGER_COPY_CAP;
+  if (copy && req->cap) {
+    m->owned = malloc(req->cap);
+    if (!m->owned) {
+      free(m);
+      return NEXAR_ERR_NOMEM;
+    }
+    memcpy(m->owned, req->buf, req->cap);
+    c->eager_bytes += req->cap;
+  }
+  m->data = copy ? m->owned : req->buf;
+  nexar__conn_send(c, m);
+  if (copy) {
+    req->st.bytes = req->cap;
+    nexar__req_complete(req, NEXAR_OK);
+  } else {
+    m->req = req;
+    req->omsg = m;
+  }
+  return 0;
+}
+
+/* ---- Receive side ---- */
+
+static void unexp_remove(nexar_comm_t *comm, nexar__imsg_t *m) {
+  if (m->prev) m->prev->next = m->next;
+  else comm->unexp = m->next;
+  if (m->next) m->next->prev = m->prev;
+  else comm->unexp_tail = m->prev;
+  m->next = m->prev = NULL;
+}
+
+static void posted_remove(nexar_comm_t *comm, nexar__req_t *r) {
+  if (r->prev) r->prev->next = r->next;
+  else comm->posted = r->next;
+  if (r->next) r->next->prev = r->prev;
+  else comm->posted_tail = r->prev;
+  r->next = r->prev = NULL;
+}
+
+static int src_comm_rank(const nexar__imsg_t *m) { return (int)m->hdr.src_rank; }
+
+static bool matches(const nexar__req_t *r, const nexar__imsg_t *m) {
+  const nexar__hdr_t *h = &m->hdr;
+  if (r->is_coll != (h->kind == NEXAR__KIND_COLL)) return false;
+  if (r->is_coll)
+    return r->comm_peer == src_comm_rank(m) && r->hdr.coll_seq == h->coll_seq &&
+           r->hdr.step == h->step;
+  return (r->comm_peer == NEXAR_ANY_SOURCE || r->comm_peer == src_comm_rank(m)) &&
+         (r->tag == NEXAR_ANY_TAG || (uint32_t)r->tag == h->tag);
+}
+
+static void imsg_free(nexar__imsg_t *m) {
+  nexar__conn_t *c = m->conn;
+  if (c) {
+    if (m->aprev) m->aprev->anext = m->anext;
+    else c->imsgs = m->anext;
+    if (m->anext) m->anext->aprev = m->aprev;
+    if (c->qc && m->stream_closed && c->state != NEXAR__CS_DEAD) {
+      /* The message is delivered: the peer may open another stream. */
+      if (m->sid & 2)
+        ngtcp2_conn_extend_max_streams_uni(c->qc, 1);
+      else
+        ngtcp2_conn_extend_max_streams_bidi(c->qc, 1);
+      c->want_write = true;
+    }
+  }
+  free(m->buf);
+  free(m);
+}
+
+static void maybe_free(nexar__imsg_t *m) {
+  if (m->state == NEXAR__IM_DONE && (m->stream_closed || !m->conn))
+    imsg_free(m);
+}
+
+static void deliver(nexar__imsg_t *m) {
+  nexar__req_t *r = m->req;
+  m->req = NULL;
+  m->state = NEXAR__IM_DONE;
+  if (r) {
+    r->msg = NULL;
+    r->st.source = src_comm_rank(m);
+    r->st.tag = (int)m->hdr.tag;
+    r->st.bytes = m->hdr.payload_len;
+    int rc = NEXAR_OK;
+    if (!r->is_coll && m->hdr.payload_len > r->cap) {
+      rc = NEXAR_ERR_TRUNCATE;
+      nexar__comm_set_error(
+          r->comm,
+          "rank %d: recv from rank %d tag %u (seq %llu): message of %llu "
+          "bytes truncated to the %llu-byte buffer",
+          r->comm->rank, src_comm_rank(m), m->hdr.tag,
+          (unsigned long long)m->hdr.seq,
+          (unsigned long long)m->hdr.payload_len,
+          (unsigned long long)r->cap);
+    }
+    nexar__req_complete(r, rc);
+  }
+  maybe_free(m);
+}
+
+static void copy_in(nexar__imsg_t *m, uint64_t off, const uint8_t *d,
+                    size_t n) {
+  nexar__req_t *r = m->req;
+  if (!r || off >= r->cap) return;
+  size_t k = r->cap - off < n ? (size_t)(r->cap - off) : n;
+  memcpy(r->buf + off, d, k);
+}
+
+static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
+  nexar_ctx_t *ctx = r->comm->ctx;
+  if (r->is_coll) {
+    const nexar__hdr_t *h = &m->hdr, *e = &r->hdr;
+    if (h->coll_op != e->coll_op || h->dtype != e->dtype ||
+        h->redop != e->redop || h->count != e->count || h->tag != e->tag ||
+        h->payload_len != r->cap) {
+      nexar__comm_set_error(
+          r->comm,
+          "rank %d: collective #%llu of comm %llu mismatch: rank %d sent "
+          "op %u dtype %u redop %u count %llu root %d (%llu bytes), this "
+          "rank expects op %u dtype %u redop %u count %llu root %d (%llu "
+          "bytes)",
+          r->comm->rank, (unsigned long long)e->coll_seq,
+          (unsigned long long)e->comm_id, src_comm_rank(m), h->coll_op,
+          h->dtype, h->redop, (unsigned long long)h->count, (int)h->tag,
+          (unsigned long long)h->payload_len, e->coll_op, e->dtype, e->redop,
+          (unsigned long long)e->count, (int)e->tag,
+          (unsigned long long)r->cap);
+      m->req = NULL;
+      m->state = NEXAR__IM_MATCHED; /* drain and discard */
+      nexar__req_complete(r, NEXAR_ERR_MISMATCH);
+      goto credit;
+    }
+  }
+  m->req = r;
+  r->msg = m;
+  m->state = NEXAR__IM_MATCHED;
+  if (m->buf_len) copy_in(m, 0, m->buf, m->buf_len);
+  free(m->buf);
+  m->buf = NULL;
+  m->buf_len = 0;
+credit:
+  if (m->conn && !m->credited) {
+    /* Open the stream window for the rest of the message. */
+    uint64_t win = (uint64_t)ctx->prm.eager_bytes;
+    if (m->hdr.payload_len > win)
+      nexar__conn_extend_stream(m->conn, m->sid, m->hdr.payload_len - win);
+    m->credited = true;
+  }
+  if (m->got == m->hdr.payload_len) deliver(m);
+}
+
+/* Header |m| is next in its sequence: match it or make it unexpected. */
+static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  nexar_comm_t *comm = find_comm(ctx, m->hdr.comm_id);
+  for (nexar__req_t *r = comm->posted; r; r = r->next) {
+    if (matches(r, m)) {
+      posted_remove(comm, r);
+      bind_msg(m, r);
+      return;
+    }
+  }
+  m->state = NEXAR__IM_UNEXPECTED;
+  m->prev = comm->unexp_tail;
+  m->next = NULL;
+  if (comm->unexp_tail) comm->unexp_tail->next = m;
+  else comm->unexp = m;
+  comm->unexp_tail = m;
+}
+
+static void proto_error(nexar__conn_t *c, const char *why) {
+  NEXAR__WARN(NEXAR__SUB_P2P, "protocol error from rank %d at %s: %s",
+              c->peer, c->remote_str, why);
+  nexar__conn_close(c, NEXAR__CLOSE_PROTO, why);
+  nexar__conn_fail(c, NEXAR_ERR_PROTO, why);
+}
+
+static void run_reorder(nexar_ctx_t *ctx, nexar__conn_t *c) {
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (nexar__imsg_t *m = c->reorder; m; m = m->next) {
+      nexar__seqs_t *sq = nexar__conn_seqs(c, m->hdr.comm_id);
+      if (m->hdr.seq != sq->next_rx[m->hdr.lane]) continue;
+      if (m->prev) m->prev->next = m->next;
+      else c->reorder = m->next;
+      if (m->next) m->next->prev = m->prev;
+      m->next = m->prev = NULL;
+      sq->next_rx[m->hdr.lane]++;
+      on_header(ctx, m);
+      progress = true;
+      break;
+    }
+  }
+}
+
+static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c,
+                        nexar__imsg_t *m) {
+  const char *why = NULL;
+  int r = nexar__hdr_decode(&m->hdr, m->hdrbuf, NEXAR__HDR_BYTES,
+                            (uint64_t)ctx->prm.max_message_mb << 20, &why);
+  if (r < 0) {
+    proto_error(c, why ? why : "bad message header");
+    return;
+  }
+  nexar_comm_t *comm = find_comm(ctx, m->hdr.comm_id);
+  if (!comm) {
+    proto_error(c, "message for an unknown communicator");
+    return;
+  }
+  /* Never trust the claimed source: it must be the authenticated peer. */
+  if (m->hdr.kind == NEXAR__KIND_HEARTBEAT ||
+      (int)m->hdr.src_rank >= comm->size ||
+      comm->world_ranks[m->hdr.src_rank] != c->peer) {
+    proto_error(c, "source rank does not match the authenticated peer");
+    return;
+  }
+  nexar__seqs_t *sq = nexar__conn_seqs(c, m->hdr.comm_id);
+  if (!sq || m->hdr.seq < sq->next_rx[m->hdr.lane]) {
+    proto_error(c, "duplicate or stale sequence number");
+    return;
+  }
+  if (m->hdr.seq > sq->next_rx[m->hdr.lane]) {
+    m->state = NEXAR__IM_ORDER;
+    m->next = c->reorder;
+    m->prev = NULL;
+    if (c->reorder) c->reorder->prev = m;
+    c->reorder = m;
+    return;
+  }
+  sq->next_rx[m->hdr.lane]++;
+  on_header(ctx, m);
+  run_reorder(ctx, c);
+}
+
+void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
+                               const uint8_t *d, size_t n, bool fin) {
+  nexar_ctx_t *ctx = c->ep->owner;
+  if (!m) {
+    m = calloc(1, sizeof(*m));
+    if (!m) {
+      proto_error(c, "out of memory");
+      return;
+    }
+    m->conn = c;
+    m->sid = sid;
+    m->anext = c->imsgs;
+    if (c->imsgs) c->imsgs->aprev = m;
+    c->imsgs = m;
+    ngtcp2_conn_set_stream_user_data(c->qc, sid, m);
+  }
+  if (m->hdr_got < NEXAR__HDR_BYTES) {
+    size_t k = NEXAR__HDR_BYTES - m->hdr_got < n ? NEXAR__HDR_BYTES - m->hdr_got
+                                                 : n;
+    memcpy(m->hdrbuf + m->hdr_got, d, k);
+    m->hdr_got += k;
+    d += k;
+    n -= k;
+    if (m->hdr_got < NEXAR__HDR_BYTES) {
+      if (fin) proto_error(c, "stream ended inside a message header");
+      return;
+    }
+    header_done(ctx, c, m);
+    if (c->state == NEXAR__CS_DEAD) return;
+  }
+  if (m->got + n > m->hdr.payload_len) {
+    proto_error(c, "more payload than the header announced");
+    return;
+  }
+  if (n) {
+    if (m->state == NEXAR__IM_MATCHED) {
+      copy_in(m, m->got, d, n);
+    } else if (m->state != NEXAR__IM_DONE) {
+      /* Unexpected or waiting for order: keep the prefix, which the
+       * stream window bounds by the eager limit. */
+      uint64_t cap = m->hdr.payload_len < (uint64_t)ctx->prm.eager_bytes
+                         ? m->hdr.payload_len
+                         : (uint64_t)ctx->prm.eager_bytes;
+      if (!m->buf) m->buf = malloc(cap ? cap : 1);
+      if (!m->buf || m->buf_len + n > cap) {
+        proto_error(c, "peer exceeded the stream window");
+        return;
+      }
+      memcpy(m->buf + m->buf_len, d, n);
+      m->buf_len += n;
+    }
+    m->got += n;
+  }
+  if (fin) m->fin = true;
+  if (fin && m->got != m->hdr.payload_len) {
+    proto_error(c, "stream ended before the payload did");
+    return;
+  }
+  if (m->state == NEXAR__IM_MATCHED && m->got == m->hdr.payload_len)
+    deliver(m);
+}
+
+void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m) {
+  m->stream_closed = true;
+  if (m->state == NEXAR__IM_DONE) {
+    imsg_free(m);
+    return;
+  }
+  if (!m->fin && m->state == NEXAR__IM_MATCHED && m->req) {
+    nexar__req_t *r = m->req;
+    m->req = NULL;
+    r->msg = NULL;
+    nexar__req_complete(r, NEXAR_ERR_PEER_FAILED);
+    m->state = NEXAR__IM_DONE;
+    imsg_free(m);
+  }
+}
+
+/* Receive from self: the message is copied whole and matched at once. */
+int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req) {
+  nexar__imsg_t *m = calloc(1, sizeof(*m));
+  if (!m) return NEXAR_ERR_NOMEM;
+  m->hdr = req->hdr;
+  m->hdr.payload_len = req->cap;
+  m->got = req->cap;
+  m->fin = true;
+  if (req->cap) {
+    m->buf = malloc(req->cap);
+    if (!m->buf) {
+      free(m);
+      return NEXAR_ERR_NOMEM;
+    }
+    memcpy(m->buf, req->buf, req->cap);
+    m->buf_len = req->cap;
+  }
+  req->st.bytes = req->cap;
+  nexar__req_complete(req, NEXAR_OK);
+  on_header(ctx, m);
+  return 0;
+}
+
+static void start_recv(nexar__req_t *r) {
+  nexar_comm_t *comm = r->comm;
+  for (nexar__imsg_t *m = comm->unexp; m; m = m->next) {
+    if (matches(r, m)) {
+      unexp_remove(comm, m);
+      bind_msg(m, r);
+      return;
+    }
+  }
+  r->prev = comm->posted_tail;
+  r->next = NULL;
+  if (comm->posted_tail) comm->posted_tail->next = r;
+  else comm->posted = r;
+  comm->posted_tail = r;
+  /* A receive from a peer already known dead fails at once. */
+  nexar_ctx_t *ctx = comm->ctx;
+  if (r->peer >= 0 && r->peer != ctx->rank && ctx->peers &&
+      (!ctx->peers[r->peer] || ctx->peers[r->peer]->state == NEXAR__CS_DEAD)) {
+    posted_remove(comm, r);
+    nexar__comm_set_error(comm, "rank %d: recv from rank %d: peer is gone",
+                          ctx->rank, r->peer);
+    nexar__req_complete(r, NEXAR_ERR_PEER_FAILED);
+  }
+}
+
+void nexar__p2p_start(nexar__req_t *req) {
+  nexar_ctx_t *ctx = req->comm->ctx;
+  if (req->kind == NEXAR__REQ_RECV) {
+    start_recv(req);
+    return;
+  }
+  int rc = req->peer == ctx->rank ? nexar__p2p_self_send(ctx, req)
+                                  : nexar__p2p_post_send(ctx, req);
+  if (rc < 0) nexar__req_complete(req, rc);
+}
+
+void nexar__p2p_cancel(nexar__req_t *r, int rc) {
+  if (atomic_load(&r->done)) return;
+  if (r->kind == NEXAR__REQ_RECV) {
+    if (r->msg) {
+      r->msg->req = NULL; /* the rest of the message is discarded */
+      r->msg = NULL;
+    } else {
+      posted_remove(r->comm, r);
+    }
+  } else if (r->omsg) {
+    nexar__omsg_t *m = r->omsg;
+    nexar__conn_t *c = r->comm->ctx->peers[r->peer];
+    m->req = NULL;
+    r->omsg = NULL;
+    /* Stop the stream so ngtcp2 never reads the user's buffer again. */
+    if (c && c->qc && m->sid >= 0 && c->state != NEXAR__CS_DEAD)
+      ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
+    m->data = NULL;
+    m->sent = NEXAR__HDR_BYTES + m->len;
+  }
+  nexar__req_complete(r, rc);
+}
+
+void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
+                          const char *why) {
+  nexar_comm_t *comm = ctx->world_comm;
+  nexar__conn_t *c = ctx->peers[peer];
+  /* Pending sends to the peer. */
+  for (int lane = 0; c && lane < NEXAR__LANE_COUNT; lane++) {
+    for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
+      if (!m->req) continue;
+      nexar__req_t *r = m->req;
+      m->req = NULL;
+      r->omsg = NULL;
+      nexar__comm_set_error(r->comm, "rank %d: send to %s", ctx->rank, why);
+      nexar__req_complete(r, err);
+    }
+  }
+  /* Receives that wait on the peer (ANY_SOURCE included: it could have
+   * been the sender). */
+  for (nexar__req_t *r = comm->posted, *next; r; r = next) {
+    next = r->next;
+    if (r->peer == peer || r->comm_peer == NEXAR_ANY_SOURCE) {
+      posted_remove(comm, r);
+      nexar__comm_set_error(comm, "rank %d: recv from %s", ctx->rank, why);
+      nexar__req_complete(r, err);
+    }
+  }
+  for (nexar__imsg_t *m = c ? c->imsgs : NULL; m; m = m->anext) {
+    if (m->req) {
+      nexar__req_t *r = m->req;
+      m->req = NULL;
+      r->msg = NULL;
+      nexar__comm_set_error(comm, "rank %d: recv from %s", ctx->rank, why);
+      nexar__req_complete(r, err);
+    }
+  }
+}
+
+void nexar__p2p_conn_teardown(nexar__conn_t *c) {
+  nexar_ctx_t *ctx = c->ep->owner;
+  while (c->imsgs) {
+    nexar__imsg_t *m = c->imsgs;
+    if (m->state == NEXAR__IM_UNEXPECTED)
+      unexp_remove(find_comm(ctx, m->hdr.comm_id), m);
+    if (m->req) {
+      m->req->msg = NULL;
+      nexar__req_complete(m->req, NEXAR_ERR_CLOSED);
+    }
+    m->stream_closed = false; /* no credit to return */
+    m->conn = NULL;
+    c->imsgs = m->anext;
+    free(m->buf);
+    free(m);
+  }
+  c->reorder = NULL;
+}

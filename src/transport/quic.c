@@ -1,0 +1,665 @@
+/*
+ * QUIC connections over the endpoint's single UDP socket (ngtcp2 0.12 with
+ * GnuTLS). Runs only on the progress thread.
+ *
+ * Routing: every SCID we issue starts with the connection's random 8-byte
+ * prefix, so a short-header packet finds its connection by prefix; a
+ * client's Initials before it learns our SCID are matched by their original
+ * DCID.
+ *
+ * Sending: each message is one local unidirectional stream; the control lane
+ * is always written before the data lane, and packets are batched for UDP
+ * GSO (pitfall list in ../shared/reference/quic-ngtcp2.md, section 6).
+ */
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nexar_int.h"
+
+#define SCID_LEN 16
+#define GSO_MAX_BYTES 65000
+#define GSO_MAX_SEGS 64
+
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref) {
+  nexar__conn_t *c = ref->user_data;
+  return c->qc;
+}
+
+static void rand_cb(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
+  gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
+}
+
+static int new_cid_cb(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token,
+                      size_t cidlen, void *ud) {
+  nexar__conn_t *c = ud;
+  uint8_t buf[NGTCP2_MAX_CIDLEN];
+  if (cidlen < 8 || cidlen > sizeof(buf)) return NGTCP2_ERR_CALLBACK_FAILURE;
+  memcpy(buf, c->cid_prefix, 8);
+  gnutls_rnd(GNUTLS_RND_NONCE, buf + 8, cidlen - 8);
+  ngtcp2_cid_init(cid, buf, cidlen);
+  gnutls_rnd(GNUTLS_RND_NONCE, token, NGTCP2_STATELESS_RESET_TOKENLEN);
+  return 0;
+}
+
+static int handshake_completed_cb(ngtcp2_conn *qc, void *ud) {
+  nexar__conn_t *c = ud;
+  c->state = NEXAR__CS_READY;
+  NEXAR__INFO(NEXAR__SUB_NET, "QUIC handshake with %s (rank %d) done",
+              c->remote_str, c->peer);
+  if (c->ep->ops->on_ready) c->ep->ops->on_ready(c);
+  c->want_write = true;
+  return 0;
+}
+
+static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
+                               uint64_t offset, const uint8_t *data,
+                               size_t len, void *ud, void *sud) {
+  nexar__conn_t *c = ud;
+  bool fin = (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
+  if (c->role == NEXAR__ROLE_SEED) {
+    if (len && c->ep->ops->on_seed_data) c->ep->ops->on_seed_data(c, data, len);
+    /* Seed frames are bounded by the reassembly buffer: grant at once. */
+    ngtcp2_conn_extend_max_stream_offset(qc, sid, len);
+  } else {
+    if (!sud && !(sid & 2) && ((sid & 1) != 0) != c->is_server)
+      ngtcp2_conn_shutdown_stream_write(qc, sid, 0); /* one-way use */
+    nexar__p2p_on_stream_data(c, sid, sud, data, len, fin);
+  }
+  /* Connection-level credit is returned at once: what bounds memory is
+   * the per-stream window, extended only for matched messages. */
+  ngtcp2_conn_extend_max_offset(qc, len);
+  return c->state == NEXAR__CS_DEAD ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+static int acked_cb(ngtcp2_conn *qc, int64_t sid, uint64_t offset,
+                    uint64_t len, void *ud, void *sud) {
+  nexar__omsg_t *m = sud;
+  if (!m) return 0;
+  m->acked += len;
+  if (m->acked >= NEXAR__HDR_BYTES + m->len) nexar__omsg_acked(ud, m);
+  return 0;
+}
+
+static void unlink_omsg(nexar__conn_t *c, nexar__omsg_t *m) {
+  nexar__omsg_t **pp = &c->outq[m->lane], *prev = NULL;
+  while (*pp && *pp != m) {
+    prev = *pp;
+    pp = &(*pp)->next;
+  }
+  if (!*pp) return;
+  *pp = m->next;
+  if (c->outq_tail[m->lane] == m) c->outq_tail[m->lane] = prev;
+}
+
+static int stream_close_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
+                           uint64_t app_error, void *ud, void *sud) {
+  nexar__conn_t *c = ud;
+  bool local = ((sid & 1) != 0) == c->is_server;
+  if (!sud) return 0;
+  if (local) {
+    nexar__omsg_t *m = sud;
+    unlink_omsg(c, m);
+    if (m->req) nexar__omsg_acked(c, m);
+    if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
+      c->eager_bytes -= m->len;
+    nexar__omsg_free(m);
+  } else if (c->role == NEXAR__ROLE_MESH) {
+    nexar__p2p_on_stream_close(c, sud);
+  }
+  return 0;
+}
+
+static int extend_stream_cb(ngtcp2_conn *qc, int64_t sid, uint64_t max,
+                            void *ud, void *sud) {
+  nexar__omsg_t *m = sud;
+  if (m) m->blocked = false;
+  ((nexar__conn_t *)ud)->want_write = true;
+  return 0;
+}
+
+static int extend_streams_cb(ngtcp2_conn *qc, uint64_t max, void *ud) {
+  ((nexar__conn_t *)ud)->want_write = true;
+  return 0;
+}
+
+static void fill_callbacks(ngtcp2_callbacks *cb, bool server) {
+  memset(cb, 0, sizeof(*cb));
+  if (server) {
+    cb->recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
+  } else {
+    cb->client_initial = ngtcp2_crypto_client_initial_cb;
+    cb->recv_retry = ngtcp2_crypto_recv_retry_cb;
+  }
+  cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+  cb->encrypt = ngtcp2_crypto_encrypt_cb;
+  cb->decrypt = ngtcp2_crypto_decrypt_cb;
+  cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
+  cb->rand = rand_cb;
+  cb->get_new_connection_id = new_cid_cb;
+  cb->update_key = ngtcp2_crypto_update_key_cb;
+  cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+  cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+  cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+  cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+  cb->handshake_completed = handshake_completed_cb;
+  cb->recv_stream_data = recv_stream_data_cb;
+  cb->acked_stream_data_offset = acked_cb;
+  cb->stream_close = stream_close_cb;
+  cb->extend_max_stream_data = extend_stream_cb;
+  cb->extend_max_local_streams_uni = extend_streams_cb;
+  cb->extend_max_local_streams_bidi = extend_streams_cb;
+}
+
+static bool is_loopback(const struct sockaddr_storage *ss) {
+  if (ss->ss_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) ==
+           127;
+  if (ss->ss_family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+  return false;
+}
+
+static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
+                          ngtcp2_transport_params *tp) {
+  const nexar__params_t *p =
+      c->ep->owner && c->ep->ops == &nexar__worker_ops
+          ? &((nexar_ctx_t *)c->ep->owner)->prm
+          : NULL;
+  int64_t eager = p ? p->eager_bytes : 131072;
+  int64_t streams = p ? p->max_streams : 128;
+  int64_t idle = p ? p->idle_timeout_ms : 60000;
+  ngtcp2_settings_default(st);
+  st->initial_ts = nexar__now();
+  st->cc_algo = NGTCP2_CC_ALGO_BBR2;
+  st->initial_rtt = 10 * NGTCP2_MILLISECONDS;
+  st->max_window = 64u << 20;
+  st->max_stream_window = 64u << 20;
+  st->handshake_timeout = 30 * NGTCP2_SECONDS;
+  /* Large packets on loopback (64 KB: +87 % measured); the Initial stays
+   * small because shaping is only switched off for loopback paths. */
+  int64_t payload = p && p->udp_payload ? p->udp_payload : 0;
+  if (!payload) payload = is_loopback(&c->remote) ? 65000 : 1452;
+  st->max_tx_udp_payload_size = (size_t)payload;
+  if (payload > 1452) st->no_tx_udp_payload_size_shaping = 1;
+  if (getenv("NEXAR_QUIC_LOG")) st->log_printf = NULL;
+  ngtcp2_transport_params_default(tp);
+  tp->initial_max_data = 64u << 20;
+  tp->initial_max_stream_data_bidi_local = 0; /* we never read those */
+  tp->initial_max_stream_data_bidi_remote =
+      c->role == NEXAR__ROLE_SEED ? 0 : (uint64_t)(eager + NEXAR__HDR_BYTES);
+  /* The per-stream window is the eager limit: an unmatched message can
+   * push at most this much (plus its header) before a receive is posted. */
+  tp->initial_max_stream_data_uni =
+      c->role == NEXAR__ROLE_SEED ? (NEXAR__SEED_MAX_BODY + 64)
+                                  : (uint64_t)(eager + NEXAR__HDR_BYTES);
+  tp->initial_max_streams_bidi =
+      c->role == NEXAR__ROLE_SEED ? 0 : (uint64_t)streams;
+  tp->initial_max_streams_uni = c->role == NEXAR__ROLE_SEED ? 4 : (uint64_t)streams;
+  tp->max_idle_timeout = (uint64_t)idle * NGTCP2_MILLISECONDS;
+  tp->active_connection_id_limit = 2;
+  tp->disable_active_migration = 1;
+  tp->max_ack_delay = 1 * NGTCP2_MILLISECONDS;
+}
+
+static nexar__conn_t *conn_alloc(nexar__ep_t *ep, int role, bool server,
+                                 const struct sockaddr_storage *remote,
+                                 socklen_t rlen) {
+  nexar__conn_t *c = calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  c->ep = ep;
+  c->role = role;
+  c->is_server = server;
+  c->peer = -1;
+  c->seed_tx_sid = -1;
+  memcpy(&c->remote, remote, rlen);
+  c->remote_len = rlen;
+  nexar__addr_str((const struct sockaddr *)remote, c->remote_str,
+                  sizeof(c->remote_str));
+  gnutls_rnd(GNUTLS_RND_NONCE, c->cid_prefix, sizeof(c->cid_prefix));
+  c->ref.get_conn = get_conn;
+  c->ref.user_data = c;
+  return c;
+}
+
+static ngtcp2_path make_path(nexar__conn_t *c) {
+  ngtcp2_path path;
+  path.local.addr = (ngtcp2_sockaddr *)&c->ep->local;
+  path.local.addrlen = c->ep->local_len;
+  path.remote.addr = (ngtcp2_sockaddr *)&c->remote;
+  path.remote.addrlen = c->remote_len;
+  path.user_data = NULL;
+  return path;
+}
+
+int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                     socklen_t tolen, int role, int peer, const uint8_t *pin,
+                     nexar__conn_t **out) {
+  nexar__conn_t *c = conn_alloc(ep, role, false, to, tolen);
+  if (!c) return NEXAR_ERR_NOMEM;
+  c->peer = peer;
+  if (pin) {
+    c->pin_set = true;
+    memcpy(c->pin, pin, NEXAR__FP_BYTES);
+  }
+  uint8_t d[SCID_LEN], s[SCID_LEN];
+  gnutls_rnd(GNUTLS_RND_NONCE, d, sizeof(d));
+  memcpy(s, c->cid_prefix, 8);
+  gnutls_rnd(GNUTLS_RND_NONCE, s + 8, sizeof(s) - 8);
+  ngtcp2_cid dcid, scid;
+  ngtcp2_cid_init(&dcid, d, sizeof(d));
+  ngtcp2_cid_init(&scid, s, sizeof(s));
+  ngtcp2_callbacks cb;
+  ngtcp2_settings st;
+  ngtcp2_transport_params tp;
+  fill_callbacks(&cb, false);
+  fill_settings(c, &st, &tp);
+  ngtcp2_path path = make_path(c);
+  int rc;
+  if (ngtcp2_conn_client_new(&c->qc, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1,
+                             &cb, &st, &tp, NULL, c) != 0) {
+    rc = NEXAR_ERR_NOMEM;
+    goto fail;
+  }
+  NEXAR__CHECK_GOTO(nexar__tls_session(c, role == NEXAR__ROLE_SEED
+                                              ? NEXAR__ALPN_SEED
+                                              : NEXAR__ALPN_MESH),
+                    rc, fail);
+  ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
+  NEXAR__CHECK_GOTO(nexar__ep_add_conn(ep, c), rc, fail);
+  c->want_write = true;
+  *out = c;
+  return 0;
+fail:
+  nexar__conn_free(c);
+  return rc;
+}
+
+static nexar__conn_t *find_conn(nexar__ep_t *ep, const ngtcp2_version_cid *vc) {
+  for (int i = 0; i < ep->nconns; i++) {
+    nexar__conn_t *c = ep->conns[i];
+    if (vc->dcidlen >= 8 && memcmp(vc->dcid, c->cid_prefix, 8) == 0) return c;
+  }
+  return NULL;
+}
+
+static nexar__conn_t *find_odcid(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
+                                 const struct sockaddr_storage *from,
+                                 socklen_t fromlen) {
+  for (int i = 0; i < ep->nconns; i++) {
+    nexar__conn_t *c = ep->conns[i];
+    if (c->is_server && c->remote_len == fromlen &&
+        memcmp(&c->remote, from, fromlen) == 0 &&
+        c->handshake_deadline != 0 && c->state == NEXAR__CS_HANDSHAKE)
+      return c;
+  }
+  return NULL;
+}
+
+static nexar__conn_t *accept_conn(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
+                                  const struct sockaddr_storage *from,
+                                  socklen_t fromlen) {
+  int role = ep->server_alpn_seed ? NEXAR__ROLE_SEED : NEXAR__ROLE_MESH;
+  nexar__conn_t *c = conn_alloc(ep, role, true, from, fromlen);
+  if (!c) return NULL;
+  uint8_t s[SCID_LEN];
+  memcpy(s, c->cid_prefix, 8);
+  gnutls_rnd(GNUTLS_RND_NONCE, s + 8, sizeof(s) - 8);
+  ngtcp2_cid scid;
+  ngtcp2_cid_init(&scid, s, sizeof(s));
+  ngtcp2_callbacks cb;
+  ngtcp2_settings st;
+  ngtcp2_transport_params tp;
+  fill_callbacks(&cb, true);
+  fill_settings(c, &st, &tp);
+  tp.original_dcid = hd->dcid;
+  tp.stateless_reset_token_present = 1;
+  gnutls_rnd(GNUTLS_RND_NONCE, tp.stateless_reset_token,
+             sizeof(tp.stateless_reset_token));
+  ngtcp2_path path = make_path(c);
+  if (ngtcp2_conn_server_new(&c->qc, &hd->scid, &scid, &path, hd->version, &cb,
+                             &st, &tp, NULL, c) != 0 ||
+      nexar__tls_session(c, role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED
+                                                     : NEXAR__ALPN_MESH) < 0 ||
+      nexar__ep_add_conn(ep, c) < 0) {
+    nexar__conn_free(c);
+    return NULL;
+  }
+  ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
+  /* A client that never finishes its handshake is dropped (no ngtcp2 timer
+   * covers a silent server-side connection for long). */
+  c->handshake_deadline = nexar__now() + 10ull * 1000000000ull;
+  return c;
+}
+
+static void on_read_error(nexar__conn_t *c, int rv) {
+  if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING) {
+    ngtcp2_connection_close_error cev;
+    ngtcp2_conn_get_connection_close_error(c->qc, &cev);
+    const ngtcp2_connection_close_error *ce = &cev;
+    c->close_code = (int)ce->error_code;
+    size_t rl = ce->reasonlen < sizeof(c->close_reason) - 1
+                    ? ce->reasonlen
+                    : sizeof(c->close_reason) - 1;
+    for (size_t i = 0; i < rl; i++) {
+      char ch = (char)ce->reason[i];
+      c->close_reason[i] = (ch >= 32 && ch < 127) ? ch : '?';
+    }
+    c->close_reason[rl] = 0;
+    nexar__conn_fail(c, NEXAR_ERR_PEER_FAILED, c->close_reason[0]
+                                                   ? c->close_reason
+                                                   : "peer closed");
+    return;
+  }
+  const char *why = ngtcp2_strerror(rv);
+  int err = NEXAR_ERR_TRANSPORT;
+  if (rv == NGTCP2_ERR_CRYPTO || rv == NGTCP2_ERR_CALLBACK_FAILURE) {
+    err = c->state == NEXAR__CS_HANDSHAKE ? NEXAR_ERR_AUTH : err;
+    why = c->state == NEXAR__CS_HANDSHAKE
+              ? "TLS handshake failed (certificate not accepted)"
+              : why;
+  }
+  nexar__conn_close(c, NEXAR__CLOSE_PROTO, why);
+  nexar__conn_fail(c, err, why);
+}
+
+void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
+                             const struct sockaddr_storage *from,
+                             socklen_t fromlen) {
+  ngtcp2_version_cid vc;
+  int rv = ngtcp2_pkt_decode_version_cid(&vc, data, len, SCID_LEN);
+  if (rv != 0) return; /* garbage or a version we do not speak: drop */
+  nexar__conn_t *c = find_conn(ep, &vc);
+  if (!c) {
+    ngtcp2_pkt_hd hd;
+    if (ngtcp2_accept(&hd, data, len) != 0) return;
+    c = find_odcid(ep, &hd, from, fromlen);
+    if (!c) {
+      if (!ep->server_alpn_seed && !ep->accept_mesh) {
+        /* Roster not known yet: hold a few Initials and replay them. */
+        if (ep->nstash < (int)(sizeof(ep->stash) / sizeof(ep->stash[0]))) {
+          uint8_t *copy = malloc(len);
+          if (!copy) return;
+          memcpy(copy, data, len);
+          ep->stash[ep->nstash].data = copy;
+          ep->stash[ep->nstash].len = len;
+          memcpy(&ep->stash[ep->nstash].from, from, fromlen);
+          ep->stash[ep->nstash].fromlen = fromlen;
+          ep->nstash++;
+        }
+        return;
+      }
+      c = accept_conn(ep, &hd, from, fromlen);
+      if (!c) return;
+    }
+  }
+  if (c->state == NEXAR__CS_DEAD) return;
+  /* Connection migration is off: drop packets from another address. */
+  if (c->remote_len != fromlen || memcmp(&c->remote, from, fromlen) != 0)
+    return;
+  ngtcp2_path path = make_path(c);
+  ngtcp2_pkt_info pi = {0};
+  rv = ngtcp2_conn_read_pkt(c->qc, &path, &pi, data, len, nexar__now());
+  if (rv != 0) {
+    on_read_error(c, rv);
+    return;
+  }
+  c->want_write = true;
+}
+
+/* ---- Sending ---- */
+
+static nexar__omsg_t *next_sendable(nexar__conn_t *c, int *err) {
+  for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++) {
+    for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
+      if (m->sent >= NEXAR__HDR_BYTES + m->len || m->blocked) continue;
+      if (m->sid < 0) {
+        /* Control messages use bidirectional streams: their MAX_STREAMS
+         * credit is separate, so undelivered data can never hold back a
+         * barrier or a heartbeat. */
+        int rv = lane == NEXAR__LANE_CONTROL && c->role == NEXAR__ROLE_MESH
+                     ? ngtcp2_conn_open_bidi_stream(c->qc, &m->sid, m)
+                     : ngtcp2_conn_open_uni_stream(c->qc, &m->sid, m);
+        if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) break; /* keep FIFO order */
+        if (rv != 0) {
+          *err = rv;
+          return NULL;
+        }
+      }
+      return m;
+    }
+  }
+  return NULL;
+}
+
+static void account(nexar__omsg_t *m, ngtcp2_ssize n) {
+  if (m && n > 0) m->sent += (uint64_t)n;
+}
+
+void nexar__conn_flush(nexar__conn_t *c) {
+  if (!c->qc || c->state == NEXAR__CS_DEAD || c->state == NEXAR__CS_CLOSING)
+    return;
+  nexar__ep_t *ep = c->ep;
+  uint64_t ts = nexar__now();
+  size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(c->qc);
+  size_t quantum = ngtcp2_conn_get_send_quantum(c->qc);
+  size_t batch_max = GSO_MAX_BYTES / pktmax;
+  if (batch_max < 1) batch_max = 1;
+  if (batch_max > GSO_MAX_SEGS) batch_max = GSO_MAX_SEGS;
+  size_t off = 0, nseg = 0, total = 0;
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  ngtcp2_pkt_info pi;
+  c->want_write = false;
+  for (int guard = 0; guard < 100000; guard++) {
+    int err = 0;
+    nexar__omsg_t *m =
+        c->state == NEXAR__CS_READY ? next_sendable(c, &err) : NULL;
+    if (err) {
+      nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
+      return;
+    }
+    ngtcp2_vec vec[2];
+    size_t nvec = 0;
+    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+    int64_t sid = -1;
+    if (m) {
+      sid = m->sid;
+      if (m->sent < NEXAR__HDR_BYTES) {
+        vec[nvec].base = m->hdr + m->sent;
+        vec[nvec++].len = NEXAR__HDR_BYTES - m->sent;
+        if (m->len) {
+          vec[nvec].base = (uint8_t *)m->data;
+          vec[nvec++].len = m->len;
+        }
+      } else {
+        uint64_t po = m->sent - NEXAR__HDR_BYTES;
+        vec[nvec].base = (uint8_t *)m->data + po;
+        vec[nvec++].len = m->len - po;
+      }
+      flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+    }
+    ngtcp2_ssize ndata = -1;
+    ngtcp2_ssize n =
+        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, ep->txbuf + off,
+                                  pktmax, &ndata, flags, sid, vec, nvec, ts);
+    if (n < 0) {
+      if (n == NGTCP2_ERR_WRITE_MORE) {
+        account(m, ndata);
+        continue;
+      }
+      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED && m) {
+        m->blocked = true;
+        continue;
+      }
+      if (n == NGTCP2_ERR_STREAM_SHUT_WR && m) {
+        m->sent = NEXAR__HDR_BYTES + m->len;
+        continue;
+      }
+      nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror((int)n));
+      return;
+    }
+    account(m, ndata);
+    if (n == 0) break;
+    off += (size_t)n;
+    nseg++;
+    total += (size_t)n;
+    if ((size_t)n < pktmax || nseg >= batch_max) {
+      nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, off, pktmax);
+      off = 0;
+      nseg = 0;
+    }
+    if (total >= quantum) {
+      /* Let other connections have their turn; come back next loop. */
+      c->want_write = true;
+      break;
+    }
+  }
+  if (off) nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, off,
+                           pktmax);
+  ngtcp2_conn_update_pkt_tx_time(c->qc, ts);
+}
+
+uint64_t nexar__conn_expiry(nexar__conn_t *c) {
+  if (!c->qc || c->state == NEXAR__CS_DEAD) return UINT64_MAX;
+  uint64_t e = ngtcp2_conn_get_expiry(c->qc);
+  if (c->state == NEXAR__CS_HANDSHAKE && c->handshake_deadline &&
+      c->handshake_deadline < e)
+    e = c->handshake_deadline;
+  return e;
+}
+
+void nexar__conn_on_expiry(nexar__conn_t *c, uint64_t now) {
+  if (c->state == NEXAR__CS_DEAD) return;
+  if (c->state == NEXAR__CS_HANDSHAKE && c->handshake_deadline &&
+      now >= c->handshake_deadline) {
+    nexar__conn_fail(c, NEXAR_ERR_TIMEOUT, "QUIC handshake did not finish");
+    return;
+  }
+  int rv = ngtcp2_conn_handle_expiry(c->qc, now);
+  if (rv != 0) {
+    const char *why = rv == NGTCP2_ERR_IDLE_CLOSE
+                          ? "idle timeout: nothing received from the peer"
+                          : ngtcp2_strerror(rv);
+    nexar__conn_fail(c, rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT
+                            ? NEXAR_ERR_TIMEOUT
+                            : NEXAR_ERR_PEER_FAILED,
+                     why);
+    return;
+  }
+  c->want_write = true;
+}
+
+void nexar__conn_close(nexar__conn_t *c, int code, const char *reason) {
+  if (c->close_req) return;
+  c->close_req = true;
+  c->tx_code = code;
+  snprintf(c->tx_reason, sizeof(c->tx_reason), "%s", reason);
+  if (c->state != NEXAR__CS_DEAD) c->state = NEXAR__CS_CLOSING;
+}
+
+void nexar__conn_fail(nexar__conn_t *c, int err, const char *why) {
+  if (c->state == NEXAR__CS_DEAD) return;
+  c->state = NEXAR__CS_DEAD;
+  c->err = err;
+  if (why != c->close_reason)
+    snprintf(c->close_reason, sizeof(c->close_reason), "%s", why);
+}
+
+void nexar__conn_settle(nexar__conn_t *c) {
+  if (c->close_req && !c->close_sent) {
+    c->close_sent = true;
+    if (c->qc && !ngtcp2_conn_is_in_closing_period(c->qc) &&
+        !ngtcp2_conn_is_in_draining_period(c->qc)) {
+      ngtcp2_connection_close_error ce;
+      ngtcp2_connection_close_error_default(&ce);
+      ngtcp2_connection_close_error_set_application_error(
+          &ce, (uint64_t)c->tx_code, (const uint8_t *)c->tx_reason,
+          strlen(c->tx_reason));
+      ngtcp2_path_storage ps;
+      ngtcp2_path_storage_zero(&ps);
+      ngtcp2_pkt_info pi;
+      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
+          c->qc, &ps.path, &pi, c->ep->txbuf, 1200, &ce, nexar__now());
+      if (n > 0)
+        nexar__udp_send(c->ep, &c->remote, c->remote_len, c->ep->txbuf,
+                        (size_t)n, (size_t)n);
+    }
+  }
+  if (c->state == NEXAR__CS_DEAD && !c->notified) {
+    c->notified = true;
+    NEXAR__INFO(NEXAR__SUB_NET, "connection to %s (rank %d) ended: %s",
+                c->remote_str, c->peer, c->close_reason);
+    if (c->ep->ops->on_closed) c->ep->ops->on_closed(c);
+  }
+}
+
+void nexar__conn_free(nexar__conn_t *c) {
+  if (!c) return;
+  for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++) {
+    nexar__omsg_t *m = c->outq[lane];
+    while (m) {
+      nexar__omsg_t *next = m->next;
+      if (m->req) nexar__req_complete(m->req, c->err ? c->err : NEXAR_ERR_CLOSED);
+      m->req = NULL;
+      nexar__omsg_free(m);
+      m = next;
+    }
+    c->outq[lane] = c->outq_tail[lane] = NULL;
+  }
+  if (c->role == NEXAR__ROLE_MESH && c->ep->ops == &nexar__worker_ops)
+    nexar__p2p_conn_teardown(c);
+  if (c->qc) ngtcp2_conn_del(c->qc);
+  if (c->tls) gnutls_deinit(c->tls);
+  free(c->sbuf);
+  free(c);
+}
+
+void nexar__conn_send(nexar__conn_t *c, nexar__omsg_t *m) {
+  m->next = NULL;
+  if (c->outq_tail[m->lane])
+    c->outq_tail[m->lane]->next = m;
+  else
+    c->outq[m->lane] = m;
+  c->outq_tail[m->lane] = m;
+  c->want_write = true;
+}
+
+int nexar__conn_seed_send(nexar__conn_t *c, const uint8_t *frame, size_t len) {
+  /* Each seed frame travels on its own stream without a mesh header. The
+   * seed exchange is strictly request/response (PROOF, HELLO, then WELCOME
+   * or REJECT), so at most one frame is in flight per direction and the
+   * receiver can append stream data in arrival order. */
+  nexar__omsg_t *m = calloc(1, sizeof(*m));
+  if (!m) return NEXAR_ERR_NOMEM;
+  m->owned = malloc(len);
+  if (!m->owned) {
+    free(m);
+    return NEXAR_ERR_NOMEM;
+  }
+  memcpy(m->owned, frame, len);
+  m->data = m->owned;
+  m->len = len;
+  m->sid = -1;
+  m->lane = NEXAR__LANE_CONTROL;
+  m->sent = NEXAR__HDR_BYTES; /* no mesh header on seed streams */
+  m->acked = NEXAR__HDR_BYTES;
+  nexar__conn_send(c, m);
+  return 0;
+}
+
+int nexar__conn_extend_stream(nexar__conn_t *c, int64_t sid, uint64_t n) {
+  if (!c->qc || c->state == NEXAR__CS_DEAD || n == 0) return 0;
+  ngtcp2_conn_extend_max_stream_offset(c->qc, sid, n);
+  c->want_write = true;
+  return 0;
+}
+
+bool nexar__conn_idle(nexar__conn_t *c) {
+  for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
+    if (c->outq[lane]) return false;
+  return true;
+}

@@ -1,0 +1,401 @@
+/*
+ * Wire codec. Every multi-byte integer is little-endian. Decoders validate
+ * each field before anything is copied to the caller, and write the output
+ * struct only when the whole input is valid. See docs/wire-protocol.md.
+ */
+#include "wire.h"
+
+#include <string.h>
+
+/* Size of an address on the wire: family, port, 16 address bytes. */
+#define WADDR_BYTES 19u
+/* Size of one roster entry in a WELCOME body. */
+#define ENTRY_BYTES (WADDR_BYTES + NEXAR__FP_BYTES)
+/* Fixed part of a HELLO body, before the host bytes. */
+#define HELLO_FIXED \
+  (NEXAR__MAC_BYTES + 4u + 4u + 1u + WADDR_BYTES + NEXAR__FP_BYTES + 4u + 1u)
+/* Fixed part of a WELCOME body, before the entries. */
+#define WELCOME_FIXED 8u
+/* Fixed part of a REJECT body, before the reason bytes. */
+#define REJECT_FIXED 6u
+/* Bound on ranks and world sizes carried in HELLO. */
+#define RANK_LIMIT (1 << 24)
+
+/* Header field offsets. */
+enum {
+  OFF_MAGIC = 0,
+  OFF_VERSION = 2,
+  OFF_KIND = 3,
+  OFF_LANE = 4,
+  OFF_COLL_OP = 5,
+  OFF_DTYPE = 6,
+  OFF_REDOP = 7,
+  OFF_COMM_ID = 8,
+  OFF_SRC_RANK = 16,
+  OFF_TAG = 20,
+  OFF_SEQ = 24,
+  OFF_COLL_SEQ = 32,
+  OFF_STEP = 40,
+  OFF_RESERVED = 44,
+  OFF_COUNT = 48,
+  OFF_PAYLOAD_LEN = 56
+};
+
+static int fail(const char **why, const char *field) {
+  if (why) *why = field;
+  return NEXAR_ERR_PROTO;
+}
+
+/* Reduction ops are 0..4 and 8..10; the values in between are unassigned. */
+static int redop_valid(uint8_t op) {
+  return op < NEXAR_NUM_OPS && (op <= NEXAR_AVG || op >= NEXAR_BAND);
+}
+
+void nexar__hdr_encode(const nexar__hdr_t *h, uint8_t out[NEXAR__HDR_BYTES]) {
+  nexar__put_u16(out + OFF_MAGIC, NEXAR__WIRE_MAGIC);
+  out[OFF_VERSION] = NEXAR__WIRE_VERSION;
+  out[OFF_KIND] = h->kind;
+  out[OFF_LANE] = h->lane;
+  out[OFF_COLL_OP] = h->coll_op;
+  out[OFF_DTYPE] = h->dtype;
+  out[OFF_REDOP] = h->redop;
+  nexar__put_u64(out + OFF_COMM_ID, h->comm_id);
+  nexar__put_u32(out + OFF_SRC_RANK, h->src_rank);
+  nexar__put_u32(out + OFF_TAG, h->tag);
+  nexar__put_u64(out + OFF_SEQ, h->seq);
+  nexar__put_u64(out + OFF_COLL_SEQ, h->coll_seq);
+  nexar__put_u32(out + OFF_STEP, h->step);
+  nexar__put_u32(out + OFF_RESERVED, 0);
+  nexar__put_u64(out + OFF_COUNT, h->count);
+  nexar__put_u64(out + OFF_PAYLOAD_LEN, h->payload_len);
+}
+
+int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
+                      uint64_t max_payload, const char **why) {
+  nexar__hdr_t d;
+
+  if (!h || (!in && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len < NEXAR__HDR_BYTES) return 0;
+  if (nexar__get_u16(in + OFF_MAGIC) != NEXAR__WIRE_MAGIC)
+    return fail(why, "magic");
+  if (in[OFF_VERSION] != NEXAR__WIRE_VERSION) return fail(why, "version");
+  memset(&d, 0, sizeof d);
+  d.kind = in[OFF_KIND];
+  d.lane = in[OFF_LANE];
+  d.coll_op = in[OFF_COLL_OP];
+  d.dtype = in[OFF_DTYPE];
+  d.redop = in[OFF_REDOP];
+  d.comm_id = nexar__get_u64(in + OFF_COMM_ID);
+  d.src_rank = nexar__get_u32(in + OFF_SRC_RANK);
+  d.tag = nexar__get_u32(in + OFF_TAG);
+  d.seq = nexar__get_u64(in + OFF_SEQ);
+  d.coll_seq = nexar__get_u64(in + OFF_COLL_SEQ);
+  d.step = nexar__get_u32(in + OFF_STEP);
+  d.count = nexar__get_u64(in + OFF_COUNT);
+  d.payload_len = nexar__get_u64(in + OFF_PAYLOAD_LEN);
+
+  if (d.kind < 1 || d.kind > NEXAR__KIND_MAX) return fail(why, "kind");
+  if (d.lane >= NEXAR__LANE_COUNT) return fail(why, "lane");
+  if (d.coll_op > NEXAR__COLL_MAX) return fail(why, "coll_op");
+  if (d.dtype >= NEXAR_NUM_DTYPES) return fail(why, "dtype");
+  if (!redop_valid(d.redop)) return fail(why, "redop");
+  if (nexar__get_u32(in + OFF_RESERVED) != 0) return fail(why, "reserved");
+  if (d.payload_len > max_payload) return fail(why, "payload_len");
+  if (d.kind == NEXAR__KIND_HEARTBEAT && d.payload_len != 0)
+    return fail(why, "payload_len");
+  if (d.kind == NEXAR__KIND_P2P) {
+    if (d.tag > NEXAR_TAG_MAX) return fail(why, "tag");
+    if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
+    if (d.coll_seq != 0) return fail(why, "coll_seq");
+    if (d.step != 0) return fail(why, "step");
+    if (d.count != 0) return fail(why, "count");
+  }
+  *h = d;
+  return (int)NEXAR__HDR_BYTES;
+}
+
+/* ---- Seed frames. */
+
+int nexar__seed_frame_decode(const uint8_t *in, size_t len, uint8_t *type,
+                             uint32_t *body_len) {
+  uint32_t blen;
+
+  if (!type || !body_len || (!in && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len < NEXAR__SEED_FRAME_HDR) return 0;
+  if (nexar__get_u16(in) != NEXAR__WIRE_MAGIC) return NEXAR_ERR_PROTO;
+  if (in[2] != NEXAR__WIRE_VERSION) return NEXAR_ERR_PROTO;
+  if (in[3] < 1 || in[3] > NEXAR__SEED_TYPE_MAX) return NEXAR_ERR_PROTO;
+  blen = nexar__get_u32(in + 4);
+  if (blen > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_PROTO;
+  *type = in[3];
+  *body_len = blen;
+  return (int)NEXAR__SEED_FRAME_HDR;
+}
+
+/*
+ * Checks that |cap| can hold a frame with a body of |body_len| bytes and
+ * writes the frame header. Returns the frame length or
+ * NEXAR_ERR_INVALID_ARG.
+ */
+static int frame_begin(uint8_t *out, size_t cap, uint8_t type,
+                       size_t body_len) {
+  if (!out || body_len > NEXAR__SEED_MAX_BODY ||
+      cap < NEXAR__SEED_FRAME_HDR + body_len)
+    return NEXAR_ERR_INVALID_ARG;
+  nexar__put_u16(out, NEXAR__WIRE_MAGIC);
+  out[2] = NEXAR__WIRE_VERSION;
+  out[3] = type;
+  nexar__put_u32(out + 4, (uint32_t)body_len);
+  return (int)(NEXAR__SEED_FRAME_HDR + body_len);
+}
+
+/* Length of the string |s|, or |max| + 1 when it is longer than |max|. The
+ * C11 library has no strnlen(). */
+static size_t bounded_len(const char *s, size_t max) {
+  size_t n = 0;
+  while (n <= max && s[n] != '\0') n++;
+  return n;
+}
+
+/* 1 when every one of the |n| bytes at |s| is printable ASCII. */
+static int printable(const uint8_t *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < 0x20 || s[i] > 0x7e) return 0;
+  return 1;
+}
+
+/* 1 when |a| can be put on the wire: a known family. */
+static int waddr_valid(const nexar__waddr_t *a) {
+  return a->family == 4 || a->family == 6;
+}
+
+/* Writes |a| in WADDR_BYTES bytes; the unused tail of an IPv4 address is
+ * written as zeros. */
+static void waddr_put(uint8_t *p, const nexar__waddr_t *a) {
+  p[0] = a->family;
+  nexar__put_u16(p + 1, a->port);
+  memset(p + 3, 0, 16);
+  memcpy(p + 3, a->ip, a->family == 4 ? 4 : 16);
+}
+
+/* Reads an address; returns 0 or NEXAR_ERR_PROTO on a bad family or a
+ * non-zero IPv4 tail. */
+static int waddr_get(nexar__waddr_t *a, const uint8_t *p) {
+  if (p[0] != 4 && p[0] != 6) return NEXAR_ERR_PROTO;
+  if (p[0] == 4) {
+    for (size_t i = 3 + 4; i < WADDR_BYTES; i++)
+      if (p[i] != 0) return NEXAR_ERR_PROTO;
+  }
+  a->family = p[0];
+  a->port = nexar__get_u16(p + 1);
+  memcpy(a->ip, p + 3, 16);
+  return 0;
+}
+
+int nexar__seed_proof_encode(const uint8_t mac[NEXAR__MAC_BYTES], uint8_t *out,
+                             size_t cap) {
+  int n;
+
+  if (!mac) return NEXAR_ERR_INVALID_ARG;
+  n = frame_begin(out, cap, NEXAR__SEED_PROOF, NEXAR__MAC_BYTES);
+  if (n < 0) return n;
+  memcpy(out + NEXAR__SEED_FRAME_HDR, mac, NEXAR__MAC_BYTES);
+  return n;
+}
+
+int nexar__seed_proof_decode(uint8_t mac[NEXAR__MAC_BYTES], const uint8_t *body,
+                             size_t len) {
+  if (!mac || (!body && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len != NEXAR__MAC_BYTES) return NEXAR_ERR_PROTO;
+  memcpy(mac, body, NEXAR__MAC_BYTES);
+  return 0;
+}
+
+int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
+                             size_t cap) {
+  size_t host_len;
+  uint8_t *p;
+  int n;
+
+  if (!h) return NEXAR_ERR_INVALID_ARG;
+  if (h->rank < -1 || h->rank >= RANK_LIMIT) return NEXAR_ERR_INVALID_ARG;
+  if (h->world_size < 0 || h->world_size > RANK_LIMIT)
+    return NEXAR_ERR_INVALID_ARG;
+  if (h->has_addr > 1) return NEXAR_ERR_INVALID_ARG;
+  if (h->has_addr && !waddr_valid(&h->advertise)) return NEXAR_ERR_INVALID_ARG;
+  host_len = bounded_len(h->host, NEXAR__HOST_MAX);
+  if (host_len > NEXAR__HOST_MAX ||
+      !printable((const uint8_t *)h->host, host_len))
+    return NEXAR_ERR_INVALID_ARG;
+
+  n = frame_begin(out, cap, NEXAR__SEED_HELLO, HELLO_FIXED + host_len);
+  if (n < 0) return n;
+  p = out + NEXAR__SEED_FRAME_HDR;
+  memcpy(p, h->proof, NEXAR__MAC_BYTES);
+  p += NEXAR__MAC_BYTES;
+  nexar__put_u32(p, (uint32_t)h->rank);
+  p += 4;
+  nexar__put_u32(p, (uint32_t)h->world_size);
+  p += 4;
+  *p++ = h->has_addr;
+  if (h->has_addr)
+    waddr_put(p, &h->advertise);
+  else
+    memset(p, 0, WADDR_BYTES);
+  p += WADDR_BYTES;
+  memcpy(p, h->fingerprint, NEXAR__FP_BYTES);
+  p += NEXAR__FP_BYTES;
+  nexar__put_u32(p, h->pid);
+  p += 4;
+  *p++ = (uint8_t)host_len;
+  memcpy(p, h->host, host_len);
+  return n;
+}
+
+int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
+                             size_t len) {
+  nexar__seed_hello_t d;
+  const uint8_t *p = body;
+  size_t host_len;
+
+  if (!h || (!body && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len < HELLO_FIXED) return NEXAR_ERR_PROTO;
+  memset(&d, 0, sizeof d);
+  memcpy(d.proof, p, NEXAR__MAC_BYTES);
+  p += NEXAR__MAC_BYTES;
+  d.rank = (int32_t)nexar__get_u32(p);
+  p += 4;
+  d.world_size = (int32_t)nexar__get_u32(p);
+  p += 4;
+  if (d.rank < -1 || d.rank >= RANK_LIMIT) return NEXAR_ERR_PROTO;
+  if (d.world_size < 0 || d.world_size > RANK_LIMIT) return NEXAR_ERR_PROTO;
+  d.has_addr = *p++;
+  if (d.has_addr == 1) {
+    if (waddr_get(&d.advertise, p) != 0) return NEXAR_ERR_PROTO;
+  } else if (d.has_addr == 0) {
+    for (size_t i = 0; i < WADDR_BYTES; i++)
+      if (p[i] != 0) return NEXAR_ERR_PROTO;
+  } else {
+    return NEXAR_ERR_PROTO;
+  }
+  p += WADDR_BYTES;
+  memcpy(d.fingerprint, p, NEXAR__FP_BYTES);
+  p += NEXAR__FP_BYTES;
+  d.pid = nexar__get_u32(p);
+  p += 4;
+  host_len = *p++;
+  if (host_len > NEXAR__HOST_MAX) return NEXAR_ERR_PROTO;
+  if (len != HELLO_FIXED + host_len) return NEXAR_ERR_PROTO;
+  if (!printable(p, host_len)) return NEXAR_ERR_PROTO;
+  memcpy(d.host, p, host_len);
+  d.host[host_len] = '\0';
+  *h = d;
+  return 0;
+}
+
+int nexar__seed_welcome_encode(uint32_t rank, uint32_t world_size,
+                               const nexar__roster_entry_t *entries,
+                               uint8_t *out, size_t cap) {
+  uint64_t body_len;
+  uint8_t *p;
+  int n;
+
+  if (world_size < 1 || rank >= world_size || !entries)
+    return NEXAR_ERR_INVALID_ARG;
+  body_len = WELCOME_FIXED + (uint64_t)world_size * ENTRY_BYTES;
+  if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
+  for (uint32_t i = 0; i < world_size; i++)
+    if (!waddr_valid(&entries[i].addr)) return NEXAR_ERR_INVALID_ARG;
+
+  n = frame_begin(out, cap, NEXAR__SEED_WELCOME, (size_t)body_len);
+  if (n < 0) return n;
+  p = out + NEXAR__SEED_FRAME_HDR;
+  nexar__put_u32(p, rank);
+  nexar__put_u32(p + 4, world_size);
+  p += WELCOME_FIXED;
+  for (uint32_t i = 0; i < world_size; i++) {
+    waddr_put(p, &entries[i].addr);
+    memcpy(p + WADDR_BYTES, entries[i].fingerprint, NEXAR__FP_BYTES);
+    p += ENTRY_BYTES;
+  }
+  return n;
+}
+
+int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
+                               size_t len) {
+  uint32_t rank, world_size;
+  nexar__waddr_t a;
+
+  if (!w || (!body && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len < WELCOME_FIXED || len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_PROTO;
+  rank = nexar__get_u32(body);
+  world_size = nexar__get_u32(body + 4);
+  if (world_size < 1 || rank >= world_size) return NEXAR_ERR_PROTO;
+  if ((uint64_t)len != WELCOME_FIXED + (uint64_t)world_size * ENTRY_BYTES)
+    return NEXAR_ERR_PROTO;
+  /* Validate every entry now, so that nexar__welcome_entry() cannot fail on
+   * a welcome this function accepted. */
+  for (uint32_t i = 0; i < world_size; i++)
+    if (waddr_get(&a, body + WELCOME_FIXED + (size_t)i * ENTRY_BYTES) != 0)
+      return NEXAR_ERR_PROTO;
+  w->rank = rank;
+  w->world_size = world_size;
+  w->entries = body + WELCOME_FIXED;
+  return 0;
+}
+
+int nexar__welcome_entry(const nexar__seed_welcome_t *w, uint32_t i,
+                         nexar__roster_entry_t *e) {
+  const uint8_t *p;
+  nexar__roster_entry_t d;
+
+  if (!w || !e || !w->entries) return NEXAR_ERR_INVALID_ARG;
+  if (i >= w->world_size) return NEXAR_ERR_INVALID_ARG;
+  p = w->entries + (size_t)i * ENTRY_BYTES;
+  memset(&d, 0, sizeof d);
+  if (waddr_get(&d.addr, p) != 0) return NEXAR_ERR_PROTO;
+  memcpy(d.fingerprint, p + WADDR_BYTES, NEXAR__FP_BYTES);
+  *e = d;
+  return 0;
+}
+
+int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
+                              size_t cap) {
+  size_t reason_len;
+  uint8_t *p;
+  int n;
+
+  if (code >= 0) return NEXAR_ERR_INVALID_ARG;
+  if (!reason) reason = "";
+  reason_len = bounded_len(reason, NEXAR__REASON_MAX);
+  if (reason_len > NEXAR__REASON_MAX ||
+      !printable((const uint8_t *)reason, reason_len))
+    return NEXAR_ERR_INVALID_ARG;
+
+  n = frame_begin(out, cap, NEXAR__SEED_REJECT, REJECT_FIXED + reason_len);
+  if (n < 0) return n;
+  p = out + NEXAR__SEED_FRAME_HDR;
+  nexar__put_u32(p, (uint32_t)code);
+  nexar__put_u16(p + 4, (uint16_t)reason_len);
+  memcpy(p + REJECT_FIXED, reason, reason_len);
+  return n;
+}
+
+int nexar__seed_reject_decode(nexar__seed_reject_t *r, const uint8_t *body,
+                              size_t len) {
+  int32_t code;
+  size_t reason_len;
+
+  if (!r || (!body && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len < REJECT_FIXED) return NEXAR_ERR_PROTO;
+  code = (int32_t)nexar__get_u32(body);
+  reason_len = nexar__get_u16(body + 4);
+  if (code >= 0) return NEXAR_ERR_PROTO;
+  if (reason_len > NEXAR__REASON_MAX) return NEXAR_ERR_PROTO;
+  if (len != REJECT_FIXED + reason_len) return NEXAR_ERR_PROTO;
+  if (!printable(body + REJECT_FIXED, reason_len)) return NEXAR_ERR_PROTO;
+  r->code = code;
+  memcpy(r->reason, body + REJECT_FIXED, reason_len);
+  r->reason[reason_len] = '\0';
+  return 0;
+}

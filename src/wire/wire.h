@@ -1,0 +1,198 @@
+/*
+ * Wire codec: explicit little-endian encoding of every frame nexar sends.
+ * No I/O, no allocation, no clock: bytes in, structs out (and back). The
+ * layout is specified in docs/wire-protocol.md.
+ *
+ * Every decoder checks the magic, the version, reserved fields (must be
+ * zero), enum ranges and every length against a bound before the caller
+ * allocates anything. Decoders return the number of bytes consumed (> 0),
+ * 0 when more bytes are needed, or a negative NEXAR_ERR_PROTO.
+ */
+#ifndef NEXAR_WIRE_H
+#define NEXAR_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nexar.h"
+
+#define NEXAR__WIRE_MAGIC 0x584eu /* bytes 'N' 'X' */
+#define NEXAR__WIRE_VERSION 1u
+
+/* ---- Mesh message header: the first 64 bytes of every message stream. */
+#define NEXAR__HDR_BYTES 64u
+
+enum nexar__kind {
+  NEXAR__KIND_P2P = 1,       /* tagged point-to-point message */
+  NEXAR__KIND_COLL = 2,      /* one step of a collective */
+  NEXAR__KIND_HEARTBEAT = 3, /* liveness only, no payload */
+  NEXAR__KIND_MAX = 3
+};
+
+enum nexar__lane {
+  NEXAR__LANE_CONTROL = 0, /* barrier, membership, heartbeat: sent first */
+  NEXAR__LANE_DATA = 1,    /* p2p and collective payloads */
+  NEXAR__LANE_COUNT = 2
+};
+
+/* Collective operation ids carried in coll_op (fingerprint). */
+enum nexar__coll_op {
+  NEXAR__COLL_NONE = 0,
+  NEXAR__COLL_BARRIER = 1,
+  NEXAR__COLL_BCAST = 2,
+  NEXAR__COLL_ALLREDUCE = 3,
+  NEXAR__COLL_REDUCE = 4,
+  NEXAR__COLL_ALLGATHER = 5,
+  NEXAR__COLL_REDUCE_SCATTER = 6,
+  NEXAR__COLL_ALLTOALL = 7,
+  NEXAR__COLL_GATHER = 8,
+  NEXAR__COLL_SCATTER = 9,
+  NEXAR__COLL_SCAN = 10,
+  NEXAR__COLL_EXSCAN = 11,
+  NEXAR__COLL_MAX = 31
+};
+
+typedef struct nexar__hdr {
+  uint8_t kind;         /* enum nexar__kind */
+  uint8_t lane;         /* enum nexar__lane */
+  uint8_t coll_op;      /* enum nexar__coll_op (0 for P2P) */
+  uint8_t dtype;        /* nexar_dtype_t */
+  uint8_t redop;        /* nexar_op_t */
+  uint64_t comm_id;     /* communicator id (0 = world) */
+  uint32_t src_rank;    /* sender's rank in comm (checked by the receiver) */
+  uint32_t tag;         /* P2P: tag (<= NEXAR_TAG_MAX); COLL: root or ~0 */
+  uint64_t seq;         /* per (sender, receiver, comm, lane), from 0 */
+  uint64_t coll_seq;    /* collective number within comm (COLL only) */
+  uint32_t step;        /* step within the collective (COLL only) */
+  uint64_t count;       /* element count of the whole collective call */
+  uint64_t payload_len; /* payload bytes following the header */
+} nexar__hdr_t;
+
+/* Writes exactly NEXAR__HDR_BYTES bytes to |out|. */
+void nexar__hdr_encode(const nexar__hdr_t *h, uint8_t out[NEXAR__HDR_BYTES]);
+
+/*
+ * Decodes a header from |len| bytes at |in|. |max_payload| bounds
+ * payload_len. Returns NEXAR__HDR_BYTES on success, 0 when len is short,
+ * NEXAR_ERR_PROTO on a bad magic, version, kind, lane, reserved field, tag
+ * or length; |why| (may be NULL) then points to static text naming the
+ * field.
+ */
+int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
+                      uint64_t max_payload, const char **why);
+
+/* ---- Seed protocol: framed messages on one bidirectional stream.
+ * A frame is [u16 magic][u8 version][u8 type][u32 body_len][body]. */
+#define NEXAR__SEED_FRAME_HDR 8u
+#define NEXAR__SEED_MAX_BODY (1u << 20) /* 1 MiB: roster of ~16k ranks */
+#define NEXAR__MAC_BYTES 32u            /* HMAC-SHA256 */
+#define NEXAR__FP_BYTES 32u             /* SHA-256 certificate fingerprint */
+#define NEXAR__HOST_MAX 64u
+#define NEXAR__REASON_MAX 256u
+
+enum nexar__seed_type {
+  NEXAR__SEED_PROOF = 1,   /* seed -> worker: proof of the secret */
+  NEXAR__SEED_HELLO = 2,   /* worker -> seed: proof, request, identity */
+  NEXAR__SEED_WELCOME = 3, /* seed -> worker: rank and roster */
+  NEXAR__SEED_REJECT = 4,  /* seed -> worker: refusal with reason */
+  NEXAR__SEED_TYPE_MAX = 4
+};
+
+/* An IPv4 or IPv6 UDP address in wire form. */
+typedef struct nexar__waddr {
+  uint8_t family;  /* 4 or 6 */
+  uint16_t port;   /* host order */
+  uint8_t ip[16];  /* IPv4 uses the first 4 bytes */
+} nexar__waddr_t;
+
+typedef struct nexar__seed_hello {
+  uint8_t proof[NEXAR__MAC_BYTES];
+  int32_t rank;        /* requested rank, or -1 */
+  int32_t world_size;  /* what the worker expects, or 0 for "any" */
+  uint8_t has_addr;    /* 1 when advertise is set (else use observed) */
+  nexar__waddr_t advertise;
+  uint8_t fingerprint[NEXAR__FP_BYTES];
+  uint32_t pid;
+  char host[NEXAR__HOST_MAX + 1]; /* NUL-terminated */
+} nexar__seed_hello_t;
+
+typedef struct nexar__roster_entry {
+  nexar__waddr_t addr;
+  uint8_t fingerprint[NEXAR__FP_BYTES];
+} nexar__roster_entry_t;
+
+typedef struct nexar__seed_welcome {
+  uint32_t rank;
+  uint32_t world_size;
+  /* Entries are decoded in place by nexar__welcome_entry(). */
+  const uint8_t *entries;
+} nexar__seed_welcome_t;
+
+typedef struct nexar__seed_reject {
+  int32_t code; /* a NEXAR_ERR_* value */
+  char reason[NEXAR__REASON_MAX + 1];
+} nexar__seed_reject_t;
+
+/*
+ * Reads a seed frame header. Returns NEXAR__SEED_FRAME_HDR and sets *type
+ * and *body_len, 0 when short, NEXAR_ERR_PROTO on bad magic, version, type
+ * or a body_len above NEXAR__SEED_MAX_BODY.
+ */
+int nexar__seed_frame_decode(const uint8_t *in, size_t len, uint8_t *type,
+                             uint32_t *body_len);
+
+/* Encoders write a whole frame (header and body) into |out| of |cap| bytes
+ * and return its length, or NEXAR_ERR_INVALID_ARG when it does not fit. */
+int nexar__seed_proof_encode(const uint8_t mac[NEXAR__MAC_BYTES], uint8_t *out,
+                             size_t cap);
+int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
+                             size_t cap);
+int nexar__seed_welcome_encode(uint32_t rank, uint32_t world_size,
+                               const nexar__roster_entry_t *entries,
+                               uint8_t *out, size_t cap);
+int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
+                              size_t cap);
+
+/* Body decoders: |body| is the frame body of |len| bytes. They return 0 or
+ * NEXAR_ERR_PROTO (wrong length, bad family, unterminated text, ...). */
+int nexar__seed_proof_decode(uint8_t mac[NEXAR__MAC_BYTES], const uint8_t *body,
+                             size_t len);
+int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
+                             size_t len);
+/* Checks that len matches world_size entries (world_size >= 1 and bounded by
+ * NEXAR__SEED_MAX_BODY) and that rank < world_size. */
+int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
+                               size_t len);
+/* Decodes entry |i| (< w->world_size) of a decoded welcome. Returns 0 or
+ * NEXAR_ERR_PROTO (bad family). */
+int nexar__welcome_entry(const nexar__seed_welcome_t *w, uint32_t i,
+                         nexar__roster_entry_t *e);
+int nexar__seed_reject_decode(nexar__seed_reject_t *r, const uint8_t *body,
+                              size_t len);
+
+/* Little-endian helpers shared by the codecs. */
+static inline void nexar__put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static inline void nexar__put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void nexar__put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t nexar__get_u16(const uint8_t *p) {
+  return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t nexar__get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+static inline uint64_t nexar__get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+#endif /* NEXAR_WIRE_H */

@@ -1,0 +1,145 @@
+/*
+ * The multi-process test harness: a thin layer over the launch core
+ * (tools/launch.c) that adds the test defaults (time limits, seed policy)
+ * and the failure-reporting helpers behind the NT_* macros.
+ */
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+#define NT_DEFAULT_TIMEOUT_MS 60000
+/* Bootstrap and per-call limits in workers: far below the run's limit, so
+ * that a stuck call fails with a message from the library instead of the
+ * worker being killed silently at the deadline. */
+#define NT_DEFAULT_ENV \
+  "NEXAR_BOOTSTRAP_TIMEOUT_MS=10000\nNEXAR_OP_TIMEOUT_MS=30000\n"
+/* Once every worker has ended, how long the seed may take to report that
+ * the cluster formed. Formation completes before any worker's nexar_init
+ * returns, so this is only reached by a seed that never formed. */
+#define NT_SEED_GRACE_MS 5000
+
+int nt_worker_index = -1;
+
+/* What the worker trampoline needs: the user's function and argument. */
+typedef struct nt_call {
+  nt_worker_fn fn;
+  void *arg;
+} nt_call_t;
+
+/* Runs in the worker: records the index for the NT_* macros, then calls
+ * the test's function. */
+static int nt_trampoline(int index, void *p) {
+  const nt_call_t *call = p;
+  nt_worker_index = index;
+  return call->fn(index, call->arg);
+}
+
+int nt_run(const nt_opts_t *o, nt_worker_fn fn, void *arg) {
+  if (!o || !fn || o->world_size < 1 || o->nprocs < 0) {
+    fprintf(stderr, "nt_run: bad options (world_size must be >= 1)\n");
+    return 1;
+  }
+  int nprocs = o->nprocs > 0 ? o->nprocs : o->world_size;
+  int must_form =
+      o->seed_must_form == NT_SEED_REQUIRED ||
+      (o->seed_must_form == NT_SEED_AUTO && nprocs >= o->world_size);
+
+  /* The harness defaults come first so that o->env, applied after them,
+   * overrides them. */
+  size_t envlen = strlen(NT_DEFAULT_ENV) + (o->env ? strlen(o->env) : 0) + 1;
+  char *env = malloc(envlen);
+  if (!env) {
+    fprintf(stderr, "nt_run: out of memory\n");
+    return 1;
+  }
+  snprintf(env, envlen, "%s%s", NT_DEFAULT_ENV, o->env ? o->env : "");
+
+  nt_call_t call = {fn, arg};
+  nexar_launch_opts_t lo;
+  memset(&lo, 0, sizeof lo);
+  lo.nprocs = nprocs;
+  lo.world_size = o->world_size;
+  lo.timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : NT_DEFAULT_TIMEOUT_MS;
+  /* A seed whose fate is ignored is stopped as soon as the workers end. */
+  lo.seed_grace_ms = must_form ? NT_SEED_GRACE_MS : 1;
+  lo.env = env;
+  lo.fn = nt_trampoline;
+  lo.fn_arg = &call;
+
+  nexar_launch_t l;
+  int failed = 0;
+  if (launch_start(&l, &lo) < 0) {
+    fprintf(stderr, "nt_run: cannot start %d workers: %s\n", nprocs, l.error);
+    failed = 1;
+  } else {
+    launch_outcome_t outcome = launch_wait(&l);
+    launch_report(&l, stderr, "nt_run");
+    failed = outcome != LAUNCH_OK;
+    if (outcome == LAUNCH_OK && must_form &&
+        l.seed_state != LAUNCH_SEED_FORMED) {
+      char d[700];
+      fprintf(stderr, "nt_run: every worker passed but the seed %s\n",
+              launch_describe(&l, -1, d, sizeof d));
+      failed = 1;
+    }
+  }
+  launch_free(&l);
+  free(env);
+  return failed;
+}
+
+int nt_join(nexar_ctx_t **ctx) {
+  int rc = nexar_init(NULL, ctx);
+  if (rc != NEXAR_OK)
+    fprintf(stderr, "[%d] nexar_init failed: %s (%s): %s\n", nt_worker_index,
+            nexar_err_name(rc), nexar_strerror(rc), nexar_last_error());
+  return rc;
+}
+
+/* Writes "[index] file:line: " + the formatted text + "\n" to stderr in one
+ * write, so that lines of concurrent workers do not interleave. */
+static void nt_vprint(const char *file, int line, const char *head,
+                      const char *fmt, va_list ap) {
+  char buf[2048];
+  int n = snprintf(buf, sizeof buf, "[%d] %s:%d: %s", nt_worker_index, file,
+                   line, head ? head : "");
+  if (n < 0) return;
+  if ((size_t)n < sizeof buf) {
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    if (m > 0) n += m;
+  }
+  if ((size_t)n > sizeof buf - 2) n = (int)sizeof buf - 2;
+  buf[n++] = '\n';
+  fflush(stdout);
+  ssize_t w = write(2, buf, (size_t)n);
+  (void)w;
+}
+
+void nt_fail(const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  nt_vprint(file, line, NULL, fmt, ap);
+  va_end(ap);
+}
+
+void nt_fail_check(const char *file, int line, const char *cond,
+                   const char *fmt, ...) {
+  char head[512];
+  snprintf(head, sizeof head, "check failed: %s: ", cond);
+  va_list ap;
+  va_start(ap, fmt);
+  nt_vprint(file, line, head, fmt, ap);
+  va_end(ap);
+}
+
+void nt_fail_rc(const char *file, int line, const char *expr, int rc,
+                const nexar_comm_t *comm) {
+  nt_fail(file, line, "%s failed: %s (%s): %s", expr, nexar_err_name(rc),
+          nexar_strerror(rc), nexar_comm_last_error(comm));
+}

@@ -1,0 +1,10 @@
+# The test list: one line per test (name, timeout in seconds, sources).
+nexar_test(test_wire 60 test_wire.c)
+nexar_test(test_reduce 120 test_reduce.c)
+# End-to-end DDP training at world sizes 1 and 4, compared weight for weight.
+add_test(NAME test_ddp COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp.sh
+  $<TARGET_FILE:nexar-run> $<TARGET_FILE:ddp_digits>
+  $<TARGET_FILE:compare-weights>)
+set_tests_properties(test_ddp PROPERTIES TIMEOUT 400)
+add_test(NAME test_launch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_launch.sh $<TARGET_FILE:nexar-run>)
+set_tests_properties(test_launch PROPERTIES TIMEOUT 60)

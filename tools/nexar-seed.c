@@ -1,0 +1,145 @@
+/*
+ * nexar-seed: runs a standalone seed for a multi-host job.
+ *
+ *   nexar-seed --listen IP:PORT --world-size N [--secret-file FILE]
+ *              [--timeout-ms T]
+ *
+ * The seed admits N workers that present the cluster secret, assigns their
+ * ranks and sends each the roster, then exits: it is never on the data path.
+ * The secret comes from --secret-file, else NEXAR_SECRET, else
+ * NEXAR_SECRET_FILE; it is never printed. Exit status: 0 when the cluster
+ * formed, 1 when it did not (the reason is printed), 2 on bad arguments.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nexar.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: nexar-seed --listen IP:PORT --world-size N "
+          "[--secret-file FILE]\n"
+          "                  [--timeout-ms T]\n"
+          "\n"
+          "Runs the seed of a nexar cluster: admits N workers that know the "
+          "cluster\n"
+          "secret, assigns their ranks, sends each the roster and exits.\n"
+          "\n"
+          "  --listen IP:PORT     UDP address to listen on (PORT 0: any "
+          "free port)\n"
+          "  --world-size N       number of workers (else NEXAR_WORLD_SIZE)\n"
+          "  --secret-file FILE   file holding the cluster secret (else "
+          "NEXAR_SECRET,\n"
+          "                       then NEXAR_SECRET_FILE)\n"
+          "  --timeout-ms T       formation deadline in ms (else\n"
+          "                       NEXAR_BOOTSTRAP_TIMEOUT_MS)\n"
+          "  --help               print this help\n"
+          "\n"
+          "Workers join with NEXAR_SEED=IP:PORT, the same secret and "
+          "NEXAR_WORLD_SIZE=N.\n"
+          "Exit status: 0 when the cluster formed, 1 when it did not, 2 on "
+          "bad arguments.\n");
+}
+
+/* Parses a whole decimal integer in [lo, hi]. Returns 0 or -1. */
+static int parse_int(const char *s, long lo, long hi, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int bad_arg(const char *msg, const char *value) {
+  fprintf(stderr, "nexar-seed: %s%s%s%s\n", msg, value ? " '" : "",
+          value ? value : "", value ? "'" : "");
+  usage(stderr);
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  enum { OPT_LISTEN = 1, OPT_WORLD, OPT_SECRET_FILE, OPT_TIMEOUT };
+  static const struct option longopts[] = {
+      {"listen", required_argument, NULL, OPT_LISTEN},
+      {"world-size", required_argument, NULL, OPT_WORLD},
+      {"secret-file", required_argument, NULL, OPT_SECRET_FILE},
+      {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  const char *listen = NULL, *secret_file = NULL;
+  int world_size = 0, timeout_ms = NEXAR_UNSET, c;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (c) {
+      case OPT_LISTEN:
+        listen = optarg;
+        break;
+      case OPT_WORLD:
+        if (parse_int(optarg, 1, 1 << 20, &world_size) < 0)
+          return bad_arg("--world-size wants a number >= 1, not", optarg);
+        break;
+      case OPT_SECRET_FILE:
+        secret_file = optarg;
+        break;
+      case OPT_TIMEOUT:
+        if (parse_int(optarg, 1, 86400000, &timeout_ms) < 0)
+          return bad_arg("--timeout-ms wants a number of ms >= 1, not", optarg);
+        break;
+      case 'h':
+        usage(stdout);
+        return 0;
+      default:
+        usage(stderr);
+        return 2;
+    }
+  }
+  if (optind < argc) return bad_arg("unexpected argument", argv[optind]);
+  if (!listen) return bad_arg("--listen IP:PORT is required", NULL);
+  const char *colon = strrchr(listen, ':');
+  if (!colon || colon == listen || !colon[1])
+    return bad_arg("--listen wants IP:PORT, not", listen);
+  if (world_size == 0) {
+    /* The library would read NEXAR_WORLD_SIZE itself; parse it here too so
+     * that the messages can say how many workers are awaited. */
+    const char *env = getenv("NEXAR_WORLD_SIZE");
+    if (!env || parse_int(env, 1, 1 << 20, &world_size) < 0)
+      return bad_arg("--world-size N (or NEXAR_WORLD_SIZE) is required", NULL);
+  }
+  if (!secret_file && !getenv("NEXAR_SECRET") && !getenv("NEXAR_SECRET_FILE"))
+    return bad_arg(
+        "no cluster secret: set NEXAR_SECRET or NEXAR_SECRET_FILE, or pass "
+        "--secret-file",
+        NULL);
+
+  nexar_seed_config_t cfg = NEXAR_SEED_CONFIG_INIT;
+  cfg.listen_addr = listen;
+  cfg.secret_file = secret_file;
+  cfg.world_size = world_size;
+  cfg.timeout_ms = timeout_ms;
+  nexar_seed_t *seed = NULL;
+  int rc = nexar_seed_start(&cfg, &seed);
+  if (rc != NEXAR_OK) {
+    const char *detail = nexar_last_error();
+    fprintf(stderr, "nexar-seed: cannot start the seed on %s: %s%s%s\n", listen,
+            nexar_strerror(rc), detail && *detail ? ": " : "",
+            detail ? detail : "");
+    return 1;
+  }
+  /* Print the port actually bound, which differs from PORT when it is 0. */
+  fprintf(stderr, "nexar-seed: listening on %.*s:%d, waiting for %d workers\n",
+          (int)(colon - listen), listen, nexar_seed_port(seed), world_size);
+  rc = nexar_seed_wait(seed, -1);
+  if (rc == NEXAR_OK) {
+    fprintf(stderr, "nexar-seed: cluster of %d formed\n", world_size);
+  } else {
+    const char *detail = nexar_seed_last_error(seed);
+    fprintf(stderr, "nexar-seed: the cluster did not form: %s\n",
+            detail && *detail ? detail : nexar_strerror(rc));
+  }
+  nexar_seed_stop(seed);
+  return rc == NEXAR_OK ? 0 : 1;
+}
