@@ -30,7 +30,7 @@ fail() {
 run_world() {
   local n=$1 log="$tmp/log$1" rc acc
   echo "== nexar-run -n $n ddp_digits"
-  timeout 150 "$nexar_run" -n "$n" -t 120 "$ddp_digits" \
+  timeout 150 "$nexar_run" -n "$n" -t 120 --no-prefix -- "$ddp_digits" \
     --weights-out "$tmp/w$n" >"$log" 2>&1
   rc=$?
   cat "$log"

@@ -127,18 +127,28 @@ static bool matches(const nexar__req_t *r, const nexar__imsg_t *m) {
          (r->tag == NEXAR_ANY_TAG || (uint32_t)r->tag == h->tag);
 }
 
+/* Remote unidirectional streams are not reported closed by ngtcp2 0.12,
+ * so for them a delivered message whose FIN has arrived is the end; remote
+ * bidirectional streams end with the stream_close callback. */
+static bool finished(const nexar__imsg_t *m) {
+  return m->stream_closed || !m->conn || ((m->sid & 2) && m->fin);
+}
+
 static void imsg_free(nexar__imsg_t *m) {
   nexar__conn_t *c = m->conn;
   if (c) {
     if (m->aprev) m->aprev->anext = m->anext;
     else c->imsgs = m->anext;
     if (m->anext) m->anext->aprev = m->aprev;
-    if (c->qc && m->stream_closed && c->state != NEXAR__CS_DEAD) {
+    if (c->qc && c->state != NEXAR__CS_DEAD) {
       /* The message is delivered: the peer may open another stream. */
-      if (m->sid & 2)
+      if (m->sid & 2) {
+        if (!m->stream_closed)
+          ngtcp2_conn_set_stream_user_data(c->qc, m->sid, NULL);
         ngtcp2_conn_extend_max_streams_uni(c->qc, 1);
-      else
+      } else {
         ngtcp2_conn_extend_max_streams_bidi(c->qc, 1);
+      }
       c->want_write = true;
     }
   }
@@ -147,8 +157,7 @@ static void imsg_free(nexar__imsg_t *m) {
 }
 
 static void maybe_free(nexar__imsg_t *m) {
-  if (m->state == NEXAR__IM_DONE && (m->stream_closed || !m->conn))
-    imsg_free(m);
+  if (m->state == NEXAR__IM_DONE && finished(m)) imsg_free(m);
 }
 
 static void deliver(nexar__imsg_t *m) {
@@ -370,6 +379,8 @@ void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
   }
   if (m->state == NEXAR__IM_MATCHED && m->got == m->hdr.payload_len)
     deliver(m);
+  else if (fin)
+    maybe_free(m);
 }
 
 void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m) {

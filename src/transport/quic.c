@@ -417,10 +417,11 @@ static nexar__omsg_t *next_sendable(nexar__conn_t *c, int *err) {
     for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
       if (m->sent >= NEXAR__HDR_BYTES + m->len || m->blocked) continue;
       if (m->sid < 0) {
-        /* Control messages use bidirectional streams: their MAX_STREAMS
-         * credit is separate, so undelivered data can never hold back a
-         * barrier or a heartbeat. */
-        int rv = lane == NEXAR__LANE_CONTROL && c->role == NEXAR__ROLE_MESH
+        /* Data messages use bidirectional streams (used one way) and
+         * control messages unidirectional ones: the two kinds have
+         * separate MAX_STREAMS credit, so undelivered data can never hold
+         * back a barrier or a heartbeat. */
+        int rv = lane == NEXAR__LANE_DATA && c->role == NEXAR__ROLE_MESH
                      ? ngtcp2_conn_open_bidi_stream(c->qc, &m->sid, m)
                      : ngtcp2_conn_open_uni_stream(c->qc, &m->sid, m);
         if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) break; /* keep FIFO order */
