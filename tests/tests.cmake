@@ -8,3 +8,4 @@ add_test(NAME test_ddp COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp.sh
 set_tests_properties(test_ddp PROPERTIES TIMEOUT 400)
 add_test(NAME test_launch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_launch.sh $<TARGET_FILE:nexar-run>)
 set_tests_properties(test_launch PROPERTIES TIMEOUT 60)
+nexar_test(test_p2p 300 test_p2p.c)

@@ -1,0 +1,33 @@
+# Thin wrapper over CMake for the README's commands.
+BUILD ?= build
+NP ?= 4
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build run test asan clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DNEXAR_WERROR=ON >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+# README command 1: the main job, data-parallel training on 4 processes.
+run: build
+	$(BUILD)/tools/nexar-run -n $(NP) -t 300 -- $(BUILD)/examples/ddp_digits
+
+# README command 2: every test, each in its own process under a hard timeout.
+test: build
+	cd $(BUILD) && ctest -j2 --output-on-failure --timeout 600
+
+# The AddressSanitizer/UndefinedBehaviorSanitizer build and test run.
+asan: deps
+	@cmake -S . -B build-asan -DNEXAR_WERROR=ON -DNEXAR_SANITIZE=ON \
+	  -DNEXAR_TEST_TIMEOUT_MULTIPLIER=3 >/dev/null
+	@cmake --build build-asan -j$(JOBS)
+	cd build-asan && ctest -j2 --output-on-failure
+
+clean:
+	rm -rf $(BUILD) build-asan

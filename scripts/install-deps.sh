@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what nexar needs to build and test, from Debian 12 packages, when
+# it is missing. Safe to run repeatedly: it does nothing when all is there.
+set -euo pipefail
+pkgs=(gcc make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev
+      libgnutls28-dev libcmocka-dev zlib1g-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
