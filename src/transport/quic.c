@@ -205,6 +205,15 @@ static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
   tp->max_ack_delay = 1 * NGTCP2_MILLISECONDS;
 }
 
+/* PINGs keep an otherwise idle link from hitting the idle timeout. */
+static void set_keepalive(nexar__conn_t *c) {
+  if (c->ep->ops != &nexar__worker_ops) return;
+  int64_t ms = ((nexar_ctx_t *)c->ep->owner)->prm.keepalive_ms;
+  if (ms > 0)
+    ngtcp2_conn_set_keep_alive_timeout(c->qc,
+                                       (uint64_t)ms * NGTCP2_MILLISECONDS);
+}
+
 static nexar__conn_t *conn_alloc(nexar__ep_t *ep, int role, bool server,
                                  const struct sockaddr_storage *remote,
                                  socklen_t rlen) {
@@ -269,6 +278,7 @@ int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
                                               : NEXAR__ALPN_MESH),
                     rc, fail);
   ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
+  set_keepalive(c);
   NEXAR__CHECK_GOTO(nexar__ep_add_conn(ep, c), rc, fail);
   c->want_write = true;
   *out = c;
@@ -329,6 +339,7 @@ static nexar__conn_t *accept_conn(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
     return NULL;
   }
   ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
+  set_keepalive(c);
   /* A client that never finishes its handshake is dropped (no ngtcp2 timer
    * covers a silent server-side connection for long). */
   c->handshake_deadline = nexar__now() + 10ull * 1000000000ull;
