@@ -223,6 +223,12 @@ static void worker_on_closed(nexar__conn_t *c) {
 static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE || now < ctx->boot_deadline) return;
+  /* While connected to the seed, give its verdict (which names the missing
+   * ranks) 2 s to arrive before reporting our own timeout. */
+  if (ctx->boot_state == BOOT_SEED && ctx->seed_conn &&
+      ctx->seed_conn->state == NEXAR__CS_READY &&
+      now < ctx->boot_deadline + 2000000000ull)
+    return;
   if (ctx->boot_state == BOOT_SEED) {
     boot_fail(ctx, NEXAR_ERR_TIMEOUT,
               "bootstrap timed out after %lld ms: no welcome from the seed "

@@ -584,7 +584,11 @@ void nexar__conn_fail(nexar__conn_t *c, int err, const char *why) {
 void nexar__conn_settle(nexar__conn_t *c) {
   if (c->close_req && !c->close_sent) {
     c->close_sent = true;
-    if (c->qc && !ngtcp2_conn_is_in_closing_period(c->qc) &&
+    /* Before the handshake completes there may be no keys to protect a
+     * CONNECTION_CLOSE (ngtcp2 0.12 asserts on it): a stranger's bogus
+     * Initial is dropped silently instead. */
+    if (c->qc && ngtcp2_conn_get_handshake_completed(c->qc) &&
+        !ngtcp2_conn_is_in_closing_period(c->qc) &&
         !ngtcp2_conn_is_in_draining_period(c->qc)) {
       ngtcp2_connection_close_error ce;
       ngtcp2_connection_close_error_default(&ce);
