@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,6 +101,27 @@ int nt_join(nexar_ctx_t **ctx) {
     fprintf(stderr, "[%d] nexar_init failed: %s (%s): %s\n", nt_worker_index,
             nexar_err_name(rc), nexar_strerror(rc), nexar_last_error());
   return rc;
+}
+
+int nt_join_world(nexar_ctx_t **ctx, nexar_comm_t **world, int *rank,
+                  int *size) {
+  int rc = nt_join(ctx);
+  if (rc != NEXAR_OK) return rc;
+  *world = nexar_comm_world(*ctx);
+  nexar_comm_rank(*world, rank);
+  if (size) nexar_comm_size(*world, size);
+  if (*rank != nt_worker_index) {
+    fprintf(stderr, "[%d] got rank %d, requested %d\n", nt_worker_index,
+            *rank, nt_worker_index);
+    return NEXAR_ERR_INTERNAL;
+  }
+  return NEXAR_OK;
+}
+
+double nt_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* Writes "[index] file:line: " + the formatted text + "\n" to stderr in one

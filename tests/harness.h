@@ -76,6 +76,18 @@ int nt_run(const nt_opts_t *o, nt_worker_fn fn, void *arg);
  */
 int nt_join(nexar_ctx_t **ctx);
 
+/*
+ * In a worker: nt_join, then the world communicator, this process's rank and
+ * the world size (|size| may be NULL). nt_run requests rank = worker index,
+ * so a different rank is an error. Returns NEXAR_OK, nexar_init's error, or
+ * NEXAR_ERR_INTERNAL (printed) when the rank is not the worker index.
+ */
+int nt_join_world(nexar_ctx_t **ctx, nexar_comm_t **world, int *rank,
+                  int *size);
+
+/* CLOCK_MONOTONIC in milliseconds, for measuring test phases. */
+double nt_now_ms(void);
+
 /* Prints "[index] file:line: <formatted message>" to stderr in one write.
  * Used by the macros below. */
 void nt_fail(const char *file, int line, const char *fmt, ...)

@@ -184,12 +184,9 @@ static int case_nonblocking(nexar_comm_t *w, int r, int n) {
 static int worker(int index, void *arg) {
   int c = *(const int *)arg;
   nexar_ctx_t *ctx;
-  NT_OK(nt_join(&ctx));
-  nexar_comm_t *w = nexar_comm_world(ctx);
+  nexar_comm_t *w;
   int r, n;
-  NT_OK(nexar_comm_rank(w, &r));
-  NT_OK(nexar_comm_size(w, &n));
-  NT_CHECK(r == index);
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
   int rc = 1;
   switch (c) {
   case C_ALLREDUCE: rc = case_allreduce(w, r, n); break;

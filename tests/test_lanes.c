@@ -16,12 +16,6 @@
 
 #define BIG ((size_t)256 << 20)
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static inline uint8_t pat(size_t i) {
   return (uint8_t)(i * 131u + (i >> 8) * 7u + (i >> 20));
 }
@@ -29,11 +23,9 @@ static inline uint8_t pat(size_t i) {
 static int worker(int index, void *arg) {
   (void)arg;
   nexar_ctx_t *ctx;
-  NT_OK(nt_join(&ctx));
-  nexar_comm_t *w = nexar_comm_world(ctx);
+  nexar_comm_t *w;
   int r;
-  NT_OK(nexar_comm_rank(w, &r));
-  NT_CHECK(r == index);
+  NT_OK(nt_join_world(&ctx, &w, &r, NULL));
   uint8_t *b = NULL;
   nexar_req_t *req = NULL;
   if (r <= 1) {
@@ -45,20 +37,20 @@ static int worker(int index, void *arg) {
       memset(b, 0, BIG);
   }
   NT_OKC(w, nexar_barrier(w)); /* start together */
-  double tq = now_ms();
+  double tq = nt_now_ms();
   for (int i = 0; i < 100; i++) NT_OKC(w, nexar_barrier(w));
-  double tquiet = now_ms() - tq; /* baseline: no transfer in flight */
-  double t0 = now_ms();
+  double tquiet = nt_now_ms() - tq; /* baseline: no transfer in flight */
+  double t0 = nt_now_ms();
   if (r == 0) NT_OKC(w, nexar_isend(w, b, BIG, NEXAR_BYTE, 1, 99, &req));
   if (r == 1) NT_OKC(w, nexar_irecv(w, b, BIG, NEXAR_BYTE, 0, 99, &req));
   for (int i = 0; i < 100; i++) NT_OKC(w, nexar_barrier(w));
-  double tb = now_ms() - t0;
+  double tb = nt_now_ms() - t0;
   int done_before = -1;
   nexar_status_t st;
   memset(&st, 0, sizeof st);
   if (req) NT_OKC(w, nexar_test(&req, &done_before, &st));
   if (req) NT_OKC(w, nexar_wait(&req, &st));
-  double tt = now_ms() - t0;
+  double tt = nt_now_ms() - t0;
   if (r == 1) {
     NT_CHECKF(st.bytes == BIG, "bytes %zu", st.bytes);
     for (size_t i = 0; i < BIG; i++)

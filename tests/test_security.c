@@ -21,20 +21,14 @@
 #include "harness.h"
 #include "nexar.h"
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* (a) */
 static int worker_wrong_secret(int index, void *arg) {
   (void)arg;
   if (index == 1) setenv("NEXAR_SECRET", "wrong", 1);
   nexar_ctx_t *ctx = NULL;
-  double t0 = now_ms();
+  double t0 = nt_now_ms();
   int rc = nexar_init(NULL, &ctx);
-  double el = now_ms() - t0;
+  double el = nt_now_ms() - t0;
   const char *msg = nexar_last_error();
   if (index == 1) {
     NT_CHECKF(rc == NEXAR_ERR_AUTH, "wrong secret gave %s: %s",
@@ -59,9 +53,9 @@ static int worker_deadline(int index, void *arg) {
    * waiting for other workers" (reported as a library issue). */
   setenv("NEXAR_BOOTSTRAP_TIMEOUT_MS", "4000", 1);
   nexar_ctx_t *ctx = NULL;
-  double t0 = now_ms();
+  double t0 = nt_now_ms();
   int rc = nexar_init(NULL, &ctx);
-  double el = now_ms() - t0;
+  double el = nt_now_ms() - t0;
   const char *msg = nexar_last_error();
   printf("  [%d] %s after %.0f ms: %s\n", index, nexar_err_name(rc), el, msg);
   fflush(stdout);
@@ -121,12 +115,9 @@ static int worker_garbage(int index, void *arg) {
     setenv("NEXAR_BIND_ADDR", a, 1);
   }
   nexar_ctx_t *ctx;
-  NT_OK(nt_join(&ctx));
-  nexar_comm_t *w = nexar_comm_world(ctx);
+  nexar_comm_t *w;
   int r, n;
-  NT_OK(nexar_comm_rank(w, &r));
-  NT_OK(nexar_comm_size(w, &n));
-  NT_CHECK(r == index);
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
   if (r == 1) {
     struct sockaddr_in to;
     memset(&to, 0, sizeof to);
@@ -168,7 +159,7 @@ static int pick_port(void) {
 }
 
 static int report(const char *name, int rc, double t0) {
-  printf("%s %s (%.1f s)\n", rc ? "FAIL" : "ok", name, (now_ms() - t0) / 1e3);
+  printf("%s %s (%.1f s)\n", rc ? "FAIL" : "ok", name, (nt_now_ms() - t0) / 1e3);
   fflush(stdout);
   return rc ? 1 : 0;
 }
@@ -176,7 +167,7 @@ static int report(const char *name, int rc, double t0) {
 int main(void) {
   int fails = 0;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  double t0 = now_ms();
+  double t0 = nt_now_ms();
   {
     nt_opts_t o = {.world_size = 2,
                    .nprocs = 2,
@@ -185,7 +176,7 @@ int main(void) {
                    .env = "NEXAR_BOOTSTRAP_TIMEOUT_MS=3000"};
     fails += report("wrong_secret", nt_run(&o, worker_wrong_secret, NULL), t0);
   }
-  t0 = now_ms();
+  t0 = nt_now_ms();
   {
     nt_opts_t o = {.world_size = 4,
                    .nprocs = 3,
@@ -201,7 +192,7 @@ int main(void) {
    * a regression test for a crash (the close path wrote a CONNECTION_CLOSE
    * before any keys existed, and ngtcp2 asserted). */
   for (int mode = 1; mode <= 2; mode++) {
-    t0 = now_ms();
+    t0 = nt_now_ms();
     garbage_arg_t ga = {pick_port(), mode};
     if (ga.port < 0) {
       printf("FAIL %s (no free port)\n", gnames[mode]);
