@@ -24,6 +24,9 @@
 #include "wire/wire.h"
 
 #define NEXAR__ERRMSG_MAX 512
+/* Receive batch: datagrams per recvmmsg, bytes per (GRO) datagram. */
+#define NEXAR__RX_BATCH 32
+#define NEXAR__RX_BUF 65536
 #define NEXAR__ALPN_MESH "nexar/1"
 #define NEXAR__ALPN_SEED "nexar-seed/1"
 

@@ -61,10 +61,8 @@ static void cancel_round(nexar__sched_t *s) {
 
 /* Runs local steps of the finished round, then posts the next round. */
 static void advance(nexar__sched_t *s) {
-  nexar_ctx_t *ctx = s->comm->ctx;
   nexar_dtype_t dt = (nexar_dtype_t)s->tmpl.dtype;
   nexar_op_t op = (nexar_op_t)s->tmpl.redop;
-  size_t es = nexar_dtype_size(dt);
   for (;;) {
     if (s->rc < 0) {
       cancel_round(s);
@@ -86,7 +84,6 @@ static void advance(nexar__sched_t *s) {
                                s->nranks);
       else if (st->kind == NEXAR__ST_COPY_IN && st->len)
         memcpy(s->work + st->off, s->sendbuf + st->off, st->len);
-      (void)es;
     }
     if (s->cur >= s->nsteps) {
       finish(s);
@@ -143,7 +140,6 @@ static void advance(nexar__sched_t *s) {
       }
       nexar__p2p_start(r);
     }
-    (void)ctx;
     s->cur = end;
     if (--s->pending > 0) return;
   }

@@ -15,8 +15,6 @@
 
 #include "nexar_int.h"
 
-#define RX_BATCH 32
-#define RX_BUF 65536
 
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner) {
@@ -34,7 +32,7 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   pthread_cond_init(&ep->ccv, &ca);
   pthread_condattr_destroy(&ca);
   ep->txbuf = malloc(65536 + 4096);
-  ep->rxbuf = malloc((size_t)RX_BATCH * RX_BUF);
+  ep->rxbuf = malloc((size_t)NEXAR__RX_BATCH * NEXAR__RX_BUF);
   if (!ep->txbuf || !ep->rxbuf) return NEXAR_ERR_NOMEM;
   NEXAR__CHECK(nexar__identity_init(&ep->id));
   NEXAR__CHECK_GOTO(nexar__udp_open(ep, bind_addr, len), rc, fail);

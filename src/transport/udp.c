@@ -20,8 +20,6 @@
 #define UDP_GRO 104
 #endif
 
-#define RX_BATCH 32
-#define RX_BUF 65536
 
 static void set_buf(int fd, int opt_force, int opt, int bytes) {
   /* FORCE variants pass net.core.[rw]mem_max when we run as root. */
@@ -113,18 +111,18 @@ int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
 /* Drains the socket: every datagram (GRO batches split by segment size) is
  * handed to |fn|. Returns the number of datagrams, or NEXAR_ERR_SYS. */
 int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
-  struct mmsghdr msgs[RX_BATCH];
-  struct iovec iovs[RX_BATCH];
-  struct sockaddr_storage from[RX_BATCH];
+  struct mmsghdr msgs[NEXAR__RX_BATCH];
+  struct iovec iovs[NEXAR__RX_BATCH];
+  struct sockaddr_storage from[NEXAR__RX_BATCH];
   union {
     char buf[CMSG_SPACE(sizeof(int))];
     struct cmsghdr align;
-  } ctl[RX_BATCH];
+  } ctl[NEXAR__RX_BATCH];
   int total = 0;
   for (int rounds = 0; rounds < 16; rounds++) {
-    for (int i = 0; i < RX_BATCH; i++) {
-      iovs[i].iov_base = ep->rxbuf + (size_t)i * RX_BUF;
-      iovs[i].iov_len = RX_BUF;
+    for (int i = 0; i < NEXAR__RX_BATCH; i++) {
+      iovs[i].iov_base = ep->rxbuf + (size_t)i * NEXAR__RX_BUF;
+      iovs[i].iov_len = NEXAR__RX_BUF;
       memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
       msgs[i].msg_hdr.msg_name = &from[i];
       msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
@@ -133,7 +131,7 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
       msgs[i].msg_hdr.msg_control = ctl[i].buf;
       msgs[i].msg_hdr.msg_controllen = sizeof(ctl[i].buf);
     }
-    int n = recvmmsg(ep->fd, msgs, RX_BATCH, 0, NULL);
+    int n = recvmmsg(ep->fd, msgs, NEXAR__RX_BATCH, 0, NULL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -158,7 +156,7 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
         total++;
       }
     }
-    if (n < RX_BATCH) break;
+    if (n < NEXAR__RX_BATCH) break;
   }
   return total;
 }
