@@ -36,22 +36,22 @@ extern "C" {
 /* Result codes. Negative values are errors. */
 typedef enum nexar_result {
   NEXAR_OK = 0,
-  NEXAR_INPROGRESS = 1,          /* non-blocking operation not finished */
-  NEXAR_ERR_INVALID_ARG = -1,    /* bad argument; the call had no effect */
-  NEXAR_ERR_INVALID_USAGE = -2,  /* wrong call order or state */
-  NEXAR_ERR_NOMEM = -3,          /* allocation failed */
-  NEXAR_ERR_TIMEOUT = -4,        /* deadline passed */
-  NEXAR_ERR_PEER_FAILED = -5,    /* a peer is dead or unreachable */
-  NEXAR_ERR_REVOKED = -6,        /* communicator revoked by another member */
-  NEXAR_ERR_MISMATCH = -7,       /* ranks called different collectives */
-  NEXAR_ERR_AUTH = -8,           /* authentication or certificate failure */
-  NEXAR_ERR_PROTO = -9,          /* malformed frame, version mismatch */
-  NEXAR_ERR_TRANSPORT = -10,     /* QUIC, TLS or socket error */
-  NEXAR_ERR_CLOSED = -11,        /* object already finalized or aborted */
-  NEXAR_ERR_UNSUPPORTED = -12,   /* unsupported dtype x op or feature */
-  NEXAR_ERR_SYS = -13,           /* operating-system error */
-  NEXAR_ERR_TRUNCATE = -14,      /* message longer than the receive buffer */
-  NEXAR_ERR_INTERNAL = -100      /* bug in the library */
+  NEXAR_INPROGRESS = 1,         /* non-blocking operation not finished */
+  NEXAR_ERR_INVALID_ARG = -1,   /* bad argument; the call had no effect */
+  NEXAR_ERR_INVALID_USAGE = -2, /* wrong call order or state */
+  NEXAR_ERR_NOMEM = -3,         /* allocation failed */
+  NEXAR_ERR_TIMEOUT = -4,       /* deadline passed */
+  NEXAR_ERR_PEER_FAILED = -5,   /* a peer is dead or unreachable */
+  NEXAR_ERR_REVOKED = -6,       /* communicator revoked by another member */
+  NEXAR_ERR_MISMATCH = -7,      /* ranks called different collectives */
+  NEXAR_ERR_AUTH = -8,          /* authentication or certificate failure */
+  NEXAR_ERR_PROTO = -9,         /* malformed frame, version mismatch */
+  NEXAR_ERR_TRANSPORT = -10,    /* QUIC, TLS or socket error */
+  NEXAR_ERR_CLOSED = -11,       /* object already finalized or aborted */
+  NEXAR_ERR_UNSUPPORTED = -12,  /* unsupported dtype x op or feature */
+  NEXAR_ERR_SYS = -13,          /* operating-system error */
+  NEXAR_ERR_TRUNCATE = -14,     /* message longer than the receive buffer */
+  NEXAR_ERR_INTERNAL = -100     /* bug in the library */
 } nexar_result_t;
 
 /* Static text for a result code; never NULL. Thread-safe. */
@@ -102,7 +102,7 @@ typedef enum nexar_op {
 /* Pass as the send buffer of a collective to operate in place (the data is
  * taken from, and the result written to, the receive buffer). A send buffer
  * equal to the receive buffer means the same. */
-#define NEXAR_IN_PLACE ((const void *)1)
+#define NEXAR_IN_PLACE ((void *)1)
 
 #define NEXAR_ANY_SOURCE (-1)
 #define NEXAR_ANY_TAG (-1)
@@ -131,23 +131,25 @@ typedef struct nexar_status {
  */
 #define NEXAR_CONFIG_VERSION 1
 typedef struct nexar_config {
-  size_t size;              /* sizeof(nexar_config_t), set by the initializer */
-  uint32_t version;         /* NEXAR_CONFIG_VERSION */
-  const char *seed_addr;    /* "host:port" of the seed (NEXAR_SEED) */
-  const char *secret;       /* cluster secret (NEXAR_SECRET); never logged */
-  const char *secret_file;  /* file holding the secret (NEXAR_SECRET_FILE) */
-  int world_size;           /* expected world size (NEXAR_WORLD_SIZE) */
-  int rank;                 /* requested rank, or NEXAR_UNSET (NEXAR_RANK) */
-  const char *bind_addr;    /* "ip" or "ip:port" to bind (NEXAR_BIND_ADDR) */
-  const char *advertise_addr; /* "ip[:port]" given to peers (NEXAR_ADVERTISE_ADDR) */
-  int bootstrap_timeout_ms; /* whole bootstrap deadline (NEXAR_BOOTSTRAP_TIMEOUT_MS) */
-  int op_timeout_ms;        /* deadline of each blocking call (NEXAR_OP_TIMEOUT_MS) */
+  size_t size;             /* sizeof(nexar_config_t), set by the initializer */
+  uint32_t version;        /* NEXAR_CONFIG_VERSION */
+  const char *seed_addr;   /* "host:port" of the seed (NEXAR_SEED) */
+  const char *secret;      /* cluster secret (NEXAR_SECRET); never logged */
+  const char *secret_file; /* file holding the secret (NEXAR_SECRET_FILE) */
+  int world_size;          /* expected world size (NEXAR_WORLD_SIZE) */
+  int rank;                /* requested rank, or NEXAR_UNSET (NEXAR_RANK) */
+  const char *bind_addr;   /* "ip" or "ip:port" to bind (NEXAR_BIND_ADDR) */
+  const char
+      *advertise_addr; /* "ip[:port]" given to peers (NEXAR_ADVERTISE_ADDR) */
+  int bootstrap_timeout_ms; /* whole bootstrap deadline
+                               (NEXAR_BOOTSTRAP_TIMEOUT_MS) */
+  int op_timeout_ms; /* deadline of each blocking call (NEXAR_OP_TIMEOUT_MS) */
 } nexar_config_t;
 
-#define NEXAR_CONFIG_INIT                                                     \
-  {                                                                           \
-    sizeof(nexar_config_t), NEXAR_CONFIG_VERSION, NULL, NULL, NULL,           \
-        NEXAR_UNSET, NEXAR_UNSET, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET        \
+#define NEXAR_CONFIG_INIT                                              \
+  {                                                                    \
+    sizeof(nexar_config_t), NEXAR_CONFIG_VERSION, NULL, NULL, NULL,    \
+        NEXAR_UNSET, NEXAR_UNSET, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET \
   }
 
 /*
@@ -258,19 +260,65 @@ NEXAR_EXTERN int nexar_waitall(size_t n, nexar_req_t **reqs,
                                nexar_status_t *statuses);
 
 /* ------------------------------------------------------------------ */
-/* Collectives. Every rank of |comm| must call the same collectives in the
- * same order with matching count, dtype, op and root. The blocking form is
- * the non-blocking form followed by nexar_wait. Each returns NEXAR_OK,
- * NEXAR_ERR_INVALID_ARG, NEXAR_ERR_UNSUPPORTED (dtype x op), or a transport
- * error (NEXAR_ERR_PEER_FAILED, NEXAR_ERR_TIMEOUT, NEXAR_ERR_CLOSED). */
+/* Collectives.
+ *
+ * Every rank of |comm| must call the same collectives in the same order
+ * with matching arguments (the fingerprint: collective, dtype, op, count,
+ * root, algorithm). Counts and displacements are in elements of |dtype|.
+ * Each collective is compiled into a schedule of send / receive / reduce /
+ * copy steps that the progress engine advances; many collectives and p2p
+ * messages may be in flight on one communicator at once, kept apart by a
+ * per-communicator collective sequence number.
+ *
+ * The blocking form is the non-blocking form followed by nexar_wait. The
+ * non-blocking form (nexar_i*) returns a request in *req; the buffers must
+ * stay untouched until it completes. Count and displacement arrays are
+ * read during the call only.
+ *
+ * In place: where a function says so, pass NEXAR_IN_PLACE (or a send buffer
+ * equal to the receive buffer) as described there.
+ *
+ * Results: every rank of an allreduce (any algorithm) gets bit-identical
+ * results, because each element is combined in one order. float16 and
+ * bfloat16 are widened to float32 inside each reduction step and rounded to
+ * nearest even after it; NaN semantics are those of the reduction kernels
+ * (any NaN operand gives the canonical quiet NaN for MIN/MAX, IEEE
+ * otherwise), identical on every code path. AVG on integers truncates.
+ *
+ * Result codes of every collective: NEXAR_OK; NEXAR_ERR_INVALID_ARG (bad
+ * pointer, root, count or dtype); NEXAR_ERR_UNSUPPORTED (the (dtype, op)
+ * pair, e.g. a bitwise op on floats, or a reserved fp8 type);
+ * NEXAR_ERR_MISMATCH when ranks called different collectives or arguments
+ * for the same collective number (every involved rank fails; the message,
+ * nexar_comm_last_error(), names both sides, e.g. "rank 3 called
+ * allreduce(f32 x 1024, sum) as collective #17 of comm 0; rank 0 called
+ * bcast(f32 x 1024, root 0)"; later collectives on |comm| then fail with the
+ * same error because the ranks no longer agree on the sequence);
+ * NEXAR_ERR_TIMEOUT when the call does not finish within
+ * NEXAR_OP_TIMEOUT_MS (the message lists the ranks that have not
+ * contributed); NEXAR_ERR_PEER_FAILED, NEXAR_ERR_CLOSED, NEXAR_ERR_NOMEM.
+ * After an error the receive buffers' contents are unspecified.
+ *
+ * Thread safety: any thread may call; calls on one communicator must be
+ * made in the same order on every rank (as in MPI), so concurrent callers
+ * on one communicator must order their calls themselves.
+ */
 
 /*
- * Combines |count| elements from every rank with |op| and leaves the result
- * in |recvbuf| on every rank. |sendbuf| may be NEXAR_IN_PLACE or equal to
- * |recvbuf|. Algorithm: ring reduce-scatter followed by ring allgather
- * (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for
- * clusters of workstations"); every rank reduces the chunks in the same rank
- * order, so every rank gets bit-identical results.
+ * Combines |count| elements from every rank with |op|; every rank gets the
+ * result in |recvbuf|. In place: sendbuf = NEXAR_IN_PLACE (input taken
+ * from recvbuf). Algorithms (NEXAR_ALGO_ALLREDUCE=ring|rd|rabenseifner
+ * forces one; thresholds NEXAR_ALLREDUCE_RD_MAX_BYTES and
+ * NEXAR_ALLREDUCE_RING_MIN_BYTES):
+ * - recursive doubling for small messages (Thakur, Rabenseifner & Gropp
+ *   2005, "Optimization of collective communication operations in MPICH");
+ * - Rabenseifner's algorithm for medium ones: reduce-scatter by recursive
+ *   halving, allgather by recursive doubling (Rabenseifner 2004);
+ * - ring reduce-scatter + ring allgather for large ones (Patarasuk & Yuan
+ *   2009), cut into NEXAR_SEG_BYTES segments on element boundaries that
+ *   pipeline through the ring.
+ * Non-powers of two: the first 2(n - 2^k) ranks fold pairwise into 2^k
+ * (Rabenseifner & Traeff 2004), the ring needs no fold.
  */
 NEXAR_EXTERN int nexar_allreduce(nexar_comm_t *comm, const void *sendbuf,
                                  void *recvbuf, size_t count,
@@ -282,7 +330,10 @@ NEXAR_EXTERN int nexar_iallreduce(nexar_comm_t *comm, const void *sendbuf,
 
 /*
  * Copies |count| elements from |buf| on |root| into |buf| on every rank.
- * Algorithm: binomial tree (as in MPICH; Thakur, Rabenseifner & Gropp 2005).
+ * Algorithms (NEXAR_ALGO_BCAST=binomial|scatter_allgather forces one;
+ * threshold NEXAR_BCAST_LARGE_BYTES): binomial tree for small messages
+ * (Thakur, Rabenseifner & Gropp 2005); scatter + ring allgather for large
+ * ones (van de Geijn et al. 1997, Barnett et al. 1994).
  */
 NEXAR_EXTERN int nexar_bcast(nexar_comm_t *comm, void *buf, size_t count,
                              nexar_dtype_t dtype, int root);
@@ -290,9 +341,191 @@ NEXAR_EXTERN int nexar_ibcast(nexar_comm_t *comm, void *buf, size_t count,
                               nexar_dtype_t dtype, int root, nexar_req_t **req);
 
 /*
- * Returns once every rank of |comm| has entered the barrier. Algorithm:
- * dissemination barrier (Hensgen, Finkel & Manber 1988), ceil(log2 n)
- * rounds, on the control lane.
+ * Combines |count| elements from every rank with |op| into |recvbuf| on
+ * |root| (recvbuf is ignored elsewhere and may be NULL). In place at the
+ * root: sendbuf = NEXAR_IN_PLACE. Algorithms: binomial tree (small);
+ * reduce-scatter (ring) + gather to the root for messages of at least
+ * NEXAR_REDUCE_LARGE_BYTES (Rabenseifner 2004).
+ */
+NEXAR_EXTERN int nexar_reduce(nexar_comm_t *comm, const void *sendbuf,
+                              void *recvbuf, size_t count, nexar_dtype_t dtype,
+                              nexar_op_t op, int root);
+NEXAR_EXTERN int nexar_ireduce(nexar_comm_t *comm, const void *sendbuf,
+                               void *recvbuf, size_t count, nexar_dtype_t dtype,
+                               nexar_op_t op, int root, nexar_req_t **req);
+
+/*
+ * Every rank contributes |count| elements; recvbuf (size x count elements)
+ * gets rank r's block at offset r x count on every rank. In place: sendbuf
+ * = NEXAR_IN_PLACE (own block already at recvbuf + rank x count).
+ * Algorithms: recursive doubling when the world size is a power of two and
+ * the whole result is at most NEXAR_ALLGATHER_RD_MAX_BYTES (Thakur,
+ * Rabenseifner & Gropp 2005); ring otherwise (Barnett et al. 1994).
+ */
+NEXAR_EXTERN int nexar_allgather(nexar_comm_t *comm, const void *sendbuf,
+                                 void *recvbuf, size_t count,
+                                 nexar_dtype_t dtype);
+NEXAR_EXTERN int nexar_iallgather(nexar_comm_t *comm, const void *sendbuf,
+                                  void *recvbuf, size_t count,
+                                  nexar_dtype_t dtype, nexar_req_t **req);
+/*
+ * As allgather with per-rank sizes: rank r contributes |sendcount| (which
+ * must equal recvcounts[r]) elements that land at recvbuf + displs[r].
+ * recvcounts and displs have size entries and must be equal on all ranks.
+ * In place: sendbuf = NEXAR_IN_PLACE. Algorithm: ring.
+ */
+NEXAR_EXTERN int nexar_allgatherv(nexar_comm_t *comm, const void *sendbuf,
+                                  size_t sendcount, void *recvbuf,
+                                  const size_t *recvcounts,
+                                  const size_t *displs, nexar_dtype_t dtype);
+NEXAR_EXTERN int nexar_iallgatherv(nexar_comm_t *comm, const void *sendbuf,
+                                   size_t sendcount, void *recvbuf,
+                                   const size_t *recvcounts,
+                                   const size_t *displs, nexar_dtype_t dtype,
+                                   nexar_req_t **req);
+
+/*
+ * Reduces sendbuf (sum of recvcounts elements, blocks in rank order) over
+ * all ranks with |op|; rank r receives block r (recvcounts[r] elements) in
+ * recvbuf. recvcounts must be equal on all ranks. In place: sendbuf =
+ * NEXAR_IN_PLACE (the input is in recvbuf, the result goes to its start).
+ * Algorithm: ring reduce-scatter (Patarasuk & Yuan 2009), pipelined in
+ * NEXAR_SEG_BYTES segments.
+ */
+NEXAR_EXTERN int nexar_reduce_scatter(nexar_comm_t *comm, const void *sendbuf,
+                                      void *recvbuf, const size_t *recvcounts,
+                                      nexar_dtype_t dtype, nexar_op_t op);
+NEXAR_EXTERN int nexar_ireduce_scatter(nexar_comm_t *comm, const void *sendbuf,
+                                       void *recvbuf, const size_t *recvcounts,
+                                       nexar_dtype_t dtype, nexar_op_t op,
+                                       nexar_req_t **req);
+/* reduce_scatter with |recvcount| elements for every rank (sendbuf holds
+ * size x recvcount). */
+NEXAR_EXTERN int nexar_reduce_scatter_block(nexar_comm_t *comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t recvcount,
+                                            nexar_dtype_t dtype, nexar_op_t op);
+NEXAR_EXTERN int nexar_ireduce_scatter_block(nexar_comm_t *comm,
+                                             const void *sendbuf, void *recvbuf,
+                                             size_t recvcount,
+                                             nexar_dtype_t dtype, nexar_op_t op,
+                                             nexar_req_t **req);
+
+/*
+ * Block j (|count| elements at sendbuf + j x count) goes to rank j, which
+ * stores it at recvbuf + rank x count. In place: sendbuf = NEXAR_IN_PLACE
+ * (recvbuf is both). Algorithm: pairwise exchange (Thakur, Rabenseifner &
+ * Gropp 2005): in step k rank r sends to r + k and receives from r - k,
+ * with up to 8 steps in flight.
+ */
+NEXAR_EXTERN int nexar_alltoall(nexar_comm_t *comm, const void *sendbuf,
+                                void *recvbuf, size_t count,
+                                nexar_dtype_t dtype);
+NEXAR_EXTERN int nexar_ialltoall(nexar_comm_t *comm, const void *sendbuf,
+                                 void *recvbuf, size_t count,
+                                 nexar_dtype_t dtype, nexar_req_t **req);
+/*
+ * As alltoall with per-peer sizes: sendcounts[j] elements at sendbuf +
+ * sdispls[j] go to rank j, which receives them as recvcounts[r] elements at
+ * recvbuf + rdispls[r]. Each pair's counts must agree. In place: sendbuf =
+ * NEXAR_IN_PLACE (sendcounts/sdispls are then ignored; recvcounts and
+ * rdispls describe both directions). Algorithm: pairwise exchange.
+ */
+NEXAR_EXTERN int nexar_alltoallv(nexar_comm_t *comm, const void *sendbuf,
+                                 const size_t *sendcounts,
+                                 const size_t *sdispls, void *recvbuf,
+                                 const size_t *recvcounts,
+                                 const size_t *rdispls, nexar_dtype_t dtype);
+NEXAR_EXTERN int nexar_ialltoallv(nexar_comm_t *comm, const void *sendbuf,
+                                  const size_t *sendcounts,
+                                  const size_t *sdispls, void *recvbuf,
+                                  const size_t *recvcounts,
+                                  const size_t *rdispls, nexar_dtype_t dtype,
+                                  nexar_req_t **req);
+
+/*
+ * Every rank sends |count| elements; |root| stores rank r's block at
+ * recvbuf + r x count (recvbuf is ignored elsewhere). In place at the root:
+ * sendbuf = NEXAR_IN_PLACE. Algorithms: binomial tree while a block is
+ * smaller than NEXAR_GATHER_DIRECT_MIN_BYTES (Barnett et al. 1994), direct
+ * messages to the root otherwise.
+ */
+NEXAR_EXTERN int nexar_gather(nexar_comm_t *comm, const void *sendbuf,
+                              void *recvbuf, size_t count, nexar_dtype_t dtype,
+                              int root);
+NEXAR_EXTERN int nexar_igather(nexar_comm_t *comm, const void *sendbuf,
+                               void *recvbuf, size_t count, nexar_dtype_t dtype,
+                               int root, nexar_req_t **req);
+/* As gather with per-rank sizes: rank r sends |sendcount| elements, which
+ * must equal recvcounts[r] at the root; they land at recvbuf + displs[r].
+ * recvcounts and displs matter at the root only (NULL elsewhere is fine).
+ * Algorithm: direct. */
+NEXAR_EXTERN int nexar_gatherv(nexar_comm_t *comm, const void *sendbuf,
+                               size_t sendcount, void *recvbuf,
+                               const size_t *recvcounts, const size_t *displs,
+                               nexar_dtype_t dtype, int root);
+NEXAR_EXTERN int nexar_igatherv(nexar_comm_t *comm, const void *sendbuf,
+                                size_t sendcount, void *recvbuf,
+                                const size_t *recvcounts, const size_t *displs,
+                                nexar_dtype_t dtype, int root,
+                                nexar_req_t **req);
+
+/*
+ * |root| sends block r (|count| elements at sendbuf + r x count) to rank
+ * r's recvbuf (sendbuf is ignored elsewhere). In place at the root: recvbuf
+ * = NEXAR_IN_PLACE (the root's block stays in sendbuf). Algorithms as
+ * gather (binomial tree / direct).
+ */
+NEXAR_EXTERN int nexar_scatter(nexar_comm_t *comm, const void *sendbuf,
+                               void *recvbuf, size_t count, nexar_dtype_t dtype,
+                               int root);
+NEXAR_EXTERN int nexar_iscatter(nexar_comm_t *comm, const void *sendbuf,
+                                void *recvbuf, size_t count,
+                                nexar_dtype_t dtype, int root,
+                                nexar_req_t **req);
+/* As scatter with per-rank sizes: sendcounts[r] elements at sendbuf +
+ * displs[r] go to rank r, whose |recvcount| must equal them. Algorithm:
+ * direct. */
+NEXAR_EXTERN int nexar_scatterv(nexar_comm_t *comm, const void *sendbuf,
+                                const size_t *sendcounts, const size_t *displs,
+                                void *recvbuf, size_t recvcount,
+                                nexar_dtype_t dtype, int root);
+NEXAR_EXTERN int nexar_iscatterv(nexar_comm_t *comm, const void *sendbuf,
+                                 const size_t *sendcounts, const size_t *displs,
+                                 void *recvbuf, size_t recvcount,
+                                 nexar_dtype_t dtype, int root,
+                                 nexar_req_t **req);
+
+/*
+ * Inclusive prefix reduction: rank r gets sendbuf(0) op ... op sendbuf(r).
+ * In place: sendbuf = NEXAR_IN_PLACE. Algorithm: recursive doubling
+ * (Hillis & Steele 1986, as in MPICH). AVG divides the prefix by r + 1.
+ */
+NEXAR_EXTERN int nexar_scan(nexar_comm_t *comm, const void *sendbuf,
+                            void *recvbuf, size_t count, nexar_dtype_t dtype,
+                            nexar_op_t op);
+NEXAR_EXTERN int nexar_iscan(nexar_comm_t *comm, const void *sendbuf,
+                             void *recvbuf, size_t count, nexar_dtype_t dtype,
+                             nexar_op_t op, nexar_req_t **req);
+/*
+ * Exclusive prefix reduction: rank r > 0 gets sendbuf(0) op ... op
+ * sendbuf(r - 1). Rank 0's recvbuf is left unchanged (MPI leaves it
+ * undefined). AVG is rejected (NEXAR_ERR_UNSUPPORTED). Algorithm:
+ * recursive doubling, as scan.
+ */
+NEXAR_EXTERN int nexar_exscan(nexar_comm_t *comm, const void *sendbuf,
+                              void *recvbuf, size_t count, nexar_dtype_t dtype,
+                              nexar_op_t op);
+NEXAR_EXTERN int nexar_iexscan(nexar_comm_t *comm, const void *sendbuf,
+                               void *recvbuf, size_t count, nexar_dtype_t dtype,
+                               nexar_op_t op, nexar_req_t **req);
+
+/*
+ * Returns once every rank of |comm| has entered the barrier. Runs on the
+ * control lane, so bulk data in flight does not delay it. Algorithms:
+ * below 5 ranks two-phase (every rank signals rank 0, which then releases
+ * all); otherwise dissemination (Hensgen, Finkel & Manber 1988), ceil(log2
+ * n) rounds.
  */
 NEXAR_EXTERN int nexar_barrier(nexar_comm_t *comm);
 NEXAR_EXTERN int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req);
@@ -307,11 +540,11 @@ typedef struct nexar_seed_config {
   const char *listen_addr; /* "ip:port" (port 0 = any); default 127.0.0.1:0 */
   const char *secret;      /* cluster secret (else NEXAR_SECRET / _FILE) */
   const char *secret_file;
-  int world_size;          /* ranks to admit (else NEXAR_WORLD_SIZE) */
-  int timeout_ms;          /* formation deadline (else bootstrap timeout) */
+  int world_size; /* ranks to admit (else NEXAR_WORLD_SIZE) */
+  int timeout_ms; /* formation deadline (else bootstrap timeout) */
 } nexar_seed_config_t;
 
-#define NEXAR_SEED_CONFIG_INIT                                                \
+#define NEXAR_SEED_CONFIG_INIT \
   { sizeof(nexar_seed_config_t), NULL, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET }
 
 /*

@@ -32,31 +32,31 @@
 
 /* Application error codes carried in QUIC CONNECTION_CLOSE. */
 enum nexar__close_code {
-  NEXAR__CLOSE_OK = 0,       /* finalize / normal end */
-  NEXAR__CLOSE_AUTH = 1,     /* authentication failed */
-  NEXAR__CLOSE_PROTO = 2,    /* protocol violation */
-  NEXAR__CLOSE_REJECT = 3,   /* seed refused the worker */
-  NEXAR__CLOSE_ABORT = 4     /* process aborted */
+  NEXAR__CLOSE_OK = 0,     /* finalize / normal end */
+  NEXAR__CLOSE_AUTH = 1,   /* authentication failed */
+  NEXAR__CLOSE_PROTO = 2,  /* protocol violation */
+  NEXAR__CLOSE_REJECT = 3, /* seed refused the worker */
+  NEXAR__CLOSE_ABORT = 4   /* process aborted */
 };
 
 /* Single-exit cleanup (NCCL style): log file:line on the error path only. */
-#define NEXAR__CHECK(call)                                                 \
-  do {                                                                     \
-    int nexar__rc = (call);                                                \
-    if (nexar__rc < 0) {                                                   \
-      NEXAR__LOG(NEXAR__LOG_INFO, NEXAR__SUB_INIT, "%s:%d: %s -> %s",      \
-                 __FILE__, __LINE__, #call, nexar_err_name(nexar__rc));    \
-      return nexar__rc;                                                    \
-    }                                                                      \
+#define NEXAR__CHECK(call)                                              \
+  do {                                                                  \
+    int nexar__rc = (call);                                             \
+    if (nexar__rc < 0) {                                                \
+      NEXAR__LOG(NEXAR__LOG_INFO, NEXAR__SUB_INIT, "%s:%d: %s -> %s",   \
+                 __FILE__, __LINE__, #call, nexar_err_name(nexar__rc)); \
+      return nexar__rc;                                                 \
+    }                                                                   \
   } while (0)
-#define NEXAR__CHECK_GOTO(call, rc, label)                                 \
-  do {                                                                     \
-    (rc) = (call);                                                         \
-    if ((rc) < 0) {                                                        \
-      NEXAR__LOG(NEXAR__LOG_INFO, NEXAR__SUB_INIT, "%s:%d: %s -> %s",      \
-                 __FILE__, __LINE__, #call, nexar_err_name(rc));           \
-      goto label;                                                          \
-    }                                                                      \
+#define NEXAR__CHECK_GOTO(call, rc, label)                            \
+  do {                                                                \
+    (rc) = (call);                                                    \
+    if ((rc) < 0) {                                                   \
+      NEXAR__LOG(NEXAR__LOG_INFO, NEXAR__SUB_INIT, "%s:%d: %s -> %s", \
+                 __FILE__, __LINE__, #call, nexar_err_name(rc));      \
+      goto label;                                                     \
+    }                                                                 \
   } while (0)
 
 typedef struct nexar__ep nexar__ep_t;
@@ -84,8 +84,8 @@ struct nexar__omsg {
   uint64_t acked;      /* stream bytes acknowledged */
   int64_t sid;         /* -1 until opened */
   int lane;
-  bool blocked;        /* stream flow control blocked */
-  nexar__req_t *req;   /* completed when acked; NULL when already done */
+  bool blocked;      /* stream flow control blocked */
+  nexar__req_t *req; /* completed when acked; NULL when already done */
 };
 
 /* ---- Incoming message: one remote unidirectional stream. */
@@ -113,7 +113,7 @@ struct nexar__imsg {
   nexar__req_t *req; /* matched request */
   bool fin;          /* stream finished */
   bool stream_closed;
-  bool credited;     /* stream window extended to the whole message */
+  bool credited; /* stream window extended to the whole message */
 };
 
 /* ---- A QUIC connection (to a peer rank, to the seed, or from a worker). */
@@ -145,12 +145,12 @@ struct nexar__conn {
   int state;
   bool is_server;
   bool want_write;
-  int peer;              /* world rank of the peer, -1 if not a mesh peer */
-  bool pin_set;          /* client: expected server certificate */
+  int peer;     /* world rank of the peer, -1 if not a mesh peer */
+  bool pin_set; /* client: expected server certificate */
   uint8_t pin[NEXAR__FP_BYTES];
-  int close_code;        /* why it closed (application code) */
+  int close_code; /* why it closed (application code) */
   char close_reason[128];
-  int err;               /* NEXAR_ERR_* that ended it */
+  int err; /* NEXAR_ERR_* that ended it */
   /* Closing and failure are recorded inside ngtcp2 callbacks and carried
    * out by the progress loop (nexar__conn_settle), never re-entrantly. */
   bool close_req, close_sent, notified;
@@ -159,7 +159,7 @@ struct nexar__conn {
   /* Outgoing messages per lane, FIFO; streams are opened in order. */
   nexar__omsg_t *outq[NEXAR__LANE_COUNT];
   nexar__omsg_t *outq_tail[NEXAR__LANE_COUNT];
-  size_t eager_bytes;    /* bytes of eager copies not yet acknowledged */
+  size_t eager_bytes; /* bytes of eager copies not yet acknowledged */
   /* Receive side. */
   nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
   nexar__imsg_t *imsgs;   /* all live incoming messages (for teardown) */
@@ -187,6 +187,7 @@ struct nexar_req {
   nexar_comm_t *comm;
   _Atomic int done;
   int rc;
+  uint64_t t_start; /* user requests: when posted (ns), for the deadline */
   nexar_status_t st;
   bool internal; /* owned by a schedule: cb is called, nobody waits */
   void (*cb)(nexar__req_t *req);
@@ -197,7 +198,7 @@ struct nexar_req {
   int tag;
   int lane;
   uint8_t *buf;
-  uint64_t cap;  /* receive capacity / send length in bytes */
+  uint64_t cap;     /* receive capacity / send length in bytes */
   nexar__hdr_t hdr; /* send: header to send; recv (coll): expected */
   bool is_coll;
   nexar__imsg_t *msg;
@@ -209,19 +210,27 @@ struct nexar_req {
 };
 
 /* ---- Communicator. */
+#define NEXAR__FP_RING 64 /* collective fingerprints kept per comm */
 struct nexar_comm {
   nexar_ctx_t *ctx;
   uint64_t id;
   int rank, size;
-  int *world_ranks; /* comm rank -> world rank */
-  uint64_t coll_seq;  /* next collective number (progress thread) */
+  int *world_ranks;       /* comm rank -> world rank */
+  uint64_t coll_seq;      /* next collective number (progress thread) */
   uint64_t user_coll_seq; /* collectives started (user side, atomic) */
-  nexar__req_t *posted; /* posted receives, in post order */
+  nexar__req_t *posted;   /* posted receives, in post order */
   nexar__req_t *posted_tail;
   nexar__imsg_t *unexp; /* unexpected messages, in arrival order */
   nexar__imsg_t *unexp_tail;
   pthread_mutex_t err_mu;
   char last_error[NEXAR__ERRMSG_MAX];
+  /* Collectives (progress thread). */
+  nexar__sched_t *active;              /* running schedules */
+  nexar__fp_t fp_ring[NEXAR__FP_RING]; /* fingerprints of recent calls */
+  uint64_t fp_seq[NEXAR__FP_RING];     /* their coll_seq + 1 (0: empty) */
+  int coll_poison;                     /* sticky NEXAR_ERR_MISMATCH */
+  uint64_t poison_seq;                 /* from this collective on */
+  char poison_msg[NEXAR__ERRMSG_MAX];
 };
 
 /* ---- Endpoint: one UDP socket, one progress thread, many connections. */
@@ -248,7 +257,7 @@ struct nexar__ep {
   bool gso;
   nexar__identity_t id;
   const nexar__ep_ops_t *ops;
-  void *owner; /* nexar_ctx_t or nexar_seed_t */
+  void *owner;           /* nexar_ctx_t or nexar_seed_t */
   bool server_alpn_seed; /* accepts seed connections (the seed) */
   nexar__conn_t **conns;
   int nconns, cap_conns;
@@ -274,6 +283,21 @@ struct nexar__ep {
   int local_rank;   /* for log lines */
   uint8_t *txbuf;   /* GSO batch buffer */
   uint8_t *rxbuf;   /* GRO receive buffers */
+  /* Transport settings and send back-pressure (udp.c, quic.c). */
+  bool gro;              /* UDP_GRO is on for the socket */
+  bool rx_more;          /* the last receive pass stopped at its budget */
+  int rx_batch;          /* datagrams per recvmmsg call */
+  int64_t data_inflight; /* data-lane bytes-in-flight floor; 0: none */
+  /* A batch in txbuf the socket refused (EAGAIN/ENOBUFS): bytes
+   * [tx_off, tx_len) of datagrams of tx_seg bytes to tx_to, sent by
+   * nexar__udp_resume. While tx_blocked nothing else is written. */
+  bool tx_blocked;
+  bool tx_pollout; /* EPOLLOUT is armed on the socket */
+  size_t tx_off, tx_len, tx_seg;
+  struct sockaddr_storage tx_to;
+  socklen_t tx_tolen;
+  uint64_t tx_since;    /* when the batch was refused (ns) */
+  uint64_t tx_retry_at; /* ENOBUFS: next attempt (ns); 0: wait EPOLLOUT */
 };
 
 /* ---- Process context. */
@@ -329,11 +353,15 @@ typedef void (*nexar__udp_rx_fn)(nexar__ep_t *ep, const uint8_t *data,
                                  const struct sockaddr_storage *from,
                                  socklen_t fromlen);
 int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn);
+/* Retries a refused batch (see nexar__ep.tx_blocked). Returns 0 when the
+ * socket took it (or it was dropped after waiting too long), 1 while the
+ * socket is still full, or NEXAR_ERR_SYS. */
+int nexar__udp_resume(nexar__ep_t *ep);
 
 /* ---------------- quic.c ---------------- */
 int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
-                     socklen_t tolen, int role, int peer,
-                     const uint8_t *pin, nexar__conn_t **out);
+                     socklen_t tolen, int role, int peer, const uint8_t *pin,
+                     nexar__conn_t **out);
 void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
                              const struct sockaddr_storage *from,
                              socklen_t fromlen);
@@ -375,17 +403,18 @@ int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
 /* Starts a send or receive on the progress thread. */
 void nexar__p2p_start(nexar__req_t *req);
 /* Data arrived on a remote mesh stream. */
-void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid,
-                               nexar__imsg_t *m, const uint8_t *d, size_t n,
-                               bool fin);
+void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
+                               const uint8_t *d, size_t n, bool fin);
 /* Frees every incoming message of a connection being torn down. */
 void nexar__p2p_conn_teardown(nexar__conn_t *c);
 /* Delivers a message a rank sends to itself. */
 int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req);
 void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m);
 /* Fails every request that depends on world rank |peer|. */
-void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
-                          const char *why);
+void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);
+/* Checks the unexpected collective messages of the call |mine| (its
+ * header template) against its fingerprint, as the call starts. */
+void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine);
 /* Cancels a pending request (progress thread). */
 void nexar__p2p_cancel(nexar__req_t *req, int rc);
 void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
@@ -396,8 +425,33 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req);
 
 /* ---------------- coll ---------------- */
 void nexar__coll_start(nexar__req_t *req);
+/* Fails a running collective with |rc|; the error text names the ranks it
+ * still waits for when rc is NEXAR_ERR_TIMEOUT. */
 void nexar__coll_cancel(nexar__req_t *req, int rc);
 void nexar__sched_free(nexar__sched_t *s);
+/* Mismatch detection (coll/mismatch.c), progress thread. started: records
+ * the call's fingerprint and checks messages that arrived early; returns 0
+ * or NEXAR_ERR_MISMATCH. finished: forgets a schedule. */
+int nexar__coll_started(nexar__sched_t *s);
+void nexar__coll_finished(nexar__sched_t *s);
+/* A collective message header |h| with no posted receive: returns true
+ * when it must be discarded (mismatched or stale). */
+bool nexar__coll_screen(nexar_comm_t *comm, const nexar__hdr_t *h);
+/* Fingerprints of |h| and the local call |mine| disagree (or the payload
+ * length does): fails the comm's collectives and notifies every member. */
+void nexar__coll_mismatch_hdr(nexar_comm_t *comm, const nexar__hdr_t *mine,
+                              const nexar__hdr_t *h, uint64_t want_bytes);
+/* Progress thread, every loop: collectives running longer than
+ * NEXAR_COLL_PROBE_MS send their fingerprint to every member once. */
+void nexar__coll_tick(nexar_comm_t *comm, uint64_t now);
+/* A mismatch notice arrived from |from| (comm rank). */
+void nexar__coll_on_notice(nexar_comm_t *comm, int from, const uint8_t *payload,
+                           size_t len);
+/* The barrier of nexar_finalize: numbered outside the collective sequence
+ * and run even on a communicator poisoned by a mismatch. */
+int nexar__coll_final_barrier(nexar_comm_t *comm);
+/* Checks the NEXAR_ALGO_* settings; 0 or NEXAR_ERR_INVALID_ARG. */
+int nexar__coll_params_check(const nexar__params_t *p, char *err, size_t len);
 
 /* ---------------- cluster ---------------- */
 int nexar__bootstrap(nexar_ctx_t *ctx);

@@ -111,8 +111,8 @@ int nt_join_world(nexar_ctx_t **ctx, nexar_comm_t **world, int *rank,
   nexar_comm_rank(*world, rank);
   if (size) nexar_comm_size(*world, size);
   if (*rank != nt_worker_index) {
-    fprintf(stderr, "[%d] got rank %d, requested %d\n", nt_worker_index,
-            *rank, nt_worker_index);
+    fprintf(stderr, "[%d] got rank %d, requested %d\n", nt_worker_index, *rank,
+            nt_worker_index);
     return NEXAR_ERR_INTERNAL;
   }
   return NEXAR_OK;

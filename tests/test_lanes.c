@@ -1,9 +1,12 @@
 /*
  * Lanes: a 256 MiB transfer from rank 0 to rank 1 is in flight while all
  * three ranks run 100 barriers. Both must complete and the data must be
- * bit-exact. The barrier and transfer times are printed (measured, not
- * asserted: the control lane should keep barriers well below the transfer
- * time, but timing on a loaded CI machine is not a reliable assertion).
+ * bit-exact. The barrier and transfer times are printed, not asserted:
+ * speed belongs in a benchmark, and a timed assertion fails on a loaded CI
+ * machine (it did here under ASan with ctest -j2: 653 ms of barriers during
+ * a 1248 ms transfer). On a quiet 2-core machine the barriers take about a
+ * quarter of the transfer time (docs/transport-measurements.md); before
+ * the data-lane in-flight bound they finished together with the transfer.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -57,11 +60,11 @@ static int worker(int index, void *arg) {
       NT_CHECKF(b[i] == pat(i), "mismatch at byte %zu", i);
   }
   if (r <= 1)
-    printf("rank %d: 100 barriers %.1f ms (%.1f ms when idle), 256 MiB "
-           "transfer %.1f ms%s\n",
-           r, tb, tquiet, tt,
-           done_before == 1 ? " (transfer had finished before the barriers)"
-                            : "");
+    printf(
+        "rank %d: 100 barriers %.1f ms (%.1f ms when idle), 256 MiB "
+        "transfer %.1f ms%s\n",
+        r, tb, tquiet, tt,
+        done_before == 1 ? " (transfer had finished before the barriers)" : "");
   else
     printf("rank %d: 100 barriers %.1f ms (%.1f ms when idle)\n", r, tb,
            tquiet);

@@ -8,21 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
 #include "nexar.h"
 
-enum {
-  C_RING,
-  C_ORDER,
-  C_ANY,
-  C_TRUNC,
-  C_ZERO,
-  C_BIG,
-  C_MANY,
-  C_BIDIR
-};
+enum { C_RING, C_ORDER, C_ANY, C_TRUNC, C_ZERO, C_BIG, C_MANY, C_BIDIR };
 
 static uint8_t pat(size_t i, unsigned seed) {
   return (uint8_t)(i * 131u + seed * 7u + (i >> 8) + (i >> 16) * 3u);
@@ -135,20 +127,36 @@ static int case_zero(nexar_comm_t *w, int r, int n) {
   return 0;
 }
 
+/* Sizes around the eager limit (128 KiB by default: the stream window
+ * before a receive is matched), where the window extension is smallest,
+ * then 64 MiB; each sent once to a posted receive and once unexpected. */
 static int case_big(nexar_comm_t *w, int r) {
-  size_t n = (size_t)64 << 20;
-  uint8_t *b = malloc(n);
+  const size_t eager = 131072;
+  const size_t sizes[] = {eager - 1,     eager,         eager + 1,       140000,
+                          eager * 3 / 2, eager * 2 + 1, (size_t)64 << 20};
+  size_t nmax = (size_t)64 << 20;
+  uint8_t *b = malloc(nmax);
   NT_CHECK(b);
-  if (r == 0) {
-    fill(b, n, 42);
-    NT_OKC(w, nexar_send(w, b, n, NEXAR_BYTE, 1, 1));
-  } else {
-    memset(b, 0, n);
-    nexar_status_t st;
-    NT_OKC(w, nexar_recv(w, b, n, NEXAR_BYTE, 0, 1, &st));
-    NT_CHECKF(st.bytes == n, "bytes %zu", st.bytes);
-    size_t bad = check_pat(b, n, 42);
-    NT_CHECKF(bad == n, "mismatch at byte %zu", bad);
+  for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    for (int late = 0; late < 2; late++) {
+      size_t n = sizes[i];
+      unsigned seed = 42 + i * 2 + (unsigned)late;
+      if (r == 0) {
+        fill(b, n, seed);
+        NT_OKC(w, nexar_send(w, b, n, NEXAR_BYTE, 1, 1));
+      } else {
+        if (late) {
+          struct timespec ts = {0, 20 * 1000000};
+          nanosleep(&ts, NULL); /* the message arrives unexpected */
+        }
+        memset(b, 0, n);
+        nexar_status_t st;
+        NT_OKC(w, nexar_recv(w, b, n, NEXAR_BYTE, 0, 1, &st));
+        NT_CHECKF(st.bytes == n, "bytes %zu of %zu", st.bytes, n);
+        size_t bad = check_pat(b, n, seed);
+        NT_CHECKF(bad == n, "%zu-byte message: mismatch at byte %zu", n, bad);
+      }
+    }
   }
   free(b);
   return 0;
@@ -246,24 +254,46 @@ static int worker(int index, void *arg) {
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
   int rc = 0;
   switch (c) {
-  case C_RING: rc = case_ring(w, r, n); break;
-  case C_ORDER: rc = case_order(w, r, n); break;
-  case C_ANY: rc = case_any(w, r, n); break;
-  case C_TRUNC: rc = case_trunc(w, r, n); break;
-  case C_ZERO: rc = case_zero(w, r, n); break;
-  case C_BIG: rc = case_big(w, r); break;
-  case C_MANY: rc = case_many(w, r); break;
-  case C_BIDIR: rc = case_bidir(w, r, n); break;
-  default: rc = 1;
+    case C_RING:
+      rc = case_ring(w, r, n);
+      break;
+    case C_ORDER:
+      rc = case_order(w, r, n);
+      break;
+    case C_ANY:
+      rc = case_any(w, r, n);
+      break;
+    case C_TRUNC:
+      rc = case_trunc(w, r, n);
+      break;
+    case C_ZERO:
+      rc = case_zero(w, r, n);
+      break;
+    case C_BIG:
+      rc = case_big(w, r);
+      break;
+    case C_MANY:
+      rc = case_many(w, r);
+      break;
+    case C_BIDIR:
+      rc = case_bidir(w, r, n);
+      break;
+    default:
+      rc = 1;
   }
   if (rc) return rc;
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
 
-static const char *const names[] = {"ring",     "order", "any_source_tag",
-                                    "truncate", "zero",  "big_64MiB",
-                                    "many_10000_unexpected", "bidir"};
+static const char *const names[] = {"ring",
+                                    "order",
+                                    "any_source_tag",
+                                    "truncate",
+                                    "zero",
+                                    "big_eager_to_64MiB",
+                                    "many_10000_unexpected",
+                                    "bidir"};
 
 static int run_case(int c, int world, int timeout_ms) {
   nt_opts_t o = {.world_size = world, .timeout_ms = timeout_ms};

@@ -312,9 +312,14 @@ static void test_hdr_corrupt(void **state) {
         expect_hdr_reject(&h, 7, (uint8_t)v, "redop");
       else
         assert_int_equal(hdr_try(&h, 7, (uint8_t)v, &why), NEXAR__HDR_BYTES);
-      if (v != 0)
-        for (size_t off = 44; off < 48; off++)
-          expect_hdr_reject(&h, off, (uint8_t)v, "reserved");
+      /* algo: any byte value for COLL, zero for every other kind. */
+      for (size_t off = 44; v != 0 && off < 48; off++) {
+        if (k == 1 && off == 44)
+          assert_int_equal(hdr_try(&h, off, (uint8_t)v, &why),
+                           NEXAR__HDR_BYTES);
+        else
+          expect_hdr_reject(&h, off, (uint8_t)v, "algo");
+      }
     }
   }
   /* A NULL |why| is allowed on the error path. */
@@ -404,7 +409,7 @@ static void test_hdr_rules(void **state) {
   h = sample_p2p();
   h.tag = 0;
   for (size_t off = 32; off < 56; off++) {
-    if (off >= 44 && off < 48) continue; /* reserved, tested above */
+    if (off >= 44 && off < 48) continue; /* algo, tested above */
     assert_int_equal(hdr_try(&h, off, 1, &why), NEXAR_ERR_PROTO);
   }
   assert_int_equal(hdr_try(&h, 23, 0x80, &why), NEXAR_ERR_PROTO);
@@ -496,6 +501,38 @@ static void test_seed_frame(void **state) {
                    NEXAR_ERR_INVALID_ARG);
   assert_int_equal(nexar__seed_frame_decode(want, 8, &type, NULL),
                    NEXAR_ERR_INVALID_ARG);
+}
+
+/* ---- Mismatch notice. */
+
+static void test_notice(void **state) {
+  (void)state;
+  nexar__notice_t n = {17,
+                       3,
+                       0,
+                       {NEXAR__COLL_ALLREDUCE, NEXAR_FLOAT32, NEXAR_SUM, 1,
+                        0xffffffffu, 1024},
+                       {NEXAR__COLL_BCAST, NEXAR_FLOAT32, 0, 4, 0, 1024}},
+                  d;
+  uint8_t b[NEXAR__NOTICE_BYTES];
+  nexar__notice_encode(&n, b);
+  assert_int_equal(nexar__notice_decode(&d, b, sizeof b), 0);
+  assert_true(d.coll_seq == 17 && d.rank_a == 3 && d.rank_b == 0);
+  assert_true(d.a.coll_op == NEXAR__COLL_ALLREDUCE && d.a.count == 1024 &&
+              d.a.root == 0xffffffffu && d.a.algo == 1);
+  assert_true(d.b.coll_op == NEXAR__COLL_BCAST && d.b.root == 0 &&
+              d.b.algo == 4 && d.b.dtype == NEXAR_FLOAT32);
+  /* Wrong length, out-of-range collective, dtype and op are refused. */
+  assert_int_equal(nexar__notice_decode(&d, b, sizeof b - 1), NEXAR_ERR_PROTO);
+  const size_t bad_off[] = {16, 17, 18, 32, 33, 34};
+  const uint8_t bad_val[] = {NEXAR__COLL_MAX + 1, NEXAR_NUM_DTYPES, 5,
+                             NEXAR__COLL_MAX + 1, NEXAR_NUM_DTYPES, 7};
+  for (size_t i = 0; i < 6; i++) {
+    uint8_t c[NEXAR__NOTICE_BYTES];
+    memcpy(c, b, sizeof c);
+    c[bad_off[i]] = bad_val[i];
+    assert_int_equal(nexar__notice_decode(&d, c, sizeof c), NEXAR_ERR_PROTO);
+  }
 }
 
 /* ---- PROOF. */
@@ -1127,6 +1164,7 @@ int main(void) {
       cmocka_unit_test(test_hdr_corrupt),
       cmocka_unit_test(test_hdr_rules),
       cmocka_unit_test(test_seed_frame),
+      cmocka_unit_test(test_notice),
       cmocka_unit_test(test_proof),
       cmocka_unit_test(test_hello_roundtrip),
       cmocka_unit_test(test_hello_encode_invalid),

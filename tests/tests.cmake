@@ -10,5 +10,8 @@ add_test(NAME test_launch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_launch.s
 set_tests_properties(test_launch PROPERTIES TIMEOUT 60)
 nexar_test(test_p2p 300 test_p2p.c)
 nexar_test(test_coll 300 test_coll.c)
+nexar_test(test_coll_algos 300 test_coll_algos.c)
 nexar_test(test_lanes 180 test_lanes.c)
 nexar_test(test_security 120 test_security.c)
+nexar_test(test_backpressure 120 test_backpressure.c)
+nexar_test(test_mismatch 300 test_mismatch.c)

@@ -27,27 +27,30 @@ static int cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-#define CHECK(x)                                                          \
-  do {                                                                    \
-    int rc_ = (x);                                                        \
-    if (rc_) {                                                            \
+#define CHECK(x)                                                             \
+  do {                                                                       \
+    int rc_ = (x);                                                           \
+    if (rc_) {                                                               \
       fprintf(stderr, "nexar-perf: %s: %s\n", #x, nexar_comm_last_error(w)); \
-      return 1;                                                           \
-    }                                                                     \
+      return 1;                                                              \
+    }                                                                        \
   } while (0)
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: nexar-perf latency|bw|allreduce [-b BYTES] "
-                    "[-n ITERS]\n");
+    fprintf(stderr,
+            "usage: nexar-perf latency|bw|allreduce [-b BYTES] "
+            "[-n ITERS]\n");
     return 2;
   }
   const char *op = argv[1];
   size_t bytes = 8;
   int iters = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-b")) bytes = strtoull(argv[i + 1], NULL, 0);
-    else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "-b"))
+      bytes = strtoull(argv[i + 1], NULL, 0);
+    else if (!strcmp(argv[i], "-n"))
+      iters = atoi(argv[i + 1]);
   }
   nexar_ctx_t *ctx;
   nexar_comm_t *w = NULL;
@@ -91,8 +94,8 @@ int main(int argc, char **argv) {
                               NEXAR_SUM));
       }
       double dt = now_us() - t0;
-      CHECK(nexar_allreduce(w, NEXAR_IN_PLACE, &dt, 1, NEXAR_FLOAT64,
-                            NEXAR_MAX));
+      CHECK(
+          nexar_allreduce(w, NEXAR_IN_PLACE, &dt, 1, NEXAR_FLOAT64, NEXAR_MAX));
       if (i >= 0) t[i] = dt;
     }
   }
@@ -100,17 +103,19 @@ int main(int argc, char **argv) {
   double med = t[iters / 2];
   if (r == 0) {
     if (!strcmp(op, "latency"))
-      printf("latency 8 B: median %.1f us one-way (p99 %.1f us) over %d "
-             "round trips\n",
-             med, t[(size_t)iters * 99 / 100], iters);
+      printf(
+          "latency 8 B: median %.1f us one-way (p99 %.1f us) over %d "
+          "round trips\n",
+          med, t[(size_t)iters * 99 / 100], iters);
     else if (!strcmp(op, "bw"))
       printf("bw %zu B: median %.1f ms, %.2f GB/s (%.2f Gbit/s)\n", bytes,
              med / 1e3, bytes / med / 1e3, bytes * 8 / med / 1e3);
     else
-      printf("allreduce %zu B float32 sum on %d ranks: median %.2f ms, "
-             "algbw %.2f GB/s, busbw %.2f GB/s\n",
-             bytes, n, med / 1e3, bytes / med / 1e3,
-             bytes / med / 1e3 * 2.0 * (n - 1) / n);
+      printf(
+          "allreduce %zu B float32 sum on %d ranks: median %.2f ms, "
+          "algbw %.2f GB/s, busbw %.2f GB/s\n",
+          bytes, n, med / 1e3, bytes / med / 1e3,
+          bytes / med / 1e3 * 2.0 * (n - 1) / n);
   }
   free(buf);
   free(t);

@@ -196,16 +196,16 @@ static void worker_on_closed(nexar__conn_t *c) {
   if (c == ctx->seed_conn) {
     ctx->seed_conn = NULL;
     if (ctx->boot_state == BOOT_SEED)
-      boot_fail(ctx, c->err == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_TRANSPORT
-                                                      : c->err,
+      boot_fail(ctx,
+                c->err == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_TRANSPORT : c->err,
                 "lost the seed at %s before the welcome: %s", c->remote_str,
                 c->close_reason);
     return;
   }
   if (c->peer < 0) return;
   if (ctx->boot_state == BOOT_MESH) {
-    boot_fail(ctx, c->err == NEXAR_ERR_AUTH ? NEXAR_ERR_AUTH
-                                            : NEXAR_ERR_TRANSPORT,
+    boot_fail(ctx,
+              c->err == NEXAR_ERR_AUTH ? NEXAR_ERR_AUTH : NEXAR_ERR_TRANSPORT,
               "rank %d: connection to rank %d at %s failed during mesh "
               "formation: %s",
               ctx->rank, c->peer, c->remote_str, c->close_reason);
@@ -222,7 +222,11 @@ static void worker_on_closed(nexar__conn_t *c) {
 
 static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
-  if (ctx->boot_state >= BOOT_DONE || now < ctx->boot_deadline) return;
+  if (ctx->boot_state >= BOOT_DONE) {
+    if (ctx->world_comm) nexar__coll_tick(ctx->world_comm, now);
+    return;
+  }
+  if (now < ctx->boot_deadline) return;
   /* While connected to the seed, give its verdict (which names the missing
    * ranks) 2 s to arrive before reporting our own timeout. */
   if (ctx->boot_state == BOOT_SEED && ctx->seed_conn &&
@@ -304,8 +308,7 @@ int nexar__bootstrap(nexar_ctx_t *ctx) {
   nexar__ep_call(&ctx->ep, boot_begin, ctx, UINT64_MAX);
   nexar__ep_t *ep = &ctx->ep;
   pthread_mutex_lock(&ep->cmu);
-  while (ctx->boot_state < BOOT_DONE)
-    pthread_cond_wait(&ep->ccv, &ep->cmu);
+  while (ctx->boot_state < BOOT_DONE) pthread_cond_wait(&ep->ccv, &ep->cmu);
   pthread_mutex_unlock(&ep->cmu);
   if (ctx->boot_state == BOOT_FAILED) {
     nexar__set_init_error("nexar_init: %s", ctx->boot_err);

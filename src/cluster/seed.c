@@ -131,8 +131,10 @@ static void form(nexar_seed_t *s) {
   /* Never tell a worker on another host to dial a loopback address. */
   int lo = -1, remote = -1;
   for (int i = 0; i < s->nw; i++) {
-    if (waddr_loopback(&s->w[i].addr)) lo = i;
-    else remote = i;
+    if (waddr_loopback(&s->w[i].addr))
+      lo = i;
+    else
+      remote = i;
   }
   if (lo >= 0 && remote >= 0) {
     char msg[NEXAR__REASON_MAX];
@@ -193,8 +195,7 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
     snprintf(why, sizeof(why), "wrong cluster secret");
   } else if (s->formed) {
     code = NEXAR_ERR_INVALID_USAGE;
-    snprintf(why, sizeof(why), "the cluster of %d is already formed",
-             s->world);
+    snprintf(why, sizeof(why), "the cluster of %d is already formed", s->world);
   } else if (h.world_size && h.world_size != s->world) {
     code = NEXAR_ERR_INVALID_ARG;
     snprintf(why, sizeof(why),
@@ -211,8 +212,7 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
         snprintf(why, sizeof(why),
                  "rank %d requested by %s pid %u is already taken by %s "
                  "pid %u",
-                 h.rank, h.host, h.pid, s->w[i].hello.host,
-                 s->w[i].hello.pid);
+                 h.rank, h.host, h.pid, s->w[i].hello.host, s->w[i].hello.pid);
         break;
       }
     }
@@ -236,8 +236,8 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
   } else {
     nexar__addr_to_wire((const struct sockaddr *)&c->remote, &w->addr);
   }
-  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "seed: worker %d/%d arrived from %s",
-              s->nw, s->world, c->remote_str);
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "seed: worker %d/%d arrived from %s", s->nw,
+              s->world, c->remote_str);
   if (s->nw == s->world) form(s);
   return 0;
 }
@@ -301,8 +301,10 @@ static void seed_on_tick(nexar__ep_t *ep, uint64_t now) {
   bool *have = calloc((size_t)s->world, 1);
   int unrequested = 0;
   for (int i = 0; i < s->nw; i++) {
-    if (s->w[i].hello.rank >= 0 && have) have[s->w[i].hello.rank] = true;
-    else unrequested++;
+    if (s->w[i].hello.rank >= 0 && have)
+      have[s->w[i].hello.rank] = true;
+    else
+      unrequested++;
   }
   int nmissing = s->world - s->nw;
   for (int r = 0; have && r < s->world && o < sizeof(missing) - 16; r++)
@@ -349,8 +351,8 @@ int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
   if (!s) return NEXAR_ERR_NOMEM;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
-  s->world = cfg->world_size != NEXAR_UNSET ? cfg->world_size
-                                            : (int)prm.world_size;
+  s->world =
+      cfg->world_size != NEXAR_UNSET ? cfg->world_size : (int)prm.world_size;
   s->timeout_ms = cfg->timeout_ms != NEXAR_UNSET
                       ? cfg->timeout_ms
                       : (int)prm.bootstrap_timeout_ms;
@@ -360,7 +362,7 @@ int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
     goto fail;
   }
   rc = nexar__read_secret(cfg->secret ? cfg->secret : prm.secret,
-                          cfg->secret ? NULL
+                          cfg->secret        ? NULL
                           : cfg->secret_file ? cfg->secret_file
                                              : prm.secret_file,
                           s->key, err, sizeof(err));
@@ -408,8 +410,8 @@ int nexar_seed_port(const nexar_seed_t *s) {
 
 int nexar_seed_wait(nexar_seed_t *s, int timeout_ms) {
   if (!s) return NEXAR_ERR_INVALID_ARG;
-  uint64_t ms = timeout_ms < 0 ? (uint64_t)s->timeout_ms + 5000
-                               : (uint64_t)timeout_ms;
+  uint64_t ms =
+      timeout_ms < 0 ? (uint64_t)s->timeout_ms + 5000 : (uint64_t)timeout_ms;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
@@ -421,7 +423,8 @@ int nexar_seed_wait(nexar_seed_t *s, int timeout_ms) {
     if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) != 0) break;
   int rc = s->done ? s->rc : NEXAR_ERR_TIMEOUT;
   if (!s->done)
-    snprintf(s->err, sizeof(s->err), "seed: formation not finished after %llu ms",
+    snprintf(s->err, sizeof(s->err),
+             "seed: formation not finished after %llu ms",
              (unsigned long long)ms);
   pthread_mutex_unlock(&s->mu);
   return rc;

@@ -1,162 +1,425 @@
 /*
- * Schedule executor. A round's sends and receives are posted together; when
- * all of them have completed, the round's local steps (reduce, finalize)
- * run and the next round starts. Runs on the progress thread.
+ * Schedule construction (dependency inference) and execution. Building
+ * runs on the calling thread; execution runs on the progress thread.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coll/reduce.h"
 #include "coll/sched.h"
 
-int nexar__sched_add(nexar__sched_t *s, nexar__step_t st) {
+enum { ST_WAITING = 0, ST_READY, ST_POSTED, ST_DONE };
+
+/* ---- Building ---- */
+
+static void latch(nexar__sched_t *s, int rc) {
+  if (s->build_rc == 0) s->build_rc = rc;
+}
+
+static void add_edge(nexar__sched_t *s, size_t from, size_t to) {
+  if (s->nedges == s->cap_edges) {
+    size_t cap = s->cap_edges ? s->cap_edges * 2 : 64;
+    uint32_t(*e)[2] = realloc(s->edges, cap * sizeof(*e));
+    if (!e) {
+      latch(s, NEXAR_ERR_NOMEM);
+      return;
+    }
+    s->edges = e;
+    s->cap_edges = cap;
+  }
+  s->edges[s->nedges][0] = (uint32_t)from;
+  s->edges[s->nedges][1] = (uint32_t)to;
+  s->nedges++;
+}
+
+/* The byte ranges a step reads and writes: at most two reads, one write. */
+typedef struct {
+  int buf;
+  uint64_t off, len;
+} range_t;
+
+static int reads(const nexar__step_t *st, range_t r[2]) {
+  switch (st->kind) {
+    case NEXAR__ST_SEND:
+      r[0] = (range_t){st->buf, st->off, st->len};
+      return 1;
+    case NEXAR__ST_REDUCE:
+      r[0] = (range_t){st->buf, st->off, st->len};
+      r[1] = (range_t){st->src_buf, st->src_off, st->len};
+      return 2;
+    case NEXAR__ST_COPY:
+      r[0] = (range_t){st->src_buf, st->src_off, st->len};
+      return 1;
+    case NEXAR__ST_FINALIZE:
+      r[0] = (range_t){st->buf, st->off, st->len};
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static bool writes(const nexar__step_t *st, range_t *w) {
+  if (st->kind == NEXAR__ST_SEND || st->kind == NEXAR__ST_FENCE) return false;
+  *w = (range_t){st->buf, st->off, st->len};
+  return true;
+}
+
+static bool overlap(range_t a, range_t b) {
+  return a.buf == b.buf && a.len && b.len && a.off < b.off + b.len &&
+         b.off < a.off + a.len;
+}
+
+static bool conflicts(const nexar__step_t *a, const nexar__step_t *b) {
+  range_t ra[2], rb[2], wa = {0, 0, 0}, wb = {0, 0, 0};
+  int na = reads(a, ra), nb = reads(b, rb);
+  bool ha = writes(a, &wa), hb = writes(b, &wb);
+  if (ha && hb && overlap(wa, wb)) return true;
+  for (int i = 0; ha && i < nb; i++)
+    if (overlap(wa, rb[i])) return true;
+  for (int i = 0; hb && i < na; i++)
+    if (overlap(wb, ra[i])) return true;
+  return false;
+}
+
+static void add_step(nexar__sched_t *s, nexar__step_t st) {
+  if (s->build_rc) return;
   if (s->nsteps == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 16;
-    nexar__step_t *n = realloc(s->steps, cap * sizeof(*n));
-    if (!n) return NEXAR_ERR_NOMEM;
+    size_t cap = s->cap ? s->cap * 2 : 32;
+    nexar__step_t *n =
+        cap > UINT32_MAX ? NULL : realloc(s->steps, cap * sizeof(*n));
+    if (!n) {
+      latch(s, NEXAR_ERR_NOMEM);
+      return;
+    }
     s->steps = n;
     s->cap = cap;
   }
-  s->steps[s->nsteps++] = st;
+  size_t j = s->nsteps++;
+  s->steps[j] = st;
+  /* Dependencies: hazards with every step since the latest fence, and
+   * the fence itself (which stands for everything before it). */
+  size_t lo = s->fence == SIZE_MAX ? 0 : s->fence + 1;
+  if (st.kind == NEXAR__ST_FENCE) {
+    for (size_t i = lo; i < j; i++) add_edge(s, i, j);
+    if (s->fence != SIZE_MAX) add_edge(s, s->fence, j);
+    s->fence = j;
+    return;
+  }
+  if (s->fence != SIZE_MAX) add_edge(s, s->fence, j);
+  for (size_t i = lo; i < j; i++)
+    if (conflicts(&s->steps[i], &s->steps[j])) add_edge(s, i, j);
+}
+
+static bool peer_ok(nexar__sched_t *s, int peer) {
+  if (peer < 0 || peer >= s->comm->size) {
+    latch(s, NEXAR_ERR_INTERNAL);
+    return false;
+  }
+  return true;
+}
+
+void nexar__sched_send(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
+                       int peer) {
+  if (!peer_ok(s, peer)) return;
+  add_step(s, (nexar__step_t){.kind = NEXAR__ST_SEND,
+                              .buf = (uint8_t)buf,
+                              .peer = peer,
+                              .id = s->nsent[peer]++,
+                              .off = off,
+                              .len = bytes});
+}
+
+void nexar__sched_recv(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
+                       int peer) {
+  if (!peer_ok(s, peer)) return;
+  add_step(s, (nexar__step_t){.kind = NEXAR__ST_RECV,
+                              .buf = (uint8_t)buf,
+                              .peer = peer,
+                              .id = s->nrecvd[peer]++,
+                              .off = off,
+                              .len = bytes});
+}
+
+void nexar__sched_reduce(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
+                         uint64_t src_off, uint64_t bytes) {
+  if (!bytes) return;
+  add_step(s, (nexar__step_t){.kind = NEXAR__ST_REDUCE,
+                              .buf = (uint8_t)dst,
+                              .src_buf = (uint8_t)src,
+                              .off = dst_off,
+                              .src_off = src_off,
+                              .len = bytes});
+}
+
+void nexar__sched_copy(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
+                       uint64_t src_off, uint64_t bytes) {
+  if (!bytes || (dst == src && dst_off == src_off)) return;
+  add_step(s, (nexar__step_t){.kind = NEXAR__ST_COPY,
+                              .buf = (uint8_t)dst,
+                              .src_buf = (uint8_t)src,
+                              .off = dst_off,
+                              .src_off = src_off,
+                              .len = bytes});
+}
+
+void nexar__sched_finalize(nexar__sched_t *s, int buf, uint64_t off,
+                           uint64_t bytes) {
+  if (!bytes || s->a.op != NEXAR_AVG) return;
+  add_step(s, (nexar__step_t){.kind = NEXAR__ST_FINALIZE,
+                              .buf = (uint8_t)buf,
+                              .off = off,
+                              .len = bytes});
+}
+
+void nexar__sched_fence(nexar__sched_t *s) {
+  add_step(s, (nexar__step_t){.kind = NEXAR__ST_FENCE});
+}
+
+uint64_t nexar__sched_tmp(nexar__sched_t *s, uint64_t bytes) {
+  uint64_t off = s->tmp_bytes;
+  s->tmp_bytes += (bytes + 63) & ~(uint64_t)63;
+  return off;
+}
+
+static int seal(nexar__sched_t *s) {
+  size_t n = s->nsteps;
+  s->succ = malloc((s->nedges ? s->nedges : 1) * sizeof(*s->succ));
+  s->ready = malloc((n ? n : 1) * sizeof(*s->ready));
+  s->reqs = calloc(n ? n : 1, sizeof(*s->reqs));
+  if (!s->succ || !s->ready || !s->reqs) return NEXAR_ERR_NOMEM;
+  /* Counting sort of the edges by source: successor lists. */
+  for (size_t i = 0; i < n; i++) s->steps[i].nsucc = s->steps[i].ndeps = 0;
+  for (size_t e = 0; e < s->nedges; e++) {
+    s->steps[s->edges[e][0]].nsucc++;
+    s->steps[s->edges[e][1]].ndeps++;
+  }
+  uint32_t pos = 0;
+  for (size_t i = 0; i < n; i++) {
+    s->steps[i].succ = pos;
+    pos += s->steps[i].nsucc;
+    s->steps[i].nsucc = 0;
+  }
+  for (size_t e = 0; e < s->nedges; e++) {
+    nexar__step_t *from = &s->steps[s->edges[e][0]];
+    s->succ[from->succ + from->nsucc++] = s->edges[e][1];
+  }
+  free(s->edges);
+  s->edges = NULL;
   return 0;
+}
+
+int nexar__sched_build(nexar__sched_t *s) {
+  int n = s->comm->size;
+  s->fence = SIZE_MAX;
+  s->nsent = calloc((size_t)n, sizeof(*s->nsent));
+  s->nrecvd = calloc((size_t)n, sizeof(*s->nrecvd));
+  if (!s->nsent || !s->nrecvd) return NEXAR_ERR_NOMEM;
+  int rc;
+  switch (s->a.coll) {
+    case NEXAR__COLL_BARRIER:
+      rc = nexar__build_barrier(s);
+      break;
+    case NEXAR__COLL_BCAST:
+      rc = nexar__build_bcast(s);
+      break;
+    case NEXAR__COLL_ALLREDUCE:
+      rc = nexar__build_allreduce(s);
+      break;
+    case NEXAR__COLL_REDUCE:
+      rc = nexar__build_reduce(s);
+      break;
+    case NEXAR__COLL_ALLGATHER:
+    case NEXAR__COLL_ALLGATHERV:
+      rc = nexar__build_allgather(s);
+      break;
+    case NEXAR__COLL_REDUCE_SCATTER:
+      rc = nexar__build_reduce_scatter(s);
+      break;
+    case NEXAR__COLL_ALLTOALL:
+    case NEXAR__COLL_ALLTOALLV:
+      rc = nexar__build_alltoall(s);
+      break;
+    case NEXAR__COLL_GATHER:
+    case NEXAR__COLL_GATHERV:
+      rc = nexar__build_gather(s);
+      break;
+    case NEXAR__COLL_SCATTER:
+    case NEXAR__COLL_SCATTERV:
+      rc = nexar__build_scatter(s);
+      break;
+    case NEXAR__COLL_SCAN:
+    case NEXAR__COLL_EXSCAN:
+      rc = nexar__build_scan(s);
+      break;
+    default:
+      rc = NEXAR_ERR_INTERNAL;
+  }
+  if (rc == 0) rc = s->build_rc;
+  free(s->nsent);
+  free(s->nrecvd);
+  s->nsent = s->nrecvd = NULL;
+  return rc ? rc : seal(s);
 }
 
 void nexar__sched_free(nexar__sched_t *s) {
   if (!s) return;
   free(s->steps);
-  free(s->tmp);
+  free(s->edges);
+  free(s->nsent);
+  free(s->nrecvd);
+  free(s->succ);
+  free(s->ready);
   free(s->reqs);
+  free(s->bufs[NEXAR__BUF_TMP]);
   free(s);
 }
 
-static void advance(nexar__sched_t *s);
+/* ---- Running (progress thread) ---- */
 
 static void finish(nexar__sched_t *s) {
   nexar__req_t *u = s->user;
-  u->sched = NULL;
   int rc = s->rc;
+  nexar__coll_finished(s);
+  u->sched = NULL;
   nexar__sched_free(s);
   nexar__req_complete(u, rc);
 }
 
-static void step_done(nexar__req_t *r) {
+static void make_ready(nexar__sched_t *s, uint32_t i) {
+  s->steps[i].state = ST_READY;
+  s->ready[s->ready_tail++] = i;
+}
+
+static void step_done(nexar__sched_t *s, uint32_t i) {
+  nexar__step_t *st = &s->steps[i];
+  st->state = ST_DONE;
+  s->ndone++;
+  for (uint32_t k = 0; k < st->nsucc; k++) {
+    uint32_t j = s->succ[st->succ + k];
+    if (--s->steps[j].ndeps == 0) make_ready(s, j);
+  }
+}
+
+/* Fails the schedule: cancels every posted step. Their completions come
+ * back through comm_done while |running| keeps them from finishing the
+ * schedule under our feet. */
+static void fail(nexar__sched_t *s, int rc) {
+  if (s->rc == 0) s->rc = rc;
+  bool was = s->running;
+  s->running = true;
+  for (size_t i = 0; i < s->nsteps; i++)
+    if (s->steps[i].state == ST_POSTED) nexar__p2p_cancel(&s->reqs[i], s->rc);
+  s->running = was;
+}
+
+static void run(nexar__sched_t *s);
+
+static void comm_done(nexar__req_t *r) {
   nexar__sched_t *s = r->cb_arg;
-  if (r->rc < 0 && s->rc == 0) s->rc = r->rc;
-  if (--s->pending == 0) advance(s);
+  s->inflight--;
+  step_done(s, (uint32_t)(r - s->reqs));
+  if (r->rc < 0 && s->rc == 0) fail(s, r->rc);
+  run(s);
 }
 
-static uint8_t *bufp(nexar__sched_t *s, const nexar__step_t *st) {
-  return (st->buf == NEXAR__BUF_TMP ? s->tmp : s->work) + st->off;
-}
-
-static void cancel_round(nexar__sched_t *s) {
-  for (size_t i = 0; i < s->nreqs; i++) {
-    nexar__req_t *r = &s->reqs[i];
-    if (!atomic_load(&r->done)) {
-      if (r->kind == NEXAR__REQ_RECV || r->omsg)
-        nexar__p2p_cancel(r, s->rc);
-    }
+static void post(nexar__sched_t *s, uint32_t i) {
+  const nexar__step_t *st = &s->steps[i];
+  nexar__req_t *r = &s->reqs[i];
+  r->comm = s->comm;
+  r->internal = true;
+  r->cb = comm_done;
+  r->cb_arg = s;
+  r->lane = s->lane;
+  r->comm_peer = st->peer;
+  r->peer = s->comm->world_ranks[st->peer];
+  r->buf = st->len ? s->bufs[st->buf] + st->off : NULL;
+  r->cap = st->len;
+  r->hdr = s->tmpl;
+  r->hdr.step = st->id;
+  if (st->kind == NEXAR__ST_SEND) {
+    r->kind = NEXAR__REQ_SEND;
+    r->hdr.src_rank = (uint32_t)s->comm->rank;
+  } else {
+    r->kind = NEXAR__REQ_RECV;
+    r->is_coll = true;
   }
+  s->steps[i].state = ST_POSTED;
+  s->inflight++;
+  nexar__p2p_start(r);
 }
 
-/* Runs local steps of the finished round, then posts the next round. */
-static void advance(nexar__sched_t *s) {
-  nexar_dtype_t dt = (nexar_dtype_t)s->tmpl.dtype;
-  nexar_op_t op = (nexar_op_t)s->tmpl.redop;
-  for (;;) {
-    if (s->rc < 0) {
-      cancel_round(s);
-      if (s->pending > 0) return; /* wait for the cancellations */
-      finish(s);
-      return;
-    }
-    /* Local steps belonging to the round just completed. */
-    uint32_t round = s->cur < s->nsteps ? s->steps[s->cur].round : 0;
-    while (s->cur < s->nsteps && s->steps[s->cur].round == round &&
-           s->steps[s->cur].kind != NEXAR__ST_SEND &&
-           s->steps[s->cur].kind != NEXAR__ST_RECV) {
-      const nexar__step_t *st = &s->steps[s->cur++];
-      if (st->kind == NEXAR__ST_REDUCE)
-        nexar__reduce(s->work + st->off, s->tmp + st->src_off, st->len, dt,
-                      op);
-      else if (st->kind == NEXAR__ST_FINALIZE)
-        nexar__reduce_finalize(s->work + st->off, st->len, dt, op,
-                               s->nranks);
-      else if (st->kind == NEXAR__ST_COPY_IN && st->len)
-        memcpy(s->work + st->off, s->sendbuf + st->off, st->len);
-    }
-    if (s->cur >= s->nsteps) {
-      finish(s);
-      return;
-    }
-    /* Post the communication steps of the next round. */
-    round = s->steps[s->cur].round;
-    size_t end = s->cur;
-    while (end < s->nsteps && s->steps[end].round == round &&
-           (s->steps[end].kind == NEXAR__ST_SEND ||
-            s->steps[end].kind == NEXAR__ST_RECV))
-      end++;
-    size_t n = end - s->cur;
-    if (n == 0) continue; /* a round of local steps only */
-    if (n > s->nreqs) {
-      free(s->reqs);
-      s->reqs = calloc(n, sizeof(*s->reqs));
-      if (!s->reqs) {
-        s->nreqs = 0;
-        s->rc = NEXAR_ERR_NOMEM;
-        continue;
-      }
+static void exec_local(nexar__sched_t *s, const nexar__step_t *st) {
+  uint8_t *dst = s->bufs[st->buf] + st->off;
+  const uint8_t *src = s->bufs[st->src_buf] + st->src_off;
+  size_t n = (size_t)(st->len / s->a.es);
+  if (st->kind == NEXAR__ST_REDUCE)
+    nexar__reduce(dst, src, n, s->a.dtype, s->a.op);
+  else if (st->kind == NEXAR__ST_COPY)
+    memmove(dst, src, (size_t)st->len);
+  else if (st->kind == NEXAR__ST_FINALIZE)
+    nexar__reduce_finalize(dst, n, s->a.dtype, s->a.op, s->a.avg_div);
+}
+
+/* Runs ready steps until none is left; re-entrant calls (completions that
+ * happen inside a post) only queue work for the outer loop. */
+static void run(nexar__sched_t *s) {
+  if (s->running) return;
+  s->running = true;
+  while (s->rc == 0 && s->ready_head < s->ready_tail) {
+    uint32_t i = s->ready[s->ready_head++];
+    nexar__step_t *st = &s->steps[i];
+    if (st->kind == NEXAR__ST_SEND || st->kind == NEXAR__ST_RECV) {
+      post(s, i);
     } else {
-      memset(s->reqs, 0, n * sizeof(*s->reqs));
+      exec_local(s, st);
+      step_done(s, i);
     }
-    s->nreqs = n;
-    s->pending = (int)n + 1; /* +1 while posting: completions may be
-                                synchronous */
-    for (size_t i = 0; i < n; i++) {
-      const nexar__step_t *st = &s->steps[s->cur + i];
-      nexar__req_t *r = &s->reqs[i];
-      r->comm = s->comm;
-      r->internal = true;
-      r->cb = step_done;
-      r->cb_arg = s;
-      r->lane = s->lane;
-      r->comm_peer = st->peer;
-      r->peer = s->comm->world_ranks[st->peer];
-      r->buf = bufp(s, st);
-      r->cap = st->len;
-      r->hdr = s->tmpl;
-      r->hdr.step = st->id;
-      if (st->kind == NEXAR__ST_SEND) {
-        r->kind = NEXAR__REQ_SEND;
-        r->hdr.src_rank = (uint32_t)s->comm->rank;
-      } else {
-        r->kind = NEXAR__REQ_RECV;
-        r->is_coll = true;
-        r->tag = 0;
-      }
-      if (s->rc < 0) {
-        nexar__req_complete(r, s->rc);
-        continue;
-      }
-      nexar__p2p_start(r);
-    }
-    s->cur = end;
-    if (--s->pending > 0) return;
   }
+  s->running = false;
+  if (s->inflight == 0 && (s->rc < 0 || s->ndone == s->nsteps)) finish(s);
 }
 
 void nexar__coll_start(nexar__req_t *u) {
   nexar__sched_t *s = u->sched;
-  s->tmpl.coll_seq = s->comm->coll_seq++;
-  s->rc = 0;
-  advance(s);
+  /* The finalize barrier has a number of its own, so it works even when
+   * the ranks disagree on the sequence (after a mismatch or a timeout). */
+  s->tmpl.coll_seq = s->a.final ? UINT64_MAX : s->comm->coll_seq++;
+  /* A mismatch found while starting fails |s|; |running| keeps that from
+   * finishing (freeing) it before we are done here. */
+  s->running = true;
+  int rc = nexar__coll_started(s);
+  if (rc < 0 && s->rc == 0) s->rc = rc;
+  if (s->rc == 0 && s->tmp_bytes) {
+    s->bufs[NEXAR__BUF_TMP] = malloc((size_t)s->tmp_bytes);
+    if (!s->bufs[NEXAR__BUF_TMP]) s->rc = NEXAR_ERR_NOMEM;
+  }
+  for (uint32_t i = 0; s->rc == 0 && i < s->nsteps; i++)
+    if (s->steps[i].ndeps == 0) make_ready(s, i);
+  s->running = false;
+  run(s);
 }
 
 void nexar__coll_cancel(nexar__req_t *u, int rc) {
   nexar__sched_t *s = u->sched;
   if (!s || atomic_load(&u->done)) return;
-  if (s->rc == 0) s->rc = rc;
-  cancel_round(s);
-  /* Each cancelled step completes and calls step_done; the last one
-   * finishes the schedule. */
+  fail(s, rc);
+  run(s); /* finishes the schedule once nothing is in flight */
+}
+
+void nexar__sched_missing(const nexar__sched_t *s, char *out, size_t len) {
+  size_t used = 0;
+  out[0] = 0;
+  int n = s->comm->size;
+  for (int p = 0; p < n; p++) {
+    bool waiting = false;
+    for (size_t i = 0; i < s->nsteps && !waiting; i++)
+      waiting = s->steps[i].kind == NEXAR__ST_RECV && s->steps[i].peer == p &&
+                s->steps[i].state != ST_DONE;
+    if (!waiting) continue;
+    int k = snprintf(out + used, len - used, "%s%d", used ? ", " : "", p);
+    if (k < 0 || (size_t)k >= len - used) break;
+    used += (size_t)k;
+  }
+  if (!used) snprintf(out, len, "none");
 }

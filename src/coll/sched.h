@@ -1,9 +1,22 @@
 /*
- * Collective schedules: a collective is compiled into rounds of steps
- * (send, receive, reduce, copy over byte ranges) that the progress engine
- * advances; the blocking API waits on the schedule's request. Messages of a
- * collective are told apart by (communicator, collective sequence number,
- * step), never by tag arithmetic.
+ * Collective schedules.
+ *
+ * A collective call is compiled, on the calling thread, into a schedule: a
+ * list of steps (send, receive, reduce, copy, finalize) over byte ranges of
+ * three buffers (the user's receive buffer, the user's send buffer and a
+ * scratch buffer). Builders write an algorithm as if it ran sequentially;
+ * the schedule infers the dependencies between steps from the byte ranges
+ * they read and write (read-after-write, write-after-read and
+ * write-after-write hazards, as in task-dataflow runtimes) and the progress
+ * engine runs every step as soon as the steps it depends on are done. A
+ * segmented algorithm therefore pipelines by itself: segment k of round
+ * i+1 goes out while segment k+1 of round i is still arriving.
+ *
+ * Messages of a collective are told apart by (communicator, collective
+ * sequence number, step id), never by tag arithmetic. Step ids are
+ * numbered per peer and direction in build order, so the j-th send from A
+ * to B matches B's j-th receive from A as long as both ranks build their
+ * schedules in the same order, which every algorithm here does.
  */
 #ifndef NEXAR_SCHED_H
 #define NEXAR_SCHED_H
@@ -11,50 +24,159 @@
 #include "nexar_int.h"
 
 enum nexar__step_kind {
-  NEXAR__ST_SEND,
-  NEXAR__ST_RECV,
-  NEXAR__ST_REDUCE,   /* work[off..] = work[off..] op tmp[src_off..] */
-  NEXAR__ST_FINALIZE, /* AVG division of work[off..] */
-  NEXAR__ST_COPY_IN   /* work[off..] = sendbuf[off..] */
+  NEXAR__ST_SEND,     /* send buf[off, off+len) to peer */
+  NEXAR__ST_RECV,     /* receive len bytes from peer into buf[off..] */
+  NEXAR__ST_REDUCE,   /* buf[off..] = buf[off..] op src_buf[src_off..] */
+  NEXAR__ST_COPY,     /* buf[off..] = src_buf[src_off..], len bytes */
+  NEXAR__ST_FINALIZE, /* AVG: divide buf[off, off+len) by the world size */
+  NEXAR__ST_FENCE     /* orders every earlier step before every later one */
 };
 
-enum nexar__buf { NEXAR__BUF_WORK = 0, NEXAR__BUF_TMP = 1 };
+/* The buffers a step may name. */
+enum nexar__buf {
+  NEXAR__BUF_WORK = 0, /* the user's receive buffer (written) */
+  NEXAR__BUF_TMP = 1,  /* scratch owned by the schedule */
+  NEXAR__BUF_SEND = 2, /* the user's send buffer (only read) */
+  NEXAR__BUF_COUNT = 3
+};
 
 typedef struct nexar__step {
-  uint8_t kind;
-  uint8_t buf;      /* for SEND/RECV: which buffer */
-  int peer;         /* comm rank (SEND/RECV) */
-  uint32_t id;      /* message step id (SEND/RECV) */
-  uint64_t off;     /* byte offset in buf (or work for local steps) */
-  uint64_t len;     /* bytes (SEND/RECV) or elements (REDUCE/FINALIZE) */
-  uint64_t src_off; /* REDUCE: offset in tmp */
-  uint32_t round;
+  uint8_t kind, buf, src_buf;
+  uint8_t state;              /* run time: waiting, ready, posted, done */
+  int peer;                   /* comm rank (SEND/RECV) */
+  uint32_t id;                /* message step id (SEND/RECV) */
+  uint64_t off, len, src_off; /* bytes */
+  uint32_t ndeps;             /* unfinished predecessors (run time) */
+  uint32_t succ, nsucc;       /* successors: s->succ[succ .. succ+nsucc) */
 } nexar__step_t;
 
-struct nexar__sched {
-  nexar__req_t *user;
-  nexar_comm_t *comm;
-  nexar__hdr_t tmpl; /* header template: coll_op, dtype, redop, count ... */
-  int lane;
-  const uint8_t *sendbuf;
-  uint8_t *work, *tmp;
-  nexar__step_t *steps;
-  size_t nsteps, cap;
-  size_t cur;       /* first step of the current round */
-  int pending;      /* communication steps in flight (+1 while posting) */
-  int rc;
-  nexar__req_t *reqs; /* internal requests of the current round */
-  size_t nreqs;
-  int nranks;       /* AVG divisor */
+/* The call a schedule implements: what the public API received. Counts
+ * and displacements are in elements. */
+typedef struct nexar__coll_args {
+  int coll; /* enum nexar__coll_op */
+  int algo; /* enum nexar__algo, chosen by nexar__coll_plan */
+  nexar_dtype_t dtype;
+  nexar_op_t op;
+  size_t es;      /* element size, bytes */
+  uint64_t count; /* per-call count (see each collective) */
+  int root;       /* rooted collectives; -1 otherwise */
+  bool in_place;
+  int avg_div; /* AVG divisor of FINALIZE steps (world size) */
+  bool final;  /* nexar_finalize's barrier: outside the sequence */
+  const size_t *counts, *displs;   /* v-forms: per-rank counts/displs */
+  const size_t *rcounts, *rdispls; /* alltoallv: the receive side */
+} nexar__coll_args_t;
+
+/* Algorithms (documented, with sources, in include/nexar.h). The id
+ * travels in every message of the call and is part of its fingerprint,
+ * so ranks that chose differently fail with NEXAR_ERR_MISMATCH. */
+enum nexar__algo {
+  NEXAR__ALGO_DEFAULT = 0,
+  NEXAR__ALGO_RING = 1,
+  NEXAR__ALGO_RD = 2, /* recursive doubling */
+  NEXAR__ALGO_RABENSEIFNER = 3,
+  NEXAR__ALGO_BINOMIAL = 4,
+  NEXAR__ALGO_SCATTER_AG = 5, /* scatter + ring allgather */
+  NEXAR__ALGO_RS_GATHER = 6,  /* reduce-scatter + gather */
+  NEXAR__ALGO_DIRECT = 7,     /* one message per peer */
+  NEXAR__ALGO_PAIRWISE = 8,
+  NEXAR__ALGO_DISSEMINATION = 9,
+  NEXAR__ALGO_TWO_PHASE = 10, /* fan-in to rank 0, fan-out */
+  NEXAR__ALGO_MAX = 10
 };
 
-/* Builders append steps; each returns 0 or NEXAR_ERR_NOMEM. */
-int nexar__sched_add(nexar__sched_t *s, nexar__step_t st);
+struct nexar__sched {
+  nexar__sched_t *next, *prev; /* comm->active list (progress thread) */
+  nexar__req_t *user;
+  nexar_comm_t *comm;
+  nexar__coll_args_t a;
+  nexar__hdr_t tmpl; /* header template: the call's fingerprint */
+  int lane;
+  uint8_t *bufs[NEXAR__BUF_COUNT];
+  uint64_t tmp_bytes; /* scratch size, allocated when the schedule starts */
+  nexar__step_t *steps;
+  size_t nsteps, cap;
+  /* Build time. */
+  int build_rc;             /* first builder error (sticky) */
+  size_t fence;             /* index of the latest fence, or SIZE_MAX */
+  uint32_t *nsent, *nrecvd; /* per peer: step ids handed out */
+  uint32_t (*edges)[2];     /* (from, to) */
+  size_t nedges, cap_edges;
+  /* Run time. */
+  uint32_t *succ;
+  uint32_t *ready; /* FIFO of runnable steps */
+  size_t ready_head, ready_tail;
+  size_t ndone;
+  int inflight; /* posted communication steps */
+  bool running;
+  bool probed; /* fingerprint probe sent (mismatch.c) */
+  int rc;
+  nexar__req_t *reqs; /* one per step, used by SEND/RECV */
+};
 
-/* Algorithms (algos.c): fill |s| for the call described by s->tmpl. */
+/* ---- Builder primitives. Each appends one step; errors are latched in
+ * s->build_rc (NEXAR_ERR_NOMEM), so builders check once at the end. Zero
+ * length transfers are real messages (they carry the fingerprint). */
+void nexar__sched_send(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
+                       int peer);
+void nexar__sched_recv(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
+                       int peer);
+/* dst = dst op src over |bytes| bytes (a multiple of the element size). */
+void nexar__sched_reduce(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
+                         uint64_t src_off, uint64_t bytes);
+void nexar__sched_copy(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
+                       uint64_t src_off, uint64_t bytes);
+void nexar__sched_finalize(nexar__sched_t *s, int buf, uint64_t off,
+                           uint64_t bytes);
+/* Every later step waits for every earlier one (for steps that carry no
+ * bytes, such as barrier signals, whose order the ranges cannot show). */
+void nexar__sched_fence(nexar__sched_t *s);
+/* Reserves |bytes| of scratch; returns its offset in NEXAR__BUF_TMP. */
+uint64_t nexar__sched_tmp(nexar__sched_t *s, uint64_t bytes);
+
+/* ---- Algorithms: each fills |s| for the call in s->a (sizes in s->a). */
 int nexar__build_barrier(nexar__sched_t *s);
-int nexar__build_bcast(nexar__sched_t *s, int root, uint64_t bytes);
-int nexar__build_allreduce_ring(nexar__sched_t *s, uint64_t count,
-                                size_t esize);
+int nexar__build_bcast(nexar__sched_t *s);
+int nexar__build_allreduce(nexar__sched_t *s);
+int nexar__build_reduce(nexar__sched_t *s);
+int nexar__build_allgather(nexar__sched_t *s); /* and allgatherv */
+int nexar__build_reduce_scatter(nexar__sched_t *s);
+int nexar__build_alltoall(nexar__sched_t *s); /* and alltoallv */
+int nexar__build_gather(nexar__sched_t *s);   /* and gatherv */
+int nexar__build_scatter(nexar__sched_t *s);  /* and scatterv */
+int nexar__build_scan(nexar__sched_t *s);     /* scan and exscan */
+
+/* Picks s->a.algo for the call (thresholds and NEXAR_ALGO_* in the
+ * parameter table), the same way on every rank. */
+void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *prm);
+
+/* Creates the schedule of a call: validates nothing (the API did), builds,
+ * and seals the dependency graph. Returns 0, NEXAR_ERR_NOMEM. */
+int nexar__sched_build(nexar__sched_t *s);
+
+/* Names of collectives and algorithms, for messages. */
+const char *nexar__coll_name(int coll);
+const char *nexar__algo_name(int algo);
+
+/* Appends to |out| the comm ranks of receive steps not yet done (the ranks
+ * that have not contributed), as "3, 5"; "none" when there are none. */
+void nexar__sched_missing(const nexar__sched_t *s, char *out, size_t len);
+
+/* Tiny helpers shared by the builders. */
+static inline int nexar__pof2_floor(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+/* Block c of |count| elements cut into n blocks on element boundaries, the
+ * first count % n blocks one element longer. */
+static inline uint64_t nexar__blk_cnt(uint64_t count, int n, int c) {
+  return count / (uint64_t)n + ((uint64_t)c < count % (uint64_t)n ? 1 : 0);
+}
+static inline uint64_t nexar__blk_off(uint64_t count, int n, int c) {
+  uint64_t base = count / (uint64_t)n, extra = count % (uint64_t)n;
+  return (uint64_t)c * base + ((uint64_t)c < extra ? (uint64_t)c : extra);
+}
 
 #endif /* NEXAR_SCHED_H */

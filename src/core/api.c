@@ -13,10 +13,6 @@
 #include "coll/sched.h"
 #include "nexar_int.h"
 
-static uint64_t op_deadline(nexar_ctx_t *ctx) {
-  return nexar__now() + (uint64_t)ctx->prm.op_timeout_ms * 1000000ull;
-}
-
 static nexar_comm_t *comm_new(nexar_ctx_t *ctx) {
   nexar_comm_t *c = calloc(1, sizeof(*c));
   if (!c) return NULL;
@@ -62,10 +58,17 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     free(ctx);
     return rc;
   }
+  if (rc == 0) rc = nexar__coll_params_check(&ctx->prm, err, sizeof(err));
+  if (rc < 0) {
+    nexar__set_init_error("nexar_init: %s", err);
+    free(ctx);
+    return rc;
+  }
   nexar__params_dump(&ctx->prm);
   if (!ctx->prm.seed_addr) {
-    nexar__set_init_error("nexar_init: NEXAR_SEED is not set (the seed's "
-                          "ip:port; see nexar-seed and nexar-run)");
+    nexar__set_init_error(
+        "nexar_init: NEXAR_SEED is not set (the seed's "
+        "ip:port; see nexar-seed and nexar-run)");
     free(ctx);
     return NEXAR_ERR_INVALID_ARG;
   }
@@ -137,35 +140,54 @@ static int req_finish(nexar__req_t **preq, nexar_status_t *status) {
   return rc;
 }
 
+/* Progress thread: ends |r| with NEXAR_ERR_TIMEOUT. A collective names the
+ * ranks it still waits for. */
 static int cancel_fn(nexar__req_t *ctl) {
   nexar__req_t *r = ctl->cb_arg;
-  if (r->kind == NEXAR__REQ_COLL)
+  nexar_ctx_t *ctx = r->comm->ctx;
+  if (atomic_load(&r->done)) return 0;
+  if (r->kind == NEXAR__REQ_COLL) {
+    nexar__sched_t *s = r->sched;
+    char missing[256];
+    nexar__sched_missing(s, missing, sizeof missing);
+    nexar__comm_set_error(
+        r->comm,
+        "rank %d: %s (collective #%llu of comm %llu) did not finish within "
+        "NEXAR_OP_TIMEOUT_MS=%lld; ranks that have not contributed: %s; "
+        "receive buffers are unspecified",
+        ctx->rank, nexar__coll_name(s->a.coll),
+        (unsigned long long)s->tmpl.coll_seq, (unsigned long long)r->comm->id,
+        (long long)ctx->prm.op_timeout_ms, missing);
     nexar__coll_cancel(r, NEXAR_ERR_TIMEOUT);
-  else
+  } else {
+    nexar__comm_set_error(
+        r->comm,
+        "rank %d: %s did not finish within NEXAR_OP_TIMEOUT_MS=%lld (peer "
+        "rank %d); receive buffers are unspecified",
+        ctx->rank, r->kind == NEXAR__REQ_SEND ? "send" : "recv",
+        (long long)ctx->prm.op_timeout_ms, r->comm_peer);
     nexar__p2p_cancel(r, NEXAR_ERR_TIMEOUT);
+  }
   return 0;
+}
+
+/* Deadline of |r|: NEXAR_OP_TIMEOUT_MS after it started. */
+static uint64_t req_deadline(const nexar__req_t *r) {
+  return r->t_start + (uint64_t)r->comm->ctx->prm.op_timeout_ms * 1000000ull;
+}
+
+static void expire(nexar__req_t *r) {
+  nexar_ctx_t *ctx = r->comm->ctx;
+  nexar__ep_call(&ctx->ep, cancel_fn, r, UINT64_MAX);
+  /* A collective finishes once its cancelled steps have completed. */
+  nexar__req_wait(&ctx->ep, r, UINT64_MAX);
 }
 
 int nexar_wait(nexar__req_t **preq, nexar_status_t *status) {
   if (!preq) return NEXAR_ERR_INVALID_ARG;
   nexar__req_t *r = *preq;
   if (!r) return NEXAR_OK;
-  nexar_ctx_t *ctx = r->comm->ctx;
-  if (nexar__req_wait(&ctx->ep, r, op_deadline(ctx)) < 0) {
-    nexar__ep_call(&ctx->ep, cancel_fn, r, UINT64_MAX);
-    /* A collective finishes once its cancelled steps have completed. */
-    nexar__req_wait(&ctx->ep, r, UINT64_MAX);
-    nexar__comm_set_error(
-        r->comm, "rank %d: %s did not finish within NEXAR_OP_TIMEOUT_MS=%lld "
-                 "(peer rank %d); receive buffers are unspecified",
-        ctx->rank,
-        r->kind == NEXAR__REQ_COLL ? "collective"
-        : r->kind == NEXAR__REQ_SEND ? "send"
-                                     : "recv",
-        (long long)ctx->prm.op_timeout_ms, r->peer);
-    r->rc = NEXAR_ERR_TIMEOUT;
-    r->st.error = NEXAR_ERR_TIMEOUT;
-  }
+  if (nexar__req_wait(&r->comm->ctx->ep, r, req_deadline(r)) < 0) expire(r);
   return req_finish(preq, status);
 }
 
@@ -176,8 +198,11 @@ int nexar_test(nexar__req_t **preq, int *done, nexar_status_t *status) {
     return NEXAR_OK;
   }
   if (!atomic_load_explicit(&(*preq)->done, memory_order_acquire)) {
-    *done = 0;
-    return NEXAR_OK;
+    if (nexar__now() < req_deadline(*preq)) {
+      *done = 0;
+      return NEXAR_OK;
+    }
+    expire(*preq);
   }
   *done = 1;
   return req_finish(preq, status);
@@ -213,8 +238,8 @@ static int p2p_req(nexar_comm_t *comm, const void *buf, size_t count,
     nexar__comm_set_error(comm,
                           "rank %d: %s: invalid peer rank %d (world size %d) "
                           "or tag %d",
-                          comm->rank, send ? "send" : "recv", peer,
-                          comm->size, tag);
+                          comm->rank, send ? "send" : "recv", peer, comm->size,
+                          tag);
     return NEXAR_ERR_INVALID_ARG;
   }
   nexar__req_t *r = calloc(1, sizeof(*r));
@@ -223,6 +248,7 @@ static int p2p_req(nexar_comm_t *comm, const void *buf, size_t count,
   r->comm = comm;
   r->comm_peer = peer;
   r->peer = any_src ? NEXAR_ANY_SOURCE : comm->world_ranks[peer];
+  r->t_start = nexar__now();
   r->tag = tag;
   r->lane = NEXAR__LANE_DATA;
   r->buf = (uint8_t *)buf;
@@ -258,123 +284,11 @@ int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
   return rc < 0 ? rc : nexar_wait(&r, NULL);
 }
 
-int nexar_recv(nexar_comm_t *comm, void *buf, size_t count,
-               nexar_dtype_t dtype, int source, int tag,
-               nexar_status_t *status) {
+int nexar_recv(nexar_comm_t *comm, void *buf, size_t count, nexar_dtype_t dtype,
+               int source, int tag, nexar_status_t *status) {
   nexar__req_t *r;
   int rc = nexar_irecv(comm, buf, count, dtype, source, tag, &r);
   return rc < 0 ? rc : nexar_wait(&r, status);
-}
-
-/* ---- Collectives ---- */
-
-static int coll_req(nexar_comm_t *comm, int coll_op, const void *sendbuf,
-                    void *recvbuf, size_t count, nexar_dtype_t dtype,
-                    nexar_op_t op, int root, nexar__req_t **out) {
-  if (!comm || !out) return NEXAR_ERR_INVALID_ARG;
-  size_t es = nexar_dtype_size(dtype);
-  int rc = NEXAR_OK;
-  if (coll_op == NEXAR__COLL_ALLREDUCE) rc = nexar__reduce_check(dtype, op);
-  else if (!es && coll_op != NEXAR__COLL_BARRIER) rc = NEXAR_ERR_INVALID_ARG;
-  if (rc == NEXAR_OK && coll_op != NEXAR__COLL_BARRIER &&
-      ((count && !recvbuf) || count > UINT64_MAX / (es ? es : 1)))
-    rc = NEXAR_ERR_INVALID_ARG;
-  if (rc == NEXAR_OK && coll_op == NEXAR__COLL_BCAST &&
-      (root < 0 || root >= comm->size))
-    rc = NEXAR_ERR_INVALID_ARG;
-  if (rc < 0) {
-    nexar__comm_set_error(comm,
-                          "rank %d: collective op %d: invalid arguments "
-                          "(dtype %d, op %d, count %zu, root %d): %s",
-                          comm->rank, coll_op, (int)dtype, (int)op, count,
-                          root, nexar_strerror(rc));
-    return rc;
-  }
-  nexar__sched_t *s = calloc(1, sizeof(*s));
-  nexar__req_t *u = calloc(1, sizeof(*u));
-  if (!s || !u) {
-    free(s);
-    free(u);
-    return NEXAR_ERR_NOMEM;
-  }
-  u->kind = NEXAR__REQ_COLL;
-  u->comm = comm;
-  u->peer = -1;
-  u->sched = s;
-  s->user = u;
-  s->comm = comm;
-  s->nranks = comm->size;
-  s->work = recvbuf;
-  s->lane =
-      coll_op == NEXAR__COLL_BARRIER ? NEXAR__LANE_CONTROL : NEXAR__LANE_DATA;
-  s->tmpl.kind = NEXAR__KIND_COLL;
-  s->tmpl.coll_op = (uint8_t)coll_op;
-  s->tmpl.dtype = coll_op == NEXAR__COLL_BARRIER ? 0 : (uint8_t)dtype;
-  s->tmpl.redop = coll_op == NEXAR__COLL_ALLREDUCE ? (uint8_t)op : 0;
-  s->tmpl.comm_id = comm->id;
-  s->tmpl.count = coll_op == NEXAR__COLL_BARRIER ? 0 : count;
-  s->tmpl.tag = root >= 0 ? (uint32_t)root : 0xffffffffu;
-  if (coll_op == NEXAR__COLL_BARRIER) {
-    rc = nexar__build_barrier(s);
-  } else if (coll_op == NEXAR__COLL_BCAST) {
-    rc = nexar__build_bcast(s, root, (uint64_t)count * es);
-  } else {
-    bool in_place = sendbuf == NEXAR_IN_PLACE || sendbuf == recvbuf;
-    s->sendbuf = in_place ? NULL : sendbuf;
-    if (count && !in_place && !sendbuf) rc = NEXAR_ERR_INVALID_ARG;
-    if (rc == 0) rc = nexar__build_allreduce_ring(s, count, es);
-    uint64_t chunk = (count + (uint64_t)comm->size - 1) / (uint64_t)comm->size;
-    if (rc == 0 && comm->size > 1 && chunk) {
-      s->tmp = malloc(chunk * es);
-      if (!s->tmp) rc = NEXAR_ERR_NOMEM;
-    }
-  }
-  if (rc < 0) {
-    nexar__sched_free(s);
-    free(u);
-    return rc;
-  }
-  nexar__ep_post(&comm->ctx->ep, u);
-  *out = u;
-  return NEXAR_OK;
-}
-
-int nexar_iallreduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
-                     size_t count, nexar_dtype_t dtype, nexar_op_t op,
-                     nexar_req_t **req) {
-  return coll_req(comm, NEXAR__COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype,
-                  op, -1, req);
-}
-
-int nexar_allreduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
-                    size_t count, nexar_dtype_t dtype, nexar_op_t op) {
-  nexar__req_t *r;
-  int rc = nexar_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, &r);
-  return rc < 0 ? rc : nexar_wait(&r, NULL);
-}
-
-int nexar_ibcast(nexar_comm_t *comm, void *buf, size_t count,
-                 nexar_dtype_t dtype, int root, nexar_req_t **req) {
-  return coll_req(comm, NEXAR__COLL_BCAST, NULL, buf, count, dtype, NEXAR_SUM,
-                  root, req);
-}
-
-int nexar_bcast(nexar_comm_t *comm, void *buf, size_t count,
-                nexar_dtype_t dtype, int root) {
-  nexar__req_t *r;
-  int rc = nexar_ibcast(comm, buf, count, dtype, root, &r);
-  return rc < 0 ? rc : nexar_wait(&r, NULL);
-}
-
-int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req) {
-  return coll_req(comm, NEXAR__COLL_BARRIER, NULL, NULL, 0, NEXAR_UINT8,
-                  NEXAR_SUM, -1, req);
-}
-
-int nexar_barrier(nexar_comm_t *comm) {
-  nexar__req_t *r;
-  int rc = nexar_ibarrier(comm, &r);
-  return rc < 0 ? rc : nexar_wait(&r, NULL);
 }
 
 /* ---- Finalize ---- */
@@ -403,7 +317,7 @@ int nexar_finalize(nexar_ctx_t *ctx) {
   /* Collective like MPI_Finalize: once every rank is here, all user
    * traffic has been received, and closing cannot cut anything short. */
   if (ctx->world > 1) {
-    int brc = nexar_barrier(ctx->world_comm);
+    int brc = nexar__coll_final_barrier(ctx->world_comm);
     if (brc < 0) rc = brc;
     uint64_t deadline = nexar__now() + 5000000000ull;
     while (!nexar__ep_call(&ctx->ep, flushed_fn, ctx, UINT64_MAX)) {

@@ -15,7 +15,6 @@
 
 #include "nexar_int.h"
 
-
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner) {
   int rc;
@@ -216,13 +215,20 @@ static void *ep_main(void *arg) {
       if (nexar__conn_expiry(ep->conns[i]) <= now)
         nexar__conn_on_expiry(ep->conns[i], now);
     if (ep->ops->on_tick) ep->ops->on_tick(ep, now);
-    bool busy = false;
+    /* A batch the socket refused goes out before anything new. */
+    if (ep->tx_blocked) nexar__udp_resume(ep);
+    /* More queued datagrams (a receive pass stopped at its budget) or
+     * more to write: poll without sleeping. */
+    bool busy = ep->rx_more;
     for (int i = 0; i < ep->nconns; i++) {
       nexar__conn_t *c = ep->conns[i];
       if (c->want_write) nexar__conn_flush(c);
       nexar__conn_settle(c);
       busy |= c->want_write;
     }
+    /* A full socket: sleep until EPOLLOUT (or the ENOBUFS retry time)
+     * rather than spin on the writes it holds back. */
+    if (ep->tx_blocked) busy = ep->rx_more;
     reap_dead(ep);
     uint64_t next = UINT64_MAX;
     for (int i = 0; i < ep->nconns; i++) {
@@ -231,6 +237,8 @@ static void *ep_main(void *arg) {
     }
     /* Tick at least every 50 ms for bootstrap and other deadlines. */
     now = nexar__now();
+    if (ep->tx_blocked && ep->tx_retry_at && ep->tx_retry_at < next)
+      next = ep->tx_retry_at;
     uint64_t wait = next > now ? next - now : 0;
     if (wait > 50000000ull) wait = 50000000ull;
     if (busy) wait = 0;
@@ -243,8 +251,7 @@ static void *ep_main(void *arg) {
 }
 
 int nexar__ep_start(nexar__ep_t *ep) {
-  if (pthread_create(&ep->thread, NULL, ep_main, ep) != 0)
-    return NEXAR_ERR_SYS;
+  if (pthread_create(&ep->thread, NULL, ep_main, ep) != 0) return NEXAR_ERR_SYS;
   ep->thread_started = true;
   return 0;
 }

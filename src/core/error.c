@@ -5,23 +5,23 @@
 
 #include "nexar_int.h"
 
-#define NEXAR__ERRORS(X)                                                   \
-  X(NEXAR_OK, "success")                                                   \
-  X(NEXAR_INPROGRESS, "operation in progress")                             \
-  X(NEXAR_ERR_INVALID_ARG, "invalid argument")                             \
-  X(NEXAR_ERR_INVALID_USAGE, "invalid usage")                              \
-  X(NEXAR_ERR_NOMEM, "out of memory")                                      \
-  X(NEXAR_ERR_TIMEOUT, "deadline passed")                                  \
-  X(NEXAR_ERR_PEER_FAILED, "a peer failed or is unreachable")              \
-  X(NEXAR_ERR_REVOKED, "communicator revoked")                             \
-  X(NEXAR_ERR_MISMATCH, "ranks called mismatched collectives")             \
-  X(NEXAR_ERR_AUTH, "authentication failed")                               \
-  X(NEXAR_ERR_PROTO, "protocol error")                                     \
-  X(NEXAR_ERR_TRANSPORT, "transport error")                                \
-  X(NEXAR_ERR_CLOSED, "object closed")                                     \
-  X(NEXAR_ERR_UNSUPPORTED, "unsupported")                                  \
-  X(NEXAR_ERR_SYS, "operating-system error")                               \
-  X(NEXAR_ERR_TRUNCATE, "message truncated")                               \
+#define NEXAR__ERRORS(X)                                       \
+  X(NEXAR_OK, "success")                                       \
+  X(NEXAR_INPROGRESS, "operation in progress")                 \
+  X(NEXAR_ERR_INVALID_ARG, "invalid argument")                 \
+  X(NEXAR_ERR_INVALID_USAGE, "invalid usage")                  \
+  X(NEXAR_ERR_NOMEM, "out of memory")                          \
+  X(NEXAR_ERR_TIMEOUT, "deadline passed")                      \
+  X(NEXAR_ERR_PEER_FAILED, "a peer failed or is unreachable")  \
+  X(NEXAR_ERR_REVOKED, "communicator revoked")                 \
+  X(NEXAR_ERR_MISMATCH, "ranks called mismatched collectives") \
+  X(NEXAR_ERR_AUTH, "authentication failed")                   \
+  X(NEXAR_ERR_PROTO, "protocol error")                         \
+  X(NEXAR_ERR_TRANSPORT, "transport error")                    \
+  X(NEXAR_ERR_CLOSED, "object closed")                         \
+  X(NEXAR_ERR_UNSUPPORTED, "unsupported")                      \
+  X(NEXAR_ERR_SYS, "operating-system error")                   \
+  X(NEXAR_ERR_TRUNCATE, "message truncated")                   \
   X(NEXAR_ERR_INTERNAL, "internal error")
 
 const char *nexar_strerror(int code) {
@@ -54,7 +54,9 @@ int nexar_err_is_fatal(int code) {
   }
 }
 
-const char *nexar_version(void) { return "0.1.0"; }
+const char *nexar_version(void) {
+  return "0.1.0";
+}
 
 static _Thread_local char tl_init_error[NEXAR__ERRMSG_MAX];
 static _Thread_local char tl_copy[NEXAR__ERRMSG_MAX];
@@ -91,4 +93,6 @@ const char *nexar_comm_last_error(const nexar_comm_t *comm) {
   return tl_copy;
 }
 
-const char *nexar_last_error(void) { return nexar_comm_last_error(NULL); }
+const char *nexar_last_error(void) {
+  return nexar_comm_last_error(NULL);
+}

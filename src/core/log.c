@@ -35,11 +35,16 @@ static const char *subsys_name(int bit) {
 static void log_setup(void) {
   const char *lv = getenv("NEXAR_DEBUG");
   if (lv) {
-    if (!strcasecmp(lv, "VERSION")) nexar__log_level = NEXAR__LOG_VERSION;
-    else if (!strcasecmp(lv, "WARN")) nexar__log_level = NEXAR__LOG_WARN;
-    else if (!strcasecmp(lv, "INFO")) nexar__log_level = NEXAR__LOG_INFO;
-    else if (!strcasecmp(lv, "TRACE")) nexar__log_level = NEXAR__LOG_TRACE;
-    else if (!strcasecmp(lv, "NONE")) nexar__log_level = NEXAR__LOG_NONE;
+    if (!strcasecmp(lv, "VERSION"))
+      nexar__log_level = NEXAR__LOG_VERSION;
+    else if (!strcasecmp(lv, "WARN"))
+      nexar__log_level = NEXAR__LOG_WARN;
+    else if (!strcasecmp(lv, "INFO"))
+      nexar__log_level = NEXAR__LOG_INFO;
+    else if (!strcasecmp(lv, "TRACE"))
+      nexar__log_level = NEXAR__LOG_TRACE;
+    else if (!strcasecmp(lv, "NONE"))
+      nexar__log_level = NEXAR__LOG_NONE;
   }
   const char *ss = getenv("NEXAR_DEBUG_SUBSYS");
   if (ss && *ss) {
@@ -82,7 +87,9 @@ static void log_setup(void) {
   }
 }
 
-void nexar__log_init(void) { pthread_once(&log_once, log_setup); }
+void nexar__log_init(void) {
+  pthread_once(&log_once, log_setup);
+}
 
 void nexar__log_write(int level, int subsys, const char *fmt, ...) {
   static const char *lvname[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};

@@ -32,13 +32,15 @@ void nexar__log_init(void);
 void nexar__log_write(int level, int subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define NEXAR__LOG(level, subsys, ...)                                  \
-  do {                                                                  \
-    if (nexar__log_level >= (level) && (nexar__log_mask & (subsys)))    \
-      nexar__log_write((level), (subsys), __VA_ARGS__);                 \
+#define NEXAR__LOG(level, subsys, ...)                               \
+  do {                                                               \
+    if (nexar__log_level >= (level) && (nexar__log_mask & (subsys))) \
+      nexar__log_write((level), (subsys), __VA_ARGS__);              \
   } while (0)
-#define NEXAR__WARN(subsys, ...) NEXAR__LOG(NEXAR__LOG_WARN, subsys, __VA_ARGS__)
-#define NEXAR__INFO(subsys, ...) NEXAR__LOG(NEXAR__LOG_INFO, subsys, __VA_ARGS__)
+#define NEXAR__WARN(subsys, ...) \
+  NEXAR__LOG(NEXAR__LOG_WARN, subsys, __VA_ARGS__)
+#define NEXAR__INFO(subsys, ...) \
+  NEXAR__LOG(NEXAR__LOG_INFO, subsys, __VA_ARGS__)
 #define NEXAR__TRACE(subsys, ...) \
   NEXAR__LOG(NEXAR__LOG_TRACE, subsys, __VA_ARGS__)
 

@@ -36,40 +36,42 @@ int nexar__params_load(nexar__params_t *p, const struct nexar_config *cfg,
 #define SET_DEFAULT(type, f, env, def, lo, hi, help) SET_DEFAULT_##type(f, def)
   NEXAR__PARAM_TABLE(SET_DEFAULT)
 #undef SET_DEFAULT
-#define LOAD_ENV_INT(f, env, lo, hi)                                         \
-  if ((s = getenv(env)) && *s && parse_int(s, lo, hi, &p->f)) {              \
-    snprintf(err, errlen, "%s='%s' is not an integer in [%lld, %lld]", env,  \
-             s, (long long)(lo), (long long)(hi));                           \
-    return NEXAR_ERR_INVALID_ARG;                                            \
+#define LOAD_ENV_INT(f, env, lo, hi)                                           \
+  if ((s = getenv(env)) && *s && parse_int(s, lo, hi, &p->f)) {                \
+    snprintf(err, errlen, "%s='%s' is not an integer in [%lld, %lld]", env, s, \
+             (long long)(lo), (long long)(hi));                                \
+    return NEXAR_ERR_INVALID_ARG;                                              \
   }
-#define LOAD_ENV_STR(f, env, lo, hi)                                         \
-  if ((s = getenv(env)) && *s && !(p->f = keep_str(p, s))) {                 \
-    snprintf(err, errlen, "%s is too long", env);                            \
-    return NEXAR_ERR_INVALID_ARG;                                            \
+#define LOAD_ENV_STR(f, env, lo, hi)                         \
+  if ((s = getenv(env)) && *s && !(p->f = keep_str(p, s))) { \
+    snprintf(err, errlen, "%s is too long", env);            \
+    return NEXAR_ERR_INVALID_ARG;                            \
   }
-#define LOAD_ENV(type, f, env, def, lo, hi, help) LOAD_ENV_##type(f, env, lo, hi)
+#define LOAD_ENV(type, f, env, def, lo, hi, help) \
+  LOAD_ENV_##type(f, env, lo, hi)
   NEXAR__PARAM_TABLE(LOAD_ENV)
 #undef LOAD_ENV
   if (cfg) {
     if (cfg->size < sizeof(size_t) + sizeof(uint32_t) || cfg->version < 1) {
-      snprintf(err, errlen, "nexar_config_t not initialised with "
-                            "NEXAR_CONFIG_INIT (size %zu, version %u)",
+      snprintf(err, errlen,
+               "nexar_config_t not initialised with "
+               "NEXAR_CONFIG_INIT (size %zu, version %u)",
                cfg->size, cfg->version);
       return NEXAR_ERR_INVALID_ARG;
     }
-#define CFG_STR(field)                                                       \
-  if (cfg->field && !(p->field = keep_str(p, cfg->field))) {                 \
-    snprintf(err, errlen, "config field " #field " is too long");            \
-    return NEXAR_ERR_INVALID_ARG;                                            \
+#define CFG_STR(field)                                            \
+  if (cfg->field && !(p->field = keep_str(p, cfg->field))) {      \
+    snprintf(err, errlen, "config field " #field " is too long"); \
+    return NEXAR_ERR_INVALID_ARG;                                 \
   }
-#define CFG_INT(field, lo, hi)                                               \
-  if (cfg->field != NEXAR_UNSET) {                                           \
-    if (cfg->field < (lo) || cfg->field > (hi)) {                            \
+#define CFG_INT(field, lo, hi)                                                \
+  if (cfg->field != NEXAR_UNSET) {                                            \
+    if (cfg->field < (lo) || cfg->field > (hi)) {                             \
       snprintf(err, errlen, "config field " #field "=%d is outside [%d, %d]", \
-               cfg->field, (int)(lo), (int)(hi));                            \
-      return NEXAR_ERR_INVALID_ARG;                                          \
-    }                                                                        \
-    p->field = cfg->field;                                                   \
+               cfg->field, (int)(lo), (int)(hi));                             \
+      return NEXAR_ERR_INVALID_ARG;                                           \
+    }                                                                         \
+    p->field = cfg->field;                                                    \
   }
     CFG_STR(seed_addr)
     CFG_STR(secret)
@@ -89,10 +91,11 @@ int nexar__params_load(nexar__params_t *p, const struct nexar_config *cfg,
 void nexar__params_dump(const nexar__params_t *p) {
 #define DUMP_INT(f, env) \
   NEXAR__INFO(NEXAR__SUB_ENV, "%s=%lld", env, (long long)p->f);
-#define DUMP_STR(f, env)                                          \
-  NEXAR__INFO(NEXAR__SUB_ENV, "%s=%s", env,                       \
-              !p->f ? "(unset)"                                   \
-              : strstr(env, "SECRET") ? "(set)" : p->f);
+#define DUMP_STR(f, env)                          \
+  NEXAR__INFO(NEXAR__SUB_ENV, "%s=%s", env,       \
+              !p->f                   ? "(unset)" \
+              : strstr(env, "SECRET") ? "(set)"   \
+                                      : p->f);
 #define DUMP(type, f, env, def, lo, hi, help) DUMP_##type(f, env)
   NEXAR__PARAM_TABLE(DUMP)
 #undef DUMP

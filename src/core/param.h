@@ -13,40 +13,66 @@
 
 /* X(type, field, env, default, min, max, help); type INT or STR. Integer
  * times are milliseconds, sizes bytes. */
-#define NEXAR__PARAM_TABLE(X)                                                 \
-  X(STR, seed_addr, "NEXAR_SEED", NULL, 0, 0,                                 \
-    "host:port of the seed (required to join a cluster)")                     \
-  X(STR, secret, "NEXAR_SECRET", NULL, 0, 0,                                  \
-    "cluster secret shared by the seed and every worker (never logged)")      \
-  X(STR, secret_file, "NEXAR_SECRET_FILE", NULL, 0, 0,                        \
-    "file whose contents are the cluster secret")                             \
-  X(INT, world_size, "NEXAR_WORLD_SIZE", 0, 1, 1 << 20,                       \
-    "number of ranks in the job")                                             \
-  X(INT, rank, "NEXAR_RANK", -1, -1, (1 << 20) - 1,                           \
-    "requested rank (-1: assigned in arrival order)")                         \
-  X(STR, bind_addr, "NEXAR_BIND_ADDR", "127.0.0.1", 0, 0,                     \
-    "local ip[:port] of the process's UDP socket")                            \
-  X(STR, advertise_addr, "NEXAR_ADVERTISE_ADDR", NULL, 0, 0,                  \
-    "ip[:port] peers dial (default: the address the seed observed)")          \
-  X(INT, bootstrap_timeout_ms, "NEXAR_BOOTSTRAP_TIMEOUT_MS", 60000, 100,      \
-    86400000, "deadline of the whole bootstrap (seed, hello, mesh)")          \
-  X(INT, op_timeout_ms, "NEXAR_OP_TIMEOUT_MS", 300000, 1, 86400000,           \
-    "deadline of each blocking call")                                         \
-  X(INT, eager_bytes, "NEXAR_EAGER_BYTES", 131072, 1024, 16777216,            \
-    "stream window before a receive is matched (unexpected-message bound)")   \
-  X(INT, max_streams, "NEXAR_MAX_STREAMS", 128, 4, 4096,                      \
-    "undelivered messages a peer may have towards this process")              \
-  X(INT, max_message_mb, "NEXAR_MAX_MESSAGE_MB", 1 << 20, 1, 1 << 30,         \
-    "largest message accepted from a peer, MiB")                              \
-  X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,        \
-    "QUIC idle timeout (0: off)")                                             \
-  X(INT, keepalive_ms, "NEXAR_KEEPALIVE_MS", 5000, 0, 86400000,               \
-    "QUIC keep-alive PING interval (0: off)")                                 \
-  X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,     \
-    "UDP socket send and receive buffer size")                                \
-  X(INT, udp_payload, "NEXAR_UDP_PAYLOAD", 0, 0, 65507,                       \
-    "QUIC packet size (0: 65000 on loopback, 1452 otherwise)")                \
-  X(INT, gso, "NEXAR_GSO", 1, 0, 1, "use UDP GSO/GRO batching")
+#define NEXAR__PARAM_TABLE(X)                                                  \
+  X(STR, seed_addr, "NEXAR_SEED", NULL, 0, 0,                                  \
+    "host:port of the seed (required to join a cluster)")                      \
+  X(STR, secret, "NEXAR_SECRET", NULL, 0, 0,                                   \
+    "cluster secret shared by the seed and every worker (never logged)")       \
+  X(STR, secret_file, "NEXAR_SECRET_FILE", NULL, 0, 0,                         \
+    "file whose contents are the cluster secret")                              \
+  X(INT, world_size, "NEXAR_WORLD_SIZE", 0, 1, 1 << 20,                        \
+    "number of ranks in the job")                                              \
+  X(INT, rank, "NEXAR_RANK", -1, -1, (1 << 20) - 1,                            \
+    "requested rank (-1: assigned in arrival order)")                          \
+  X(STR, bind_addr, "NEXAR_BIND_ADDR", "127.0.0.1", 0, 0,                      \
+    "local ip[:port] of the process's UDP socket")                             \
+  X(STR, advertise_addr, "NEXAR_ADVERTISE_ADDR", NULL, 0, 0,                   \
+    "ip[:port] peers dial (default: the address the seed observed)")           \
+  X(INT, bootstrap_timeout_ms, "NEXAR_BOOTSTRAP_TIMEOUT_MS", 60000, 100,       \
+    86400000, "deadline of the whole bootstrap (seed, hello, mesh)")           \
+  X(INT, op_timeout_ms, "NEXAR_OP_TIMEOUT_MS", 300000, 1, 86400000,            \
+    "deadline of each blocking call and collective")                           \
+  X(INT, coll_probe_ms, "NEXAR_COLL_PROBE_MS", 1000, 0, 86400000,              \
+    "a collective waiting this long sends its fingerprint to all (0: off)")    \
+  X(STR, algo_allreduce, "NEXAR_ALGO_ALLREDUCE", "auto", 0, 0,                 \
+    "allreduce algorithm: auto, ring, rd or rabenseifner")                     \
+  X(STR, algo_bcast, "NEXAR_ALGO_BCAST", "auto", 0, 0,                         \
+    "bcast algorithm: auto, binomial or scatter_allgather")                    \
+  X(INT, allreduce_rd_max_bytes, "NEXAR_ALLREDUCE_RD_MAX_BYTES", 16384, 0,     \
+    1 << 30, "auto: recursive-doubling allreduce up to this size")             \
+  X(INT, allreduce_ring_min_bytes, "NEXAR_ALLREDUCE_RING_MIN_BYTES", 1048576,  \
+    0, 1 << 30, "auto: ring allreduce from this size (Rabenseifner below)")    \
+  X(INT, bcast_large_bytes, "NEXAR_BCAST_LARGE_BYTES", 524288, 0, 1 << 30,     \
+    "auto: scatter + allgather bcast from this size")                          \
+  X(INT, reduce_large_bytes, "NEXAR_REDUCE_LARGE_BYTES", 524288, 0, 1 << 30,   \
+    "reduce-scatter + gather reduce from this size")                           \
+  X(INT, allgather_rd_max_bytes, "NEXAR_ALLGATHER_RD_MAX_BYTES", 65536, 0,     \
+    1 << 30, "recursive-doubling allgather up to this total size")             \
+  X(INT, gather_direct_min_bytes, "NEXAR_GATHER_DIRECT_MIN_BYTES", 65536, 0,   \
+    1 << 30, "direct gather/scatter from this block size (binomial below)")    \
+  X(INT, seg_bytes, "NEXAR_SEG_BYTES", 1048576, 4096, 1 << 30,                 \
+    "pipeline segment of the ring collectives")                                \
+  X(INT, eager_bytes, "NEXAR_EAGER_BYTES", 131072, 1024, 16777216,             \
+    "stream window before a receive is matched (unexpected-message bound)")    \
+  X(INT, max_streams, "NEXAR_MAX_STREAMS", 128, 4, 4096,                       \
+    "undelivered messages a peer may have towards this process")               \
+  X(INT, max_message_mb, "NEXAR_MAX_MESSAGE_MB", 1 << 20, 1, 1 << 30,          \
+    "largest message accepted from a peer, MiB")                               \
+  X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
+    "QUIC idle timeout (0: off)")                                              \
+  X(INT, keepalive_ms, "NEXAR_KEEPALIVE_MS", 5000, 0, 86400000,                \
+    "QUIC keep-alive PING interval (0: off)")                                  \
+  X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,      \
+    "UDP socket send and receive buffer size")                                 \
+  X(INT, udp_payload, "NEXAR_UDP_PAYLOAD", 0, 0, 65507,                        \
+    "QUIC packet size (0: 65000 on loopback, 1452 otherwise)")                 \
+  X(INT, gso, "NEXAR_GSO", 1, 0, 1, "use UDP GSO/GRO batching")                \
+  X(INT, gro, "NEXAR_GRO", -1, -1, 1, "UDP GRO on receive (-1: as NEXAR_GSO)") \
+  X(INT, rx_batch, "NEXAR_RX_BATCH", 32, 1, 32,                                \
+    "datagrams per recvmmsg call (1: one per call)")                           \
+  X(INT, data_inflight_bytes, "NEXAR_DATA_INFLIGHT_BYTES", 262144, 0, 1 << 30, \
+    "data-lane bytes in flight per connection before more data waits, or "     \
+    "twice the path's bandwidth-delay product if larger (0: off)")
 
 typedef struct nexar__params {
 #define NEXAR__PARAM_FIELD_INT(f) int64_t f;

@@ -32,8 +32,10 @@ int nexar__parse_addr(const char *s, int default_port,
     if (!end) return NEXAR_ERR_INVALID_ARG;
     memcpy(host, s + 1, (size_t)(end - s - 1));
     host[end - s - 1] = 0;
-    if (end[1] == ':') port = atoi(end + 2);
-    else if (end[1]) return NEXAR_ERR_INVALID_ARG;
+    if (end[1] == ':')
+      port = atoi(end + 2);
+    else if (end[1])
+      return NEXAR_ERR_INVALID_ARG;
   } else if (colon && strchr(s, ':') == colon) {
     memcpy(host, s, (size_t)(colon - s));
     host[colon - s] = 0;

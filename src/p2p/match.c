@@ -100,22 +100,32 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
 /* ---- Receive side ---- */
 
 static void unexp_remove(nexar_comm_t *comm, nexar__imsg_t *m) {
-  if (m->prev) m->prev->next = m->next;
-  else comm->unexp = m->next;
-  if (m->next) m->next->prev = m->prev;
-  else comm->unexp_tail = m->prev;
+  if (m->prev)
+    m->prev->next = m->next;
+  else
+    comm->unexp = m->next;
+  if (m->next)
+    m->next->prev = m->prev;
+  else
+    comm->unexp_tail = m->prev;
   m->next = m->prev = NULL;
 }
 
 static void posted_remove(nexar_comm_t *comm, nexar__req_t *r) {
-  if (r->prev) r->prev->next = r->next;
-  else comm->posted = r->next;
-  if (r->next) r->next->prev = r->prev;
-  else comm->posted_tail = r->prev;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    comm->posted = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  else
+    comm->posted_tail = r->prev;
   r->next = r->prev = NULL;
 }
 
-static int src_comm_rank(const nexar__imsg_t *m) { return (int)m->hdr.src_rank; }
+static int src_comm_rank(const nexar__imsg_t *m) {
+  return (int)m->hdr.src_rank;
+}
 
 static bool matches(const nexar__req_t *r, const nexar__imsg_t *m) {
   const nexar__hdr_t *h = &m->hdr;
@@ -123,7 +133,8 @@ static bool matches(const nexar__req_t *r, const nexar__imsg_t *m) {
   if (r->is_coll)
     return r->comm_peer == src_comm_rank(m) && r->hdr.coll_seq == h->coll_seq &&
            r->hdr.step == h->step;
-  return (r->comm_peer == NEXAR_ANY_SOURCE || r->comm_peer == src_comm_rank(m)) &&
+  return (r->comm_peer == NEXAR_ANY_SOURCE ||
+          r->comm_peer == src_comm_rank(m)) &&
          (r->tag == NEXAR_ANY_TAG || (uint32_t)r->tag == h->tag);
 }
 
@@ -137,8 +148,10 @@ static bool finished(const nexar__imsg_t *m) {
 static void imsg_free(nexar__imsg_t *m) {
   nexar__conn_t *c = m->conn;
   if (c) {
-    if (m->aprev) m->aprev->anext = m->anext;
-    else c->imsgs = m->anext;
+    if (m->aprev)
+      m->aprev->anext = m->anext;
+    else
+      c->imsgs = m->anext;
     if (m->anext) m->anext->aprev = m->aprev;
     if (c->qc && c->state != NEXAR__CS_DEAD) {
       /* The message is delivered: the peer may open another stream. */
@@ -178,8 +191,7 @@ static void deliver(nexar__imsg_t *m) {
           "bytes truncated to the %llu-byte buffer",
           r->comm->rank, src_comm_rank(m), m->hdr.tag,
           (unsigned long long)m->hdr.seq,
-          (unsigned long long)m->hdr.payload_len,
-          (unsigned long long)r->cap);
+          (unsigned long long)m->hdr.payload_len, (unsigned long long)r->cap);
     }
     nexar__req_complete(r, rc);
   }
@@ -194,30 +206,52 @@ static void copy_in(nexar__imsg_t *m, uint64_t off, const uint8_t *d,
   memcpy(r->buf + off, d, k);
 }
 
+/* Lets the rest of |m| arrive and drops it (credit is returned as for a
+ * delivered message). */
+static void open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  if (m->conn && !m->credited) {
+    /* Open the stream window for the rest of the message. ngtcp2 only
+     * announces a window increase of at least half the stream window
+     * (MAX_STREAM_DATA is withheld otherwise), so a message just above
+     * the eager size would stall: grant at least the eager size. The
+     * header bounds what the peer may send, so the surplus is unused. */
+    uint64_t win = (uint64_t)ctx->prm.eager_bytes;
+    if (m->hdr.payload_len > win) {
+      uint64_t need = m->hdr.payload_len - win;
+      nexar__conn_extend_stream(m->conn, m->sid, need < win ? win : need);
+    }
+    m->credited = true;
+  }
+}
+
+static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  m->req = NULL;
+  m->state = NEXAR__IM_MATCHED;
+  free(m->buf);
+  m->buf = NULL;
+  m->buf_len = 0;
+  open_window(ctx, m);
+  if (m->got == m->hdr.payload_len) deliver(m);
+}
+
+static bool fp_differs(const nexar__hdr_t *h, const nexar__hdr_t *e) {
+  return h->coll_op != e->coll_op || h->dtype != e->dtype ||
+         h->redop != e->redop || h->count != e->count || h->tag != e->tag ||
+         h->algo != e->algo;
+}
+
 static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   nexar_ctx_t *ctx = r->comm->ctx;
-  if (r->is_coll) {
-    const nexar__hdr_t *h = &m->hdr, *e = &r->hdr;
-    if (h->coll_op != e->coll_op || h->dtype != e->dtype ||
-        h->redop != e->redop || h->count != e->count || h->tag != e->tag ||
-        h->payload_len != r->cap) {
-      nexar__comm_set_error(
-          r->comm,
-          "rank %d: collective #%llu of comm %llu mismatch: rank %d sent "
-          "op %u dtype %u redop %u count %llu root %d (%llu bytes), this "
-          "rank expects op %u dtype %u redop %u count %llu root %d (%llu "
-          "bytes)",
-          r->comm->rank, (unsigned long long)e->coll_seq,
-          (unsigned long long)e->comm_id, src_comm_rank(m), h->coll_op,
-          h->dtype, h->redop, (unsigned long long)h->count, (int)h->tag,
-          (unsigned long long)h->payload_len, e->coll_op, e->dtype, e->redop,
-          (unsigned long long)e->count, (int)e->tag,
-          (unsigned long long)r->cap);
-      m->req = NULL;
-      m->state = NEXAR__IM_MATCHED; /* drain and discard */
-      nexar__req_complete(r, NEXAR_ERR_MISMATCH);
-      goto credit;
-    }
+  if (r->is_coll &&
+      (fp_differs(&m->hdr, &r->hdr) || m->hdr.payload_len != r->cap)) {
+    nexar__hdr_t h = m->hdr, mine = r->hdr;
+    uint64_t want = r->cap;
+    discard(ctx, m);
+    /* Fails every running collective of the comm, |r|'s schedule among
+     * them; |r| is out of the posted list, so cancelling it only completes
+     * it. |r| may be freed by then: not touched again. */
+    nexar__coll_mismatch_hdr(r->comm, &mine, &h, want);
+    return;
   }
   m->req = r;
   r->msg = m;
@@ -226,20 +260,48 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   free(m->buf);
   m->buf = NULL;
   m->buf_len = 0;
-credit:
-  if (m->conn && !m->credited) {
-    /* Open the stream window for the rest of the message. */
-    uint64_t win = (uint64_t)ctx->prm.eager_bytes;
-    if (m->hdr.payload_len > win)
-      nexar__conn_extend_stream(m->conn, m->sid, m->hdr.payload_len - win);
-    m->credited = true;
-  }
+  open_window(ctx, m);
   if (m->got == m->hdr.payload_len) deliver(m);
+}
+
+/* A mismatch notice: received whole into a small buffer, then handled. */
+typedef struct {
+  nexar__req_t req;
+  uint8_t buf[NEXAR__NOTICE_BYTES];
+} notice_rx_t;
+
+static void notice_done(nexar__req_t *r) {
+  if (r->rc == NEXAR_OK)
+    nexar__coll_on_notice(r->comm, r->st.source, ((notice_rx_t *)r)->buf,
+                          (size_t)r->st.bytes);
+  free(r);
+}
+
+static void on_notice(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
+  notice_rx_t *n = calloc(1, sizeof(*n));
+  if (!n) {
+    discard(ctx, m);
+    return;
+  }
+  nexar__req_t *r = &n->req;
+  r->kind = NEXAR__REQ_RECV;
+  r->comm = comm;
+  r->internal = true;
+  r->cb = notice_done;
+  r->comm_peer = (int)m->hdr.src_rank;
+  r->peer = comm->world_ranks[m->hdr.src_rank];
+  r->buf = n->buf;
+  r->cap = NEXAR__NOTICE_BYTES;
+  bind_msg(m, r);
 }
 
 /* Header |m| is next in its sequence: match it or make it unexpected. */
 static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   nexar_comm_t *comm = find_comm(ctx, m->hdr.comm_id);
+  if (m->hdr.kind == NEXAR__KIND_MISMATCH) {
+    on_notice(ctx, comm, m);
+    return;
+  }
   for (nexar__req_t *r = comm->posted; r; r = r->next) {
     if (matches(r, m)) {
       posted_remove(comm, r);
@@ -247,17 +309,37 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
       return;
     }
   }
+  if (m->hdr.kind == NEXAR__KIND_COLL && nexar__coll_screen(comm, &m->hdr)) {
+    discard(ctx, m);
+    return;
+  }
   m->state = NEXAR__IM_UNEXPECTED;
   m->prev = comm->unexp_tail;
   m->next = NULL;
-  if (comm->unexp_tail) comm->unexp_tail->next = m;
-  else comm->unexp = m;
+  if (comm->unexp_tail)
+    comm->unexp_tail->next = m;
+  else
+    comm->unexp = m;
   comm->unexp_tail = m;
 }
 
+void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine) {
+  for (nexar__imsg_t *m = comm->unexp, *next; m; m = next) {
+    next = m->next;
+    if (m->hdr.kind != NEXAR__KIND_COLL || m->hdr.coll_seq != mine->coll_seq ||
+        !fp_differs(&m->hdr, mine))
+      continue;
+    nexar__hdr_t h = m->hdr;
+    unexp_remove(comm, m);
+    discard(comm->ctx, m);
+    nexar__coll_mismatch_hdr(comm, mine, &h, 0);
+    return;
+  }
+}
+
 static void proto_error(nexar__conn_t *c, const char *why) {
-  NEXAR__WARN(NEXAR__SUB_P2P, "protocol error from rank %d at %s: %s",
-              c->peer, c->remote_str, why);
+  NEXAR__WARN(NEXAR__SUB_P2P, "protocol error from rank %d at %s: %s", c->peer,
+              c->remote_str, why);
   nexar__conn_close(c, NEXAR__CLOSE_PROTO, why);
   nexar__conn_fail(c, NEXAR_ERR_PROTO, why);
 }
@@ -268,8 +350,10 @@ static void run_reorder(nexar_ctx_t *ctx, nexar__conn_t *c) {
     for (nexar__imsg_t *m = c->reorder; m; m = m->next) {
       nexar__seqs_t *sq = nexar__conn_seqs(c, m->hdr.comm_id);
       if (m->hdr.seq != sq->next_rx[m->hdr.lane]) continue;
-      if (m->prev) m->prev->next = m->next;
-      else c->reorder = m->next;
+      if (m->prev)
+        m->prev->next = m->next;
+      else
+        c->reorder = m->next;
       if (m->next) m->next->prev = m->prev;
       m->next = m->prev = NULL;
       sq->next_rx[m->hdr.lane]++;
@@ -280,8 +364,7 @@ static void run_reorder(nexar_ctx_t *ctx, nexar__conn_t *c) {
   }
 }
 
-static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c,
-                        nexar__imsg_t *m) {
+static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
   const char *why = NULL;
   int r = nexar__hdr_decode(&m->hdr, m->hdrbuf, NEXAR__HDR_BYTES,
                             (uint64_t)ctx->prm.max_message_mb << 20, &why);
@@ -336,8 +419,8 @@ void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
     ngtcp2_conn_set_stream_user_data(c->qc, sid, m);
   }
   if (m->hdr_got < NEXAR__HDR_BYTES) {
-    size_t k = NEXAR__HDR_BYTES - m->hdr_got < n ? NEXAR__HDR_BYTES - m->hdr_got
-                                                 : n;
+    size_t k =
+        NEXAR__HDR_BYTES - m->hdr_got < n ? NEXAR__HDR_BYTES - m->hdr_got : n;
     memcpy(m->hdrbuf + m->hdr_got, d, k);
     m->hdr_got += k;
     d += k;
@@ -433,8 +516,10 @@ static void start_recv(nexar__req_t *r) {
   }
   r->prev = comm->posted_tail;
   r->next = NULL;
-  if (comm->posted_tail) comm->posted_tail->next = r;
-  else comm->posted = r;
+  if (comm->posted_tail)
+    comm->posted_tail->next = r;
+  else
+    comm->posted = r;
   comm->posted_tail = r;
   /* A receive from a peer already known dead fails at once. */
   nexar_ctx_t *ctx = comm->ctx;
@@ -464,7 +549,7 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
     if (r->msg) {
       r->msg->req = NULL; /* the rest of the message is discarded */
       r->msg = NULL;
-    } else {
+    } else if (r->prev || r->next || r->comm->posted == r) {
       posted_remove(r->comm, r);
     }
   } else if (r->omsg) {

@@ -56,8 +56,8 @@ static int handshake_completed_cb(ngtcp2_conn *qc, void *ud) {
 }
 
 static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
-                               uint64_t offset, const uint8_t *data,
-                               size_t len, void *ud, void *sud) {
+                               uint64_t offset, const uint8_t *data, size_t len,
+                               void *ud, void *sud) {
   nexar__conn_t *c = ud;
   bool fin = (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
   if (c->role == NEXAR__ROLE_SEED) {
@@ -75,8 +75,8 @@ static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
   return c->state == NEXAR__CS_DEAD ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
 }
 
-static int acked_cb(ngtcp2_conn *qc, int64_t sid, uint64_t offset,
-                    uint64_t len, void *ud, void *sud) {
+static int acked_cb(ngtcp2_conn *qc, int64_t sid, uint64_t offset, uint64_t len,
+                    void *ud, void *sud) {
   nexar__omsg_t *m = sud;
   if (!m) return 0;
   m->acked += len;
@@ -165,10 +165,9 @@ static bool is_loopback(const struct sockaddr_storage *ss) {
 
 static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
                           ngtcp2_transport_params *tp) {
-  const nexar__params_t *p =
-      c->ep->owner && c->ep->ops == &nexar__worker_ops
-          ? &((nexar_ctx_t *)c->ep->owner)->prm
-          : NULL;
+  const nexar__params_t *p = c->ep->owner && c->ep->ops == &nexar__worker_ops
+                                 ? &((nexar_ctx_t *)c->ep->owner)->prm
+                                 : NULL;
   int64_t eager = p ? p->eager_bytes : 131072;
   int64_t streams = p ? p->max_streams : 128;
   int64_t idle = p ? p->idle_timeout_ms : 60000;
@@ -193,12 +192,13 @@ static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
       c->role == NEXAR__ROLE_SEED ? 0 : (uint64_t)(eager + NEXAR__HDR_BYTES);
   /* The per-stream window is the eager limit: an unmatched message can
    * push at most this much (plus its header) before a receive is posted. */
-  tp->initial_max_stream_data_uni =
-      c->role == NEXAR__ROLE_SEED ? (NEXAR__SEED_MAX_BODY + 64)
-                                  : (uint64_t)(eager + NEXAR__HDR_BYTES);
+  tp->initial_max_stream_data_uni = c->role == NEXAR__ROLE_SEED
+                                        ? (NEXAR__SEED_MAX_BODY + 64)
+                                        : (uint64_t)(eager + NEXAR__HDR_BYTES);
   tp->initial_max_streams_bidi =
       c->role == NEXAR__ROLE_SEED ? 0 : (uint64_t)streams;
-  tp->initial_max_streams_uni = c->role == NEXAR__ROLE_SEED ? 4 : (uint64_t)streams;
+  tp->initial_max_streams_uni =
+      c->role == NEXAR__ROLE_SEED ? 4 : (uint64_t)streams;
   tp->max_idle_timeout = (uint64_t)idle * NGTCP2_MILLISECONDS;
   tp->active_connection_id_limit = 2;
   tp->disable_active_migration = 1;
@@ -273,10 +273,10 @@ int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
     rc = NEXAR_ERR_NOMEM;
     goto fail;
   }
-  NEXAR__CHECK_GOTO(nexar__tls_session(c, role == NEXAR__ROLE_SEED
-                                              ? NEXAR__ALPN_SEED
-                                              : NEXAR__ALPN_MESH),
-                    rc, fail);
+  NEXAR__CHECK_GOTO(
+      nexar__tls_session(
+          c, role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED : NEXAR__ALPN_MESH),
+      rc, fail);
   ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
   set_keepalive(c);
   NEXAR__CHECK_GOTO(nexar__ep_add_conn(ep, c), rc, fail);
@@ -302,8 +302,8 @@ static nexar__conn_t *find_odcid(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
   for (int i = 0; i < ep->nconns; i++) {
     nexar__conn_t *c = ep->conns[i];
     if (c->is_server && c->remote_len == fromlen &&
-        memcmp(&c->remote, from, fromlen) == 0 &&
-        c->handshake_deadline != 0 && c->state == NEXAR__CS_HANDSHAKE)
+        memcmp(&c->remote, from, fromlen) == 0 && c->handshake_deadline != 0 &&
+        c->state == NEXAR__CS_HANDSHAKE)
       return c;
   }
   return NULL;
@@ -360,9 +360,8 @@ static void on_read_error(nexar__conn_t *c, int rv) {
       c->close_reason[i] = (ch >= 32 && ch < 127) ? ch : '?';
     }
     c->close_reason[rl] = 0;
-    nexar__conn_fail(c, NEXAR_ERR_PEER_FAILED, c->close_reason[0]
-                                                   ? c->close_reason
-                                                   : "peer closed");
+    nexar__conn_fail(c, NEXAR_ERR_PEER_FAILED,
+                     c->close_reason[0] ? c->close_reason : "peer closed");
     return;
   }
   const char *why = ngtcp2_strerror(rv);
@@ -423,8 +422,10 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
 
 /* ---- Sending ---- */
 
-static nexar__omsg_t *next_sendable(nexar__conn_t *c, int *err) {
-  for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++) {
+/* The first message with bytes to write, control lane first; |nlanes| = 1
+ * leaves the data lane out. */
+static nexar__omsg_t *next_sendable(nexar__conn_t *c, int nlanes, int *err) {
+  for (int lane = 0; lane < nlanes; lane++) {
     for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
       if (m->sent >= NEXAR__HDR_BYTES + m->len || m->blocked) continue;
       if (m->sid < 0) {
@@ -451,25 +452,75 @@ static void account(nexar__omsg_t *m, ngtcp2_ssize n) {
   if (m && n > 0) m->sent += (uint64_t)n;
 }
 
+/* Lanes that may write now. Data waits while the connection has more than
+ * max(data_inflight, 2 x bandwidth-delay product) bytes in flight: without
+ * that bound the congestion window (inflated by batched ACKs) lets several
+ * MB of data queue in the receiver's socket, and a control message sent
+ * after it waits until the receiver has decrypted all of it, behind data
+ * of any peer since all share one socket. Control is never held back. */
+static int writable_lanes(nexar__conn_t *c) {
+  int64_t floor = c->ep->data_inflight;
+  if (floor <= 0 || c->role != NEXAR__ROLE_MESH) return NEXAR__LANE_COUNT;
+  ngtcp2_conn_stat cs;
+  ngtcp2_conn_get_conn_stat(c->qc, &cs);
+  uint64_t cap = (uint64_t)floor;
+  if (cs.min_rtt != UINT64_MAX && cs.delivery_rate_sec) {
+    /* Rates above 1 TB/s or RTTs above 1 s saturate rather than wrap. */
+    uint64_t rate = cs.delivery_rate_sec < (1ull << 40) ? cs.delivery_rate_sec
+                                                        : (1ull << 40);
+    uint64_t rtt = cs.min_rtt < NGTCP2_SECONDS ? cs.min_rtt : NGTCP2_SECONDS;
+    uint64_t bdp2 = 2 * (rate >> 10) * rtt / (NGTCP2_SECONDS >> 10);
+    if (bdp2 > cap) cap = bdp2;
+  }
+  return cs.bytes_in_flight < cap ? NEXAR__LANE_COUNT : 1;
+}
+
+/* Sends the |len| bytes of packets in txbuf. Returns 0; 1 when the socket
+ * is full (the batch waits in txbuf, see udp.c); NEXAR_ERR_SYS when the
+ * send failed, which QUIC recovers as loss. */
+static int send_batch(nexar__conn_t *c, size_t len, size_t pktmax) {
+  nexar__ep_t *ep = c->ep;
+  int rc =
+      nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, len, pktmax);
+  if (rc == 1) {
+    c->want_write = true;
+  } else if (rc < 0) {
+    NEXAR__WARN(NEXAR__SUB_NET,
+                "rank %d (%s): sending %zu bytes to rank %d at %s failed: %s",
+                ep->local_rank, ep->local_str, len, c->peer, c->remote_str,
+                strerror(errno));
+  }
+  return rc;
+}
+
 void nexar__conn_flush(nexar__conn_t *c) {
   if (!c->qc || c->state == NEXAR__CS_DEAD || c->state == NEXAR__CS_CLOSING)
     return;
   nexar__ep_t *ep = c->ep;
+  if (ep->tx_blocked) {
+    /* txbuf holds a batch the socket refused; come back once it is out. */
+    c->want_write = true;
+    return;
+  }
   uint64_t ts = nexar__now();
   size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(c->qc);
   size_t quantum = ngtcp2_conn_get_send_quantum(c->qc);
   size_t batch_max = GSO_MAX_BYTES / pktmax;
   if (batch_max < 1) batch_max = 1;
   if (batch_max > GSO_MAX_SEGS) batch_max = GSO_MAX_SEGS;
-  size_t off = 0, nseg = 0, total = 0;
+  /* A GSO batch is |nseg| datagrams of |seg| bytes (the first packet's
+   * size; the path's, once PMTU discovery settles, which can be below
+   * pktmax), the last possibly shorter. */
+  size_t off = 0, nseg = 0, seg = 0, total = 0;
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
   c->want_write = false;
   for (int guard = 0; guard < 100000; guard++) {
     int err = 0;
-    nexar__omsg_t *m =
-        c->state == NEXAR__CS_READY ? next_sendable(c, &err) : NULL;
+    nexar__omsg_t *m = c->state == NEXAR__CS_READY
+                           ? next_sendable(c, writable_lanes(c), &err)
+                           : NULL;
     if (err) {
       nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
       return;
@@ -496,8 +547,8 @@ void nexar__conn_flush(nexar__conn_t *c) {
     }
     ngtcp2_ssize ndata = -1;
     ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, ep->txbuf + off,
-                                  pktmax, &ndata, flags, sid, vec, nvec, ts);
+        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, ep->txbuf + off, pktmax,
+                                  &ndata, flags, sid, vec, nvec, ts);
     if (n < 0) {
       if (n == NGTCP2_ERR_WRITE_MORE) {
         account(m, ndata);
@@ -516,13 +567,29 @@ void nexar__conn_flush(nexar__conn_t *c) {
     }
     account(m, ndata);
     if (n == 0) break;
+    total += (size_t)n;
+    if (nseg == 0) {
+      seg = (size_t)n;
+    } else if ((size_t)n > seg) {
+      /* A larger packet (a PMTU probe, or data after an ACK-only packet)
+       * cannot join a batch of |seg|-byte datagrams: send the batch and
+       * start the next one with it. Should the socket refuse the batch,
+       * this one packet is lost (QUIC resends its frames); the batch
+       * waits in txbuf. */
+      size_t at = off;
+      int sr = send_batch(c, at, seg);
+      off = nseg = 0;
+      if (sr == 1) break;
+      memmove(ep->txbuf, ep->txbuf + at, (size_t)n);
+      seg = (size_t)n;
+    }
     off += (size_t)n;
     nseg++;
-    total += (size_t)n;
-    if ((size_t)n < pktmax || nseg >= batch_max) {
-      nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, off, pktmax);
+    if ((size_t)n < seg || nseg >= batch_max) {
+      int sr = send_batch(c, off, seg);
       off = 0;
       nseg = 0;
+      if (sr == 1) break;
     }
     if (total >= quantum) {
       /* Let other connections have their turn; come back next loop. */
@@ -530,8 +597,7 @@ void nexar__conn_flush(nexar__conn_t *c) {
       break;
     }
   }
-  if (off) nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, off,
-                           pktmax);
+  if (off) send_batch(c, off, seg);
   ngtcp2_conn_update_pkt_tx_time(c->qc, ts);
 }
 
@@ -556,9 +622,9 @@ void nexar__conn_on_expiry(nexar__conn_t *c, uint64_t now) {
     const char *why = rv == NGTCP2_ERR_IDLE_CLOSE
                           ? "idle timeout: nothing received from the peer"
                           : ngtcp2_strerror(rv);
-    nexar__conn_fail(c, rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT
-                            ? NEXAR_ERR_TIMEOUT
-                            : NEXAR_ERR_PEER_FAILED,
+    nexar__conn_fail(c,
+                     rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT ? NEXAR_ERR_TIMEOUT
+                                                        : NEXAR_ERR_PEER_FAILED,
                      why);
     return;
   }
@@ -584,25 +650,35 @@ void nexar__conn_fail(nexar__conn_t *c, int err, const char *why) {
 void nexar__conn_settle(nexar__conn_t *c) {
   if (c->close_req && !c->close_sent) {
     c->close_sent = true;
-    /* Before the handshake completes there may be no keys to protect a
-     * CONNECTION_CLOSE (ngtcp2 0.12 asserts on it): a stranger's bogus
-     * Initial is dropped silently instead. */
-    if (c->qc && ngtcp2_conn_get_handshake_completed(c->qc) &&
-        !ngtcp2_conn_is_in_closing_period(c->qc) &&
+    /* Before the handshake completes there may be no keys to protect an
+     * application CONNECTION_CLOSE (ngtcp2 0.12 asserts on it), so a
+     * stranger's bogus Initial is dropped silently. A handshake that TLS
+     * refused (certificate not in the roster, wrong ALPN) has an alert
+     * and keys: the peer gets a transport close carrying the alert and
+     * learns at once instead of after its handshake timeout. */
+    bool done = c->qc && ngtcp2_conn_get_handshake_completed(c->qc);
+    uint8_t alert = c->qc && !done ? ngtcp2_conn_get_tls_alert(c->qc) : 0;
+    if (c->qc && (done || alert) && !ngtcp2_conn_is_in_closing_period(c->qc) &&
         !ngtcp2_conn_is_in_draining_period(c->qc)) {
       ngtcp2_connection_close_error ce;
       ngtcp2_connection_close_error_default(&ce);
-      ngtcp2_connection_close_error_set_application_error(
-          &ce, (uint64_t)c->tx_code, (const uint8_t *)c->tx_reason,
-          strlen(c->tx_reason));
+      if (done)
+        ngtcp2_connection_close_error_set_application_error(
+            &ce, (uint64_t)c->tx_code, (const uint8_t *)c->tx_reason,
+            strlen(c->tx_reason));
+      else
+        ngtcp2_connection_close_error_set_transport_error_tls_alert(
+            &ce, alert, (const uint8_t *)c->tx_reason, strlen(c->tx_reason));
       ngtcp2_path_storage ps;
       ngtcp2_path_storage_zero(&ps);
       ngtcp2_pkt_info pi;
+      /* Not txbuf: it may hold a batch waiting for the socket. */
+      uint8_t buf[1200];
       ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-          c->qc, &ps.path, &pi, c->ep->txbuf, 1200, &ce, nexar__now());
+          c->qc, &ps.path, &pi, buf, sizeof(buf), &ce, nexar__now());
       if (n > 0)
-        nexar__udp_send(c->ep, &c->remote, c->remote_len, c->ep->txbuf,
-                        (size_t)n, (size_t)n);
+        nexar__udp_send(c->ep, &c->remote, c->remote_len, buf, (size_t)n,
+                        (size_t)n);
     }
   }
   if (c->state == NEXAR__CS_DEAD && !c->notified) {
@@ -619,7 +695,8 @@ void nexar__conn_free(nexar__conn_t *c) {
     nexar__omsg_t *m = c->outq[lane];
     while (m) {
       nexar__omsg_t *next = m->next;
-      if (m->req) nexar__req_complete(m->req, c->err ? c->err : NEXAR_ERR_CLOSED);
+      if (m->req)
+        nexar__req_complete(m->req, c->err ? c->err : NEXAR_ERR_CLOSED);
       m->req = NULL;
       nexar__omsg_free(m);
       m = next;

@@ -102,16 +102,16 @@ static int verify_mesh(gnutls_session_t s) {
   nexar__conn_t *c = session_conn(s);
   uint8_t fp[32];
   if (peer_fingerprint(s, fp) < 0) {
-    NEXAR__WARN(NEXAR__SUB_TLS, "peer %s presented no certificate",
-                c->remote_str);
+    NEXAR__WARN(NEXAR__SUB_TLS, "rank %d: peer %s presented no certificate",
+                c->ep->local_rank, c->remote_str);
     return -1;
   }
   if (!c->is_server) {
     if (!c->pin_set || !nexar__ct_equal(fp, c->pin, 32)) {
       NEXAR__WARN(NEXAR__SUB_TLS,
-                  "rank %d at %s presented a certificate that is not the "
-                  "one the seed registered for it",
-                  c->peer, c->remote_str);
+                  "rank %d: rank %d at %s presented a certificate that is "
+                  "not the one the seed registered for it",
+                  c->ep->local_rank, c->peer, c->remote_str);
       return -1;
     }
     return 0;
@@ -119,9 +119,9 @@ static int verify_mesh(gnutls_session_t s) {
   int peer = c->ep->ops->verify_client(c->ep, fp);
   if (peer < 0) {
     NEXAR__WARN(NEXAR__SUB_TLS,
-                "refused %s: its certificate belongs to no member of this "
-                "cluster",
-                c->remote_str);
+                "rank %d: refused %s: its certificate belongs to no member "
+                "of this cluster",
+                c->ep->local_rank, c->remote_str);
     return -1;
   }
   c->peer = peer;
@@ -178,8 +178,8 @@ int nexar__tls_session(nexar__conn_t *c, const char *alpn) {
 }
 
 int nexar__tls_exporter(nexar__conn_t *c, uint8_t out[32]) {
-  if (gnutls_prf_rfc5705(c->tls, sizeof(kExporterLabel) - 1, kExporterLabel,
-                         0, NULL, 32, (char *)out) < 0)
+  if (gnutls_prf_rfc5705(c->tls, sizeof(kExporterLabel) - 1, kExporterLabel, 0,
+                         NULL, 32, (char *)out) < 0)
     return NEXAR_ERR_TRANSPORT;
   return 0;
 }

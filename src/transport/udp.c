@@ -2,13 +2,25 @@
  * The process's one UDP socket: large buffers, GSO on send (one sendmsg for
  * up to 64 equal-sized datagrams), GRO and recvmmsg on receive. Every
  * connection of the endpoint shares it.
+ *
+ * Send back-pressure: a batch the socket refuses (EAGAIN, ENOBUFS) is kept
+ * in the endpoint's txbuf and nothing else is written until it is gone:
+ * EAGAIN arms EPOLLOUT, ENOBUFS (which EPOLLOUT does not signal) retries
+ * after a short pause, and a batch that waits longer than TX_WAIT_MAX_NS
+ * is dropped, which QUIC recovers as loss.
+ *
+ * Receive passes are bounded (RX_PASS_BYTES) so that the progress loop runs
+ * timers, user operations and writes between them, and within each
+ * recvmmsg batch small datagrams are handed on first: they carry ACKs and
+ * control-lane messages, which must not wait behind bulk data.
  */
 #include <errno.h>
 #include <netinet/udp.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "nexar_int.h"
@@ -20,6 +32,12 @@
 #define UDP_GRO 104
 #endif
 
+/* Bytes one receive pass hands on before the loop gets control back. */
+#define RX_PASS_BYTES (512u << 10)
+/* Datagrams (or GRO segments) at most this long are handled first. */
+#define RX_SMALL_BYTES 1024
+#define TX_WAIT_MAX_NS (200ull * 1000000ull)
+#define TX_NOBUFS_RETRY_NS (500ull * 1000ull)
 
 static void set_buf(int fd, int opt_force, int opt, int bytes) {
   /* FORCE variants pass net.core.[rw]mem_max when we run as root. */
@@ -27,14 +45,25 @@ static void set_buf(int fd, int opt_force, int opt, int bytes) {
     setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
 }
 
+/* A worker endpoint uses its context's validated parameters; the seed has
+ * none and reads the same variables (defaults where one is invalid). */
+static const nexar__params_t *ep_params(const nexar__ep_t *ep,
+                                        nexar__params_t *tmp) {
+  if (ep->owner && ep->ops == &nexar__worker_ops)
+    return &((const nexar_ctx_t *)ep->owner)->prm;
+  char err[256];
+  (void)nexar__params_load(tmp, NULL, err, sizeof(err));
+  return tmp;
+}
+
 int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
                     socklen_t len) {
-  int fd = socket(addr->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                  0);
+  nexar__params_t tmp;
+  const nexar__params_t *p = ep_params(ep, &tmp);
+  int fd =
+      socket(addr->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return NEXAR_ERR_SYS;
-  int bytes = 8 << 20;
-  const char *e = getenv("NEXAR_SOCKBUF_BYTES");
-  if (e && atoi(e) > 0) bytes = atoi(e);
+  int bytes = (int)p->sockbuf_bytes;
   set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, bytes);
   set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, bytes);
   if (bind(fd, (const struct sockaddr *)addr, len) < 0) {
@@ -47,27 +76,30 @@ int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
   getsockname(fd, (struct sockaddr *)&ep->local, &ep->local_len);
   nexar__addr_str((struct sockaddr *)&ep->local, ep->local_str,
                   sizeof(ep->local_str));
-  const char *g = getenv("NEXAR_GSO");
-  ep->gso = !(g && g[0] == '0');
-  if (ep->gso) {
+  ep->gso = p->gso != 0;
+  ep->gro = p->gro < 0 ? ep->gso : p->gro != 0;
+  if (ep->gro) {
     int one = 1;
     if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) < 0)
-      ep->gso = false;
+      ep->gro = false;
   }
+  ep->rx_batch = (int)p->rx_batch;
+  if (ep->rx_batch < 1 || ep->rx_batch > NEXAR__RX_BATCH)
+    ep->rx_batch = NEXAR__RX_BATCH;
+  ep->data_inflight = p->data_inflight_bytes;
   ep->fd = fd;
   return 0;
 }
 
-/* Sends |len| bytes made of datagrams of |segsize| bytes (the last may be
- * shorter). Returns 0, NEXAR_ERR_INPROGRESS-like 1 when the socket is full
- * (caller keeps the packets), or NEXAR_ERR_SYS. */
-int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
-                    socklen_t tolen, const uint8_t *data, size_t len,
-                    size_t segsize) {
-  size_t off = 0;
-  while (off < len) {
-    size_t chunk = len - off;
-    struct iovec iov = {(void *)(data + off), chunk};
+/* Sends bytes [*off, len) of |data|, datagrams of |segsize| bytes (the last
+ * may be shorter), advancing *off. Returns 0, -EAGAIN or -ENOBUFS when the
+ * socket is full, or NEXAR_ERR_SYS. */
+static int send_from(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                     socklen_t tolen, const uint8_t *data, size_t *off,
+                     size_t len, size_t segsize) {
+  while (*off < len) {
+    size_t chunk = len - *off;
+    struct iovec iov = {(void *)(data + *off), chunk};
     union {
       char buf[CMSG_SPACE(sizeof(uint16_t))];
       struct cmsghdr align;
@@ -94,8 +126,8 @@ int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
     ssize_t r = sendmsg(ep->fd, &mh, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
-        return 1;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return -EAGAIN;
+      if (errno == ENOBUFS) return -ENOBUFS;
       if (ep->gso && (errno == EIO || errno == EINVAL) && chunk > segsize) {
         /* No GSO on this path: fall back to one datagram per call. */
         ep->gso = false;
@@ -103,24 +135,118 @@ int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
       }
       return NEXAR_ERR_SYS;
     }
-    off += chunk;
+    *off += chunk;
   }
   return 0;
 }
 
-/* Drains the socket: every datagram (GRO batches split by segment size) is
- * handed to |fn|. Returns the number of datagrams, or NEXAR_ERR_SYS. */
+static void set_pollout(nexar__ep_t *ep, bool on) {
+  if (ep->tx_pollout == on || ep->epfd < 0) return;
+  struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0u),
+                           .data.fd = ep->fd};
+  if (epoll_ctl(ep->epfd, EPOLL_CTL_MOD, ep->fd, &ev) == 0) ep->tx_pollout = on;
+}
+
+/* The socket refused the rest of a batch with |why| (-EAGAIN/-ENOBUFS). */
+static void defer(nexar__ep_t *ep, int why, uint64_t now) {
+  if (why == -EAGAIN) {
+    ep->tx_retry_at = 0;
+    set_pollout(ep, true);
+  } else {
+    /* ENOBUFS is not signalled by EPOLLOUT: poll again shortly. */
+    ep->tx_retry_at = now + TX_NOBUFS_RETRY_NS;
+    set_pollout(ep, false);
+  }
+}
+
+/* Sends |len| bytes made of datagrams of |segsize| bytes (the last may be
+ * shorter). Returns 0 when sent, 1 when the socket is full, or
+ * NEXAR_ERR_SYS. When the socket is full and |data| is the endpoint's
+ * txbuf, the unsent rest stays there for nexar__udp_resume and tx_blocked
+ * is set (the caller writes nothing more until it clears); other data (a
+ * CONNECTION_CLOSE) is dropped. */
+int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                    socklen_t tolen, const uint8_t *data, size_t len,
+                    size_t segsize) {
+  size_t off = 0;
+  int rc = send_from(ep, to, tolen, data, &off, len, segsize);
+  if (rc == 0 || rc == NEXAR_ERR_SYS) return rc;
+  if (data != ep->txbuf) return 1;
+  uint64_t now = nexar__now();
+  ep->tx_blocked = true;
+  ep->tx_off = off;
+  ep->tx_len = len;
+  ep->tx_seg = segsize;
+  memcpy(&ep->tx_to, to, tolen);
+  ep->tx_tolen = tolen;
+  ep->tx_since = now;
+  defer(ep, rc, now);
+  return 1;
+}
+
+int nexar__udp_resume(nexar__ep_t *ep) {
+  if (!ep->tx_blocked) return 0;
+  uint64_t now = nexar__now();
+  if (ep->tx_retry_at && now < ep->tx_retry_at) return 1;
+  int rc = send_from(ep, &ep->tx_to, ep->tx_tolen, ep->txbuf, &ep->tx_off,
+                     ep->tx_len, ep->tx_seg);
+  if ((rc == -EAGAIN || rc == -ENOBUFS) &&
+      now - ep->tx_since < TX_WAIT_MAX_NS) {
+    defer(ep, rc, now);
+    return 1;
+  }
+  if (rc != 0) {
+    int err = errno;
+    char to[64];
+    nexar__addr_str((const struct sockaddr *)&ep->tx_to, to, sizeof(to));
+    if (rc == NEXAR_ERR_SYS)
+      NEXAR__WARN(NEXAR__SUB_NET,
+                  "rank %d (%s): sending %zu bytes to %s failed: %s",
+                  ep->local_rank, ep->local_str, ep->tx_len - ep->tx_off, to,
+                  strerror(err));
+    else
+      NEXAR__WARN(NEXAR__SUB_NET,
+                  "rank %d (%s): UDP socket full for %llu ms, dropping %zu "
+                  "bytes to %s (QUIC retransmits them)",
+                  ep->local_rank, ep->local_str,
+                  (unsigned long long)((now - ep->tx_since) / 1000000ull),
+                  ep->tx_len - ep->tx_off, to);
+    rc = rc == NEXAR_ERR_SYS ? rc : 0;
+  }
+  ep->tx_blocked = false;
+  ep->tx_retry_at = 0;
+  set_pollout(ep, false);
+  return rc;
+}
+
+/* Reads datagrams: at most |rx_batch| per recvmmsg call and about
+ * RX_PASS_BYTES per call of this function (ep->rx_more says the socket may
+ * hold more); GRO batches are split by segment size and small datagrams
+ * go to |fn| before large ones of the same batch. Returns the number of
+ * datagrams, or NEXAR_ERR_SYS. */
 int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
   struct mmsghdr msgs[NEXAR__RX_BATCH];
   struct iovec iovs[NEXAR__RX_BATCH];
   struct sockaddr_storage from[NEXAR__RX_BATCH];
+  size_t segs[NEXAR__RX_BATCH];
   union {
     char buf[CMSG_SPACE(sizeof(int))];
     struct cmsghdr align;
   } ctl[NEXAR__RX_BATCH];
   int total = 0;
+  size_t bytes = 0, largest = NEXAR__RX_BUF;
+  ep->rx_more = false;
   for (int rounds = 0; rounds < 16; rounds++) {
-    for (int i = 0; i < NEXAR__RX_BATCH; i++) {
+    if (bytes >= RX_PASS_BYTES) {
+      ep->rx_more = true;
+      break;
+    }
+    /* Size the call so that a batch of datagrams as large as the largest
+     * seen so far stays within the pass budget (at least one). */
+    size_t fit = (RX_PASS_BYTES - bytes) / largest;
+    int vlen = ep->rx_batch;
+    if (fit < (size_t)vlen) vlen = fit ? (int)fit : 1;
+    for (int i = 0; i < vlen; i++) {
       iovs[i].iov_base = ep->rxbuf + (size_t)i * NEXAR__RX_BUF;
       iovs[i].iov_len = NEXAR__RX_BUF;
       memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
@@ -131,12 +257,13 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
       msgs[i].msg_hdr.msg_control = ctl[i].buf;
       msgs[i].msg_hdr.msg_controllen = sizeof(ctl[i].buf);
     }
-    int n = recvmmsg(ep->fd, msgs, NEXAR__RX_BATCH, 0, NULL);
+    int n = recvmmsg(ep->fd, msgs, (unsigned)vlen, 0, NULL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return NEXAR_ERR_SYS;
     }
+    largest = 1;
     for (int i = 0; i < n; i++) {
       size_t len = msgs[i].msg_len;
       size_t seg = len;
@@ -149,14 +276,27 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
           if (s > 0) seg = (size_t)s;
         }
       }
-      const uint8_t *p = iovs[i].iov_base;
-      for (size_t off = 0; off < len; off += seg) {
-        size_t l = len - off < seg ? len - off : seg;
-        fn(ep, p + off, l, &from[i], mh->msg_namelen);
-        total++;
+      segs[i] = seg ? seg : 1;
+      bytes += len;
+      if (len > largest) largest = len;
+    }
+    /* Pass 0 hands on the small datagrams, pass 1 the rest. Reordering
+     * within a batch is harmless to QUIC and lets control messages and
+     * ACKs overtake the bulk data received with them. */
+    for (int pass = 0; pass < 2; pass++) {
+      for (int i = 0; i < n; i++) {
+        if ((segs[i] <= RX_SMALL_BYTES) != (pass == 0)) continue;
+        size_t len = msgs[i].msg_len, seg = segs[i];
+        const uint8_t *p = iovs[i].iov_base;
+        for (size_t off = 0; off < len; off += seg) {
+          size_t l = len - off < seg ? len - off : seg;
+          fn(ep, p + off, l, &from[i], msgs[i].msg_hdr.msg_namelen);
+          total++;
+        }
       }
     }
-    if (n < NEXAR__RX_BATCH) break;
+    if (n < vlen) break;
+    if (rounds == 15) ep->rx_more = true;
   }
   return total;
 }

@@ -36,7 +36,7 @@ enum {
   OFF_SEQ = 24,
   OFF_COLL_SEQ = 32,
   OFF_STEP = 40,
-  OFF_RESERVED = 44,
+  OFF_ALGO = 44,
   OFF_COUNT = 48,
   OFF_PAYLOAD_LEN = 56
 };
@@ -65,7 +65,7 @@ void nexar__hdr_encode(const nexar__hdr_t *h, uint8_t out[NEXAR__HDR_BYTES]) {
   nexar__put_u64(out + OFF_SEQ, h->seq);
   nexar__put_u64(out + OFF_COLL_SEQ, h->coll_seq);
   nexar__put_u32(out + OFF_STEP, h->step);
-  nexar__put_u32(out + OFF_RESERVED, 0);
+  nexar__put_u32(out + OFF_ALGO, h->algo);
   nexar__put_u64(out + OFF_COUNT, h->count);
   nexar__put_u64(out + OFF_PAYLOAD_LEN, h->payload_len);
 }
@@ -99,9 +99,14 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
   if (d.coll_op > NEXAR__COLL_MAX) return fail(why, "coll_op");
   if (d.dtype >= NEXAR_NUM_DTYPES) return fail(why, "dtype");
   if (!redop_valid(d.redop)) return fail(why, "redop");
-  if (nexar__get_u32(in + OFF_RESERVED) != 0) return fail(why, "reserved");
+  d.algo = nexar__get_u32(in + OFF_ALGO);
+  if (d.algo > 255 || (d.kind != NEXAR__KIND_COLL && d.algo != 0))
+    return fail(why, "algo");
   if (d.payload_len > max_payload) return fail(why, "payload_len");
   if (d.kind == NEXAR__KIND_HEARTBEAT && d.payload_len != 0)
+    return fail(why, "payload_len");
+  if (d.kind == NEXAR__KIND_MISMATCH &&
+      (d.payload_len != NEXAR__NOTICE_BYTES || d.lane != NEXAR__LANE_CONTROL))
     return fail(why, "payload_len");
   if (d.kind == NEXAR__KIND_P2P) {
     if (d.tag > NEXAR_TAG_MAX) return fail(why, "tag");
@@ -112,6 +117,49 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
   }
   *h = d;
   return (int)NEXAR__HDR_BYTES;
+}
+
+/* ---- Mismatch notice. */
+
+static void fp_put(uint8_t *p, const nexar__fp_t *f) {
+  p[0] = f->coll_op;
+  p[1] = f->dtype;
+  p[2] = f->redop;
+  p[3] = f->algo;
+  nexar__put_u32(p + 4, f->root);
+  nexar__put_u64(p + 8, f->count);
+}
+
+static int fp_get(nexar__fp_t *f, const uint8_t *p) {
+  f->coll_op = p[0];
+  f->dtype = p[1];
+  f->redop = p[2];
+  f->algo = p[3];
+  f->root = nexar__get_u32(p + 4);
+  f->count = nexar__get_u64(p + 8);
+  if (f->coll_op > NEXAR__COLL_MAX || f->dtype >= NEXAR_NUM_DTYPES ||
+      !redop_valid(f->redop))
+    return NEXAR_ERR_PROTO;
+  return 0;
+}
+
+void nexar__notice_encode(const nexar__notice_t *n,
+                          uint8_t out[NEXAR__NOTICE_BYTES]) {
+  nexar__put_u64(out, n->coll_seq);
+  nexar__put_u32(out + 8, n->rank_a);
+  nexar__put_u32(out + 12, n->rank_b);
+  fp_put(out + 16, &n->a);
+  fp_put(out + 32, &n->b);
+}
+
+int nexar__notice_decode(nexar__notice_t *n, const uint8_t *in, size_t len) {
+  if (!n || !in || len != NEXAR__NOTICE_BYTES) return NEXAR_ERR_PROTO;
+  n->coll_seq = nexar__get_u64(in);
+  n->rank_a = nexar__get_u32(in + 8);
+  n->rank_b = nexar__get_u32(in + 12);
+  if (fp_get(&n->a, in + 16) < 0 || fp_get(&n->b, in + 32) < 0)
+    return NEXAR_ERR_PROTO;
+  return 0;
 }
 
 /* ---- Seed frames. */

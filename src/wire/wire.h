@@ -26,7 +26,8 @@ enum nexar__kind {
   NEXAR__KIND_P2P = 1,       /* tagged point-to-point message */
   NEXAR__KIND_COLL = 2,      /* one step of a collective */
   NEXAR__KIND_HEARTBEAT = 3, /* liveness only, no payload */
-  NEXAR__KIND_MAX = 3
+  NEXAR__KIND_MISMATCH = 4,  /* collective fingerprints disagree (notice) */
+  NEXAR__KIND_MAX = 4
 };
 
 enum nexar__lane {
@@ -49,6 +50,10 @@ enum nexar__coll_op {
   NEXAR__COLL_SCATTER = 9,
   NEXAR__COLL_SCAN = 10,
   NEXAR__COLL_EXSCAN = 11,
+  NEXAR__COLL_ALLGATHERV = 12,
+  NEXAR__COLL_ALLTOALLV = 13,
+  NEXAR__COLL_GATHERV = 14,
+  NEXAR__COLL_SCATTERV = 15,
   NEXAR__COLL_MAX = 31
 };
 
@@ -64,6 +69,7 @@ typedef struct nexar__hdr {
   uint64_t seq;         /* per (sender, receiver, comm, lane), from 0 */
   uint64_t coll_seq;    /* collective number within comm (COLL only) */
   uint32_t step;        /* step within the collective (COLL only) */
+  uint32_t algo;        /* algorithm of the collective (COLL only) */
   uint64_t count;       /* element count of the whole collective call */
   uint64_t payload_len; /* payload bytes following the header */
 } nexar__hdr_t;
@@ -80,6 +86,28 @@ void nexar__hdr_encode(const nexar__hdr_t *h, uint8_t out[NEXAR__HDR_BYTES]);
  */
 int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
                       uint64_t max_payload, const char **why);
+
+/* ---- Mismatch notice: the payload of a NEXAR__KIND_MISMATCH message,
+ * sent on the control lane to every member of the communicator by the rank
+ * that saw two fingerprints of one collective disagree. */
+#define NEXAR__NOTICE_BYTES 48u
+
+typedef struct nexar__fp {
+  uint8_t coll_op, dtype, redop, algo;
+  uint32_t root; /* the header's tag field */
+  uint64_t count;
+} nexar__fp_t;
+
+typedef struct nexar__notice {
+  uint64_t coll_seq;
+  uint32_t rank_a, rank_b; /* comm ranks of the two sides */
+  nexar__fp_t a, b;
+} nexar__notice_t;
+
+void nexar__notice_encode(const nexar__notice_t *n,
+                          uint8_t out[NEXAR__NOTICE_BYTES]);
+/* Returns 0, or NEXAR_ERR_PROTO when a field is out of range. */
+int nexar__notice_decode(nexar__notice_t *n, const uint8_t *in, size_t len);
 
 /* ---- Seed protocol: framed messages on one bidirectional stream.
  * A frame is [u16 magic][u8 version][u8 type][u32 body_len][body]. */
@@ -100,16 +128,16 @@ enum nexar__seed_type {
 
 /* An IPv4 or IPv6 UDP address in wire form. */
 typedef struct nexar__waddr {
-  uint8_t family;  /* 4 or 6 */
-  uint16_t port;   /* host order */
-  uint8_t ip[16];  /* IPv4 uses the first 4 bytes */
+  uint8_t family; /* 4 or 6 */
+  uint16_t port;  /* host order */
+  uint8_t ip[16]; /* IPv4 uses the first 4 bytes */
 } nexar__waddr_t;
 
 typedef struct nexar__seed_hello {
   uint8_t proof[NEXAR__MAC_BYTES];
-  int32_t rank;        /* requested rank, or -1 */
-  int32_t world_size;  /* what the worker expects, or 0 for "any" */
-  uint8_t has_addr;    /* 1 when advertise is set (else use observed) */
+  int32_t rank;       /* requested rank, or -1 */
+  int32_t world_size; /* what the worker expects, or 0 for "any" */
+  uint8_t has_addr;   /* 1 when advertise is set (else use observed) */
   nexar__waddr_t advertise;
   uint8_t fingerprint[NEXAR__FP_BYTES];
   uint32_t pid;

@@ -1,0 +1,47 @@
+/*
+ * Helpers shared by the collective algorithm builders (algos_*.c): segmented
+ * transfers and the ring reduce-scatter that both reduce_scatter and the
+ * large-message reduce use.
+ */
+#ifndef NEXAR_ALGOS_H
+#define NEXAR_ALGOS_H
+
+#include "coll/sched.h"
+
+/* Elements in one pipeline segment: NEXAR_SEG_BYTES, at least one. */
+static inline uint64_t nexar__seg_elems(const nexar__sched_t *s) {
+  uint64_t e = (uint64_t)s->comm->ctx->prm.seg_bytes / s->a.es;
+  return e ? e : 1;
+}
+
+/* Sends (|send|) or receives |cnt| elements at |buf| + |off| bytes to or
+ * from |peer| as one message per segment (one empty message when |cnt| is
+ * 0). Both ends cut the same way, so lengths and step ids agree. */
+static inline void nexar__xfer_segs(nexar__sched_t *s, bool send, int buf,
+                                    uint64_t off, uint64_t cnt, int peer) {
+  uint64_t seg = nexar__seg_elems(s), es = s->a.es;
+  for (uint64_t o = 0; o == 0 || o < cnt; o += seg) {
+    uint64_t c = cnt - o < seg ? cnt - o : seg;
+    if (send)
+      nexar__sched_send(s, buf, off + o * es, c * es, peer);
+    else
+      nexar__sched_recv(s, buf, off + o * es, c * es, peer);
+  }
+}
+#define nexar__send_segs(s, buf, off, cnt, peer) \
+  nexar__xfer_segs((s), true, (buf), (off), (cnt), (peer))
+#define nexar__recv_segs(s, buf, off, cnt, peer) \
+  nexar__xfer_segs((s), false, (buf), (off), (cnt), (peer))
+
+/*
+ * Ring reduce-scatter (Patarasuk & Yuan 2009) of the comm size blocks laid
+ * out contiguously in rank order at |in_buf| + |in_off| bytes, block b
+ * being cnt[b] elements. Rank r ends with block r combined over all ranks
+ * (not finalized); its location is returned in *res_buf / *res_off. Defined
+ * in algos_all.c.
+ */
+void nexar__ring_reduce_scatter(nexar__sched_t *s, int in_buf, uint64_t in_off,
+                                const size_t *cnt, int *res_buf,
+                                uint64_t *res_off);
+
+#endif /* NEXAR_ALGOS_H */

@@ -1,0 +1,183 @@
+/*
+ * Allreduce schedules: ring (pipelined), recursive doubling and
+ * Rabenseifner. The input is in WORK (copied in from SEND first unless in
+ * place); the result ends in WORK on every rank.
+ */
+#include "coll/algos.h"
+
+#define W NEXAR__BUF_WORK
+#define T NEXAR__BUF_TMP
+
+/* Receives chunk [off, off+len) from |peer| in segments into scratch at
+ * |tmp| and reduces each into WORK as it lands. */
+static void recv_reduce(nexar__sched_t *s, int peer, uint64_t off, uint64_t len,
+                        uint64_t tmp) {
+  uint64_t seg = nexar__seg_elems(s) * s->a.es, o = 0;
+  do {
+    uint64_t k = len - o < seg ? len - o : seg;
+    nexar__sched_recv(s, T, tmp + o, k, peer);
+    nexar__sched_reduce(s, W, off + o, T, tmp + o, k);
+    o += k;
+  } while (o < len);
+}
+
+/* Ring allreduce (Patarasuk & Yuan 2009): n-1 rounds of reduce-scatter,
+ * then n-1 rounds of allgather, each chunk cut into segments. The
+ * dependencies the ranges imply let segment k of round i+1 leave while
+ * segment k+1 of round i is still arriving. Chunk c is reduced along one
+ * path (c+1, c+2, ..., c), so every rank ends with the same bits. */
+static void ring(nexar__sched_t *s) {
+  int n = s->comm->size, r = s->comm->rank;
+  uint64_t es = s->a.es, count = s->a.count;
+#define CB(c) (nexar__blk_cnt(count, n, (c)) * es)
+#define CO(c) (nexar__blk_off(count, n, (c)) * es)
+  uint64_t tmp = nexar__sched_tmp(s, CB(0));
+  if (!s->a.in_place)
+    for (int k = 0; k < n; k++) { /* own chunk first: it leaves first */
+      int c = (r - k + n) % n;
+      nexar__sched_copy(s, W, CO(c), NEXAR__BUF_SEND, CO(c), CB(c));
+    }
+  int right = (r + 1) % n, left = (r - 1 + n) % n;
+  for (int k = 0; k < n - 1; k++) {
+    int sc = (r - k + n) % n, rc = (r - k - 1 + n) % n;
+    nexar__send_segs(s, W, CO(sc), CB(sc) / es, right);
+    recv_reduce(s, left, CO(rc), CB(rc), tmp);
+  }
+  int own = (r + 1) % n;
+  nexar__sched_finalize(s, W, CO(own), CB(own));
+  for (int k = 0; k < n - 1; k++) {
+    int sc = (r + 1 - k + n) % n, rc = (r - k + n) % n;
+    nexar__send_segs(s, W, CO(sc), CB(sc) / es, right);
+    nexar__recv_segs(s, W, CO(rc), CB(rc) / es, left);
+  }
+#undef CB
+#undef CO
+}
+
+/* Non-powers of two (Rabenseifner & Traeff 2004, as in MPICH): of the
+ * first 2*rem ranks, each even one hands its vector to the odd one above
+ * and sits out; the remaining pof2 ranks get new ranks 0..pof2-1. */
+typedef struct {
+  int pof2, rem, newrank; /* newrank -1: sits out */
+} fold_t;
+
+static fold_t fold_in(nexar__sched_t *s, uint64_t bytes, uint64_t tmp) {
+  int n = s->comm->size, r = s->comm->rank;
+  fold_t f = {nexar__pof2_floor(n), 0, 0};
+  f.rem = n - f.pof2;
+  if (r < 2 * f.rem) {
+    if (r % 2 == 0) {
+      nexar__sched_send(s, W, 0, bytes, r + 1);
+      f.newrank = -1;
+    } else {
+      nexar__sched_recv(s, T, tmp, bytes, r - 1);
+      nexar__sched_reduce(s, W, 0, T, tmp, bytes);
+      f.newrank = r / 2;
+    }
+  } else {
+    f.newrank = r - f.rem;
+  }
+  return f;
+}
+
+static int fold_real(const fold_t *f, int newrank) {
+  return newrank < f->rem ? newrank * 2 + 1 : newrank + f->rem;
+}
+
+static void fold_out(nexar__sched_t *s, const fold_t *f, uint64_t bytes) {
+  int r = s->comm->rank;
+  if (r >= 2 * f->rem) return;
+  if (r % 2 == 0)
+    nexar__sched_recv(s, W, 0, bytes, r + 1);
+  else
+    nexar__sched_send(s, W, 0, bytes, r - 1);
+}
+
+/* Combines the partner's data (in TMP) into WORK with the lower rank's
+ * operand on the left on both sides, so that both compute the same bits
+ * even where an op is not bitwise commutative (MIN/MAX of -0.0 and +0.0). */
+static void combine(nexar__sched_t *s, uint64_t off, uint64_t tmp, uint64_t len,
+                    bool partner_lower) {
+  if (!partner_lower) {
+    nexar__sched_reduce(s, W, off, T, tmp, len);
+    return;
+  }
+  nexar__sched_reduce(s, T, tmp, W, off, len);
+  nexar__sched_copy(s, W, off, T, tmp, len);
+}
+
+/* Recursive doubling (Thakur, Rabenseifner & Gropp 2005): log2(pof2)
+ * rounds, each exchanging the whole vector with rank ^ 2^k. */
+static void rd(nexar__sched_t *s) {
+  uint64_t bytes = s->a.count * s->a.es;
+  uint64_t tmp = nexar__sched_tmp(s, bytes);
+  fold_t f = fold_in(s, bytes, tmp);
+  if (f.newrank >= 0) {
+    for (int mask = 1; mask < f.pof2; mask <<= 1) {
+      int dst = fold_real(&f, f.newrank ^ mask);
+      nexar__sched_send(s, W, 0, bytes, dst);
+      nexar__sched_recv(s, T, tmp, bytes, dst);
+      combine(s, 0, tmp, bytes, dst < s->comm->rank);
+    }
+    nexar__sched_finalize(s, W, 0, bytes);
+  }
+  fold_out(s, &f, bytes);
+}
+
+/* Rabenseifner (2004): reduce-scatter by recursive halving, then allgather
+ * by recursive doubling, over pof2 blocks cut on element boundaries. After
+ * the halving, new rank i holds the reduced block i. */
+static void rabenseifner(nexar__sched_t *s) {
+  uint64_t es = s->a.es, count = s->a.count, bytes = count * es;
+  uint64_t tmp = nexar__sched_tmp(s, bytes);
+  fold_t f = fold_in(s, bytes, tmp);
+  if (f.newrank >= 0) {
+    int p = f.pof2, me = f.newrank;
+#define BO(i) (nexar__blk_off(count, p, (i)) * es) /* block i's offset */
+    int lo = 0, hi = p; /* blocks this rank still reduces */
+    for (int d = p / 2; d >= 1; d /= 2) {
+      int dst = fold_real(&f, me ^ d), mid = lo + (hi - lo) / 2;
+      bool upper = (me & d) != 0;
+      int klo = upper ? mid : lo, khi = upper ? hi : mid; /* kept */
+      int slo = upper ? lo : mid, shi = upper ? mid : hi; /* sent */
+      nexar__sched_send(s, W, BO(slo), BO(shi) - BO(slo), dst);
+      nexar__sched_recv(s, T, tmp + BO(klo), BO(khi) - BO(klo), dst);
+      combine(s, BO(klo), tmp + BO(klo), BO(khi) - BO(klo),
+              dst < s->comm->rank);
+      lo = klo;
+      hi = khi;
+    }
+    nexar__sched_finalize(s, W, BO(lo), BO(hi) - BO(lo));
+    for (int d = 1; d < p; d *= 2) {
+      int dst = fold_real(&f, me ^ d), size = hi - lo;
+      int plo = (me & d) ? lo - size : hi; /* the partner's blocks */
+      nexar__sched_send(s, W, BO(lo), BO(hi) - BO(lo), dst);
+      nexar__sched_recv(s, W, BO(plo), BO(plo + size) - BO(plo), dst);
+      if (plo < lo)
+        lo = plo;
+      else
+        hi = plo + size;
+    }
+#undef BO
+  }
+  fold_out(s, &f, bytes);
+}
+
+int nexar__build_allreduce(nexar__sched_t *s) {
+  uint64_t bytes = s->a.count * s->a.es;
+  if (s->comm->size == 1) {
+    if (!s->a.in_place) nexar__sched_copy(s, W, 0, NEXAR__BUF_SEND, 0, bytes);
+    nexar__sched_finalize(s, W, 0, bytes);
+    return s->build_rc;
+  }
+  if (s->a.algo == NEXAR__ALGO_RING) {
+    ring(s);
+    return s->build_rc;
+  }
+  if (!s->a.in_place) nexar__sched_copy(s, W, 0, NEXAR__BUF_SEND, 0, bytes);
+  if (s->a.algo == NEXAR__ALGO_RD)
+    rd(s);
+  else
+    rabenseifner(s);
+  return s->build_rc;
+}

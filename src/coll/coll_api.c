@@ -1,0 +1,580 @@
+/*
+ * Public collective entry points: argument checks, the call's fingerprint,
+ * the algorithm choice, schedule construction, and the blocking wrappers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/reduce.h"
+#include "coll/sched.h"
+
+static bool is_reducing(int coll) {
+  return coll == NEXAR__COLL_ALLREDUCE || coll == NEXAR__COLL_REDUCE ||
+         coll == NEXAR__COLL_REDUCE_SCATTER || coll == NEXAR__COLL_SCAN ||
+         coll == NEXAR__COLL_EXSCAN;
+}
+
+static bool is_rooted(int coll) {
+  return coll == NEXAR__COLL_BCAST || coll == NEXAR__COLL_REDUCE ||
+         coll == NEXAR__COLL_GATHER || coll == NEXAR__COLL_GATHERV ||
+         coll == NEXAR__COLL_SCATTER || coll == NEXAR__COLL_SCATTERV;
+}
+
+/* ---- Algorithm choice: a function of the fingerprint and the parameter
+ * table only, so every rank with the same settings chooses alike (and
+ * ranks with different settings fail with a mismatch, not a hang). */
+
+static int algo_from(const char *v, const char *const names[], const int ids[],
+                     int n) {
+  for (int i = 0; i < n; i++)
+    if (v && strcmp(v, names[i]) == 0) return ids[i];
+  return -1;
+}
+
+static const char *const ar_names[] = {"auto", "ring", "rd", "rabenseifner"};
+static const int ar_ids[] = {NEXAR__ALGO_DEFAULT, NEXAR__ALGO_RING,
+                             NEXAR__ALGO_RD, NEXAR__ALGO_RABENSEIFNER};
+static const char *const bc_names[] = {"auto", "binomial", "scatter_allgather"};
+static const int bc_ids[] = {NEXAR__ALGO_DEFAULT, NEXAR__ALGO_BINOMIAL,
+                             NEXAR__ALGO_SCATTER_AG};
+
+int nexar__coll_params_check(const nexar__params_t *p, char *err, size_t len) {
+  if (algo_from(p->algo_allreduce, ar_names, ar_ids, 4) < 0) {
+    snprintf(err, len,
+             "NEXAR_ALGO_ALLREDUCE=%s: expected auto, ring, rd or "
+             "rabenseifner",
+             p->algo_allreduce ? p->algo_allreduce : "(null)");
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  if (algo_from(p->algo_bcast, bc_names, bc_ids, 3) < 0) {
+    snprintf(err, len,
+             "NEXAR_ALGO_BCAST=%s: expected auto, binomial or "
+             "scatter_allgather",
+             p->algo_bcast ? p->algo_bcast : "(null)");
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  return 0;
+}
+
+void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *p) {
+  int n = s->comm->size;
+  uint64_t bytes = s->a.count * s->a.es;
+  bool pof2 = (n & (n - 1)) == 0;
+  int a = NEXAR__ALGO_DEFAULT;
+  switch (s->a.coll) {
+    case NEXAR__COLL_BARRIER:
+      a = n < 5 ? NEXAR__ALGO_TWO_PHASE : NEXAR__ALGO_DISSEMINATION;
+      break;
+    case NEXAR__COLL_ALLREDUCE:
+      a = algo_from(p->algo_allreduce, ar_names, ar_ids, 4);
+      if (a == NEXAR__ALGO_DEFAULT)
+        a = bytes <= (uint64_t)p->allreduce_rd_max_bytes ? NEXAR__ALGO_RD
+            : bytes < (uint64_t)p->allreduce_ring_min_bytes
+                ? NEXAR__ALGO_RABENSEIFNER
+                : NEXAR__ALGO_RING;
+      break;
+    case NEXAR__COLL_BCAST:
+      a = algo_from(p->algo_bcast, bc_names, bc_ids, 3);
+      if (a == NEXAR__ALGO_DEFAULT)
+        a = bytes >= (uint64_t)p->bcast_large_bytes && n > 2
+                ? NEXAR__ALGO_SCATTER_AG
+                : NEXAR__ALGO_BINOMIAL;
+      break;
+    case NEXAR__COLL_REDUCE:
+      a = bytes >= (uint64_t)p->reduce_large_bytes && n > 2
+              ? NEXAR__ALGO_RS_GATHER
+              : NEXAR__ALGO_BINOMIAL;
+      break;
+    case NEXAR__COLL_ALLGATHER:
+      a = pof2 && bytes * (uint64_t)n <= (uint64_t)p->allgather_rd_max_bytes
+              ? NEXAR__ALGO_RD
+              : NEXAR__ALGO_RING;
+      break;
+    case NEXAR__COLL_ALLGATHERV:
+    case NEXAR__COLL_REDUCE_SCATTER:
+      a = NEXAR__ALGO_RING;
+      break;
+    case NEXAR__COLL_ALLTOALL:
+    case NEXAR__COLL_ALLTOALLV:
+      a = NEXAR__ALGO_PAIRWISE;
+      break;
+    case NEXAR__COLL_GATHER:
+    case NEXAR__COLL_SCATTER:
+      a = bytes < (uint64_t)p->gather_direct_min_bytes ? NEXAR__ALGO_BINOMIAL
+                                                       : NEXAR__ALGO_DIRECT;
+      break;
+    case NEXAR__COLL_GATHERV:
+    case NEXAR__COLL_SCATTERV:
+      a = NEXAR__ALGO_DIRECT;
+      break;
+    default: /* scan, exscan */
+      a = NEXAR__ALGO_RD;
+  }
+  s->a.algo = a;
+}
+
+/* ---- Argument checks ---- */
+
+static int bad(nexar_comm_t *comm, const nexar__coll_args_t *a, int rc,
+               const char *why) {
+  nexar__comm_set_error(comm,
+                        "rank %d: %s on comm %llu: %s (dtype %d, op %d, "
+                        "count %llu, root %d)",
+                        comm->rank, nexar__coll_name(a->coll),
+                        (unsigned long long)comm->id, why, (int)a->dtype,
+                        (int)a->op, (unsigned long long)a->count, a->root);
+  return rc;
+}
+
+/* Sum of n counts, or UINT64_MAX on overflow or a NULL array. */
+static uint64_t sum_counts(const size_t *c, int n) {
+  if (!c) return UINT64_MAX;
+  uint64_t t = 0;
+  for (int i = 0; i < n; i++) {
+    if (c[i] > UINT64_MAX - t) return UINT64_MAX;
+    t += c[i];
+  }
+  return t;
+}
+
+/* Every block [displs[i], displs[i] + counts[i]) fits below 2^64 bytes. */
+static bool layout_ok(const size_t *counts, const size_t *displs, int n,
+                      size_t es) {
+  if (!counts || !displs) return false;
+  for (int i = 0; i < n; i++) {
+    uint64_t end = (uint64_t)displs[i] + counts[i];
+    if (end < displs[i] || end > UINT64_MAX / es) return false;
+  }
+  return true;
+}
+
+static int check(nexar_comm_t *comm, nexar__coll_args_t *a, const void *sendbuf,
+                 const void *recvbuf) {
+  int n = comm->size, me = comm->rank, c = a->coll;
+  a->es = nexar_dtype_size(a->dtype);
+  if (c == NEXAR__COLL_BARRIER) return 0;
+  if (!a->es) {
+    int rc = (unsigned)a->dtype < NEXAR_NUM_DTYPES ? NEXAR_ERR_UNSUPPORTED
+                                                   : NEXAR_ERR_INVALID_ARG;
+    return bad(comm, a, rc, "invalid or reserved dtype");
+  }
+  if (is_reducing(c)) {
+    int rc = nexar__reduce_check(a->dtype, a->op);
+    if (rc == 0 && c == NEXAR__COLL_EXSCAN && a->op == NEXAR_AVG)
+      rc = NEXAR_ERR_UNSUPPORTED;
+    if (rc < 0) return bad(comm, a, rc, "unsupported (dtype, op) pair");
+  }
+  if (is_rooted(c) && (a->root < 0 || a->root >= n))
+    return bad(comm, a, NEXAR_ERR_INVALID_ARG, "root out of range");
+  if (a->count > UINT64_MAX / a->es / (uint64_t)n)
+    return bad(comm, a, NEXAR_ERR_INVALID_ARG, "count too large");
+  bool root = is_rooted(c) && me == a->root;
+  bool has = a->count > 0; /* data flows through this rank's buffers */
+  switch (c) {
+    case NEXAR__COLL_ALLGATHERV:
+      if (!layout_ok(a->counts, a->displs, n, a->es))
+        return bad(comm, a, NEXAR_ERR_INVALID_ARG, "bad recvcounts/displs");
+      if (!a->in_place && a->counts[me] != a->count)
+        return bad(comm, a, NEXAR_ERR_INVALID_ARG,
+                   "sendcount differs from recvcounts[rank]");
+      has = sum_counts(a->counts, n) > 0;
+      break;
+    case NEXAR__COLL_REDUCE_SCATTER:
+      if (a->count == UINT64_MAX || a->count > UINT64_MAX / a->es)
+        return bad(comm, a, NEXAR_ERR_INVALID_ARG, "bad recvcounts");
+      break;
+    case NEXAR__COLL_ALLTOALLV:
+      if (!layout_ok(a->rcounts, a->rdispls, n, a->es) ||
+          (!a->in_place && !layout_ok(a->counts, a->displs, n, a->es)))
+        return bad(comm, a, NEXAR_ERR_INVALID_ARG, "bad counts/displs");
+      has = sum_counts(a->rcounts, n) > 0 ||
+            (!a->in_place && sum_counts(a->counts, n) > 0);
+      break;
+    case NEXAR__COLL_GATHERV:
+    case NEXAR__COLL_SCATTERV:
+      if (root && !layout_ok(a->counts, a->displs, n, a->es))
+        return bad(comm, a, NEXAR_ERR_INVALID_ARG, "bad counts/displs");
+      if (root && !a->in_place && a->counts[me] != a->count)
+        return bad(comm, a, NEXAR_ERR_INVALID_ARG,
+                   "own count differs from counts[root]");
+      if (root) has = has || sum_counts(a->counts, n) > 0;
+      break;
+    default:
+      break;
+  }
+  if (!has) return 0;
+  /* Which pointers the call reads and writes on this rank. */
+  bool need_send = !a->in_place, need_recv = true;
+  if (c == NEXAR__COLL_BCAST) need_send = false;
+  if ((c == NEXAR__COLL_REDUCE || c == NEXAR__COLL_GATHER ||
+       c == NEXAR__COLL_GATHERV) &&
+      !root)
+    need_recv = false;
+  if ((c == NEXAR__COLL_SCATTER || c == NEXAR__COLL_SCATTERV) && !root)
+    need_send = false;
+  if ((c == NEXAR__COLL_SCATTER || c == NEXAR__COLL_SCATTERV) && root &&
+      a->in_place)
+    need_recv = false, need_send = true;
+  if ((need_send && !sendbuf) || (need_recv && !recvbuf))
+    return bad(comm, a, NEXAR_ERR_INVALID_ARG, "NULL buffer");
+  return 0;
+}
+
+/* Validates, builds and posts the call; *req gets the request. */
+static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
+                void *recvbuf, nexar__req_t **req) {
+  if (!comm || !req) return NEXAR_ERR_INVALID_ARG;
+  *req = NULL;
+  bool scatter =
+      a.coll == NEXAR__COLL_SCATTER || a.coll == NEXAR__COLL_SCATTERV;
+  /* In place: the send buffer (the receive buffer for scatter) is
+   * NEXAR_IN_PLACE or equals the other one. */
+  const void *ip = scatter ? recvbuf : sendbuf;
+  a.in_place = ip == NEXAR_IN_PLACE || (sendbuf && sendbuf == recvbuf);
+  if (a.in_place && scatter) recvbuf = NULL;
+  if (a.in_place && !scatter) sendbuf = NULL;
+  if (!is_rooted(a.coll)) a.root = -1;
+  /* In place is the root's business in rooted collectives. */
+  if (a.in_place && a.coll != NEXAR__COLL_BCAST && is_rooted(a.coll) &&
+      comm->rank != a.root)
+    return bad(comm, &a, NEXAR_ERR_INVALID_ARG, "NEXAR_IN_PLACE off the root");
+  int rc = check(comm, &a, sendbuf, recvbuf);
+  if (rc < 0) return rc;
+  nexar__sched_t *s = calloc(1, sizeof(*s));
+  nexar__req_t *u = calloc(1, sizeof(*u));
+  if (!s || !u) {
+    free(s);
+    free(u);
+    return NEXAR_ERR_NOMEM;
+  }
+  u->kind = NEXAR__REQ_COLL;
+  u->comm = comm;
+  u->peer = -1;
+  u->sched = s;
+  s->user = u;
+  s->comm = comm;
+  s->a = a;
+  s->a.avg_div = comm->size;
+  s->bufs[NEXAR__BUF_WORK] = recvbuf;
+  s->bufs[NEXAR__BUF_SEND] = (uint8_t *)(uintptr_t)sendbuf;
+  s->lane =
+      a.coll == NEXAR__COLL_BARRIER ? NEXAR__LANE_CONTROL : NEXAR__LANE_DATA;
+  nexar__coll_plan(s, &comm->ctx->prm);
+  /* The fingerprint: what every message of the call carries. v-forms
+   * whose counts only the root knows carry count 0. */
+  nexar__hdr_t *t = &s->tmpl;
+  t->kind = NEXAR__KIND_COLL;
+  t->coll_op = (uint8_t)a.coll;
+  t->dtype = a.coll == NEXAR__COLL_BARRIER ? 0 : (uint8_t)a.dtype;
+  t->redop = is_reducing(a.coll) ? (uint8_t)a.op : 0;
+  t->comm_id = comm->id;
+  t->algo = (uint32_t)s->a.algo;
+  t->tag = a.root >= 0 ? (uint32_t)a.root : 0xffffffffu;
+  t->count = a.coll == NEXAR__COLL_BARRIER || a.coll == NEXAR__COLL_GATHERV ||
+                     a.coll == NEXAR__COLL_SCATTERV ||
+                     a.coll == NEXAR__COLL_ALLTOALLV
+                 ? 0
+                 : a.count;
+  if (a.coll == NEXAR__COLL_ALLGATHERV)
+    t->count = sum_counts(a.counts, comm->size);
+  rc = nexar__sched_build(s);
+  if (rc < 0) {
+    nexar__sched_free(s);
+    free(u);
+    return bad(comm, &a, rc, "cannot build the schedule");
+  }
+  u->t_start = nexar__now();
+  nexar__ep_post(&comm->ctx->ep, u);
+  *req = u;
+  return NEXAR_OK;
+}
+
+/* Blocking form: |rc| is the non-blocking call's result, *r its request
+ * (passed by address: the call's argument order is unspecified). */
+static int wait_one(int rc, nexar__req_t **r) {
+  return rc < 0 ? rc : nexar_wait(r, NULL);
+}
+
+/* Argument bundles. */
+#define ARGS(c, cnt, dt, o, rt) \
+  ((nexar__coll_args_t){        \
+      .coll = (c), .count = (cnt), .dtype = (dt), .op = (o), .root = (rt)})
+
+int nexar_iallreduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                     size_t count, nexar_dtype_t dtype, nexar_op_t op,
+                     nexar_req_t **req) {
+  return post(comm, ARGS(NEXAR__COLL_ALLREDUCE, count, dtype, op, -1), sendbuf,
+              recvbuf, req);
+}
+
+int nexar_allreduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                    size_t count, nexar_dtype_t dtype, nexar_op_t op) {
+  nexar__req_t *r = NULL;
+  return wait_one(
+      nexar_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, &r), &r);
+}
+
+int nexar_ibcast(nexar_comm_t *comm, void *buf, size_t count,
+                 nexar_dtype_t dtype, int root, nexar_req_t **req) {
+  return post(comm, ARGS(NEXAR__COLL_BCAST, count, dtype, NEXAR_SUM, root),
+              NULL, buf, req);
+}
+
+int nexar_bcast(nexar_comm_t *comm, void *buf, size_t count,
+                nexar_dtype_t dtype, int root) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_ibcast(comm, buf, count, dtype, root, &r), &r);
+}
+
+int nexar_ireduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                  size_t count, nexar_dtype_t dtype, nexar_op_t op, int root,
+                  nexar_req_t **req) {
+  /* Off the root the receive buffer is not used. */
+  if (comm && comm->rank != root) recvbuf = NULL;
+  return post(comm, ARGS(NEXAR__COLL_REDUCE, count, dtype, op, root), sendbuf,
+              recvbuf, req);
+}
+
+int nexar_reduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                 size_t count, nexar_dtype_t dtype, nexar_op_t op, int root) {
+  nexar__req_t *r = NULL;
+  return wait_one(
+      nexar_ireduce(comm, sendbuf, recvbuf, count, dtype, op, root, &r), &r);
+}
+
+int nexar_iallgather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                     size_t count, nexar_dtype_t dtype, nexar_req_t **req) {
+  return post(comm, ARGS(NEXAR__COLL_ALLGATHER, count, dtype, NEXAR_SUM, -1),
+              sendbuf, recvbuf, req);
+}
+
+int nexar_allgather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                    size_t count, nexar_dtype_t dtype) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_iallgather(comm, sendbuf, recvbuf, count, dtype, &r),
+                  &r);
+}
+
+int nexar_iallgatherv(nexar_comm_t *comm, const void *sendbuf, size_t sendcount,
+                      void *recvbuf, const size_t *recvcounts,
+                      const size_t *displs, nexar_dtype_t dtype,
+                      nexar_req_t **req) {
+  nexar__coll_args_t a =
+      ARGS(NEXAR__COLL_ALLGATHERV, sendcount, dtype, NEXAR_SUM, -1);
+  a.counts = recvcounts;
+  a.displs = displs;
+  return post(comm, a, sendbuf, recvbuf, req);
+}
+
+int nexar_allgatherv(nexar_comm_t *comm, const void *sendbuf, size_t sendcount,
+                     void *recvbuf, const size_t *recvcounts,
+                     const size_t *displs, nexar_dtype_t dtype) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_iallgatherv(comm, sendbuf, sendcount, recvbuf,
+                                    recvcounts, displs, dtype, &r),
+                  &r);
+}
+
+int nexar_ireduce_scatter(nexar_comm_t *comm, const void *sendbuf,
+                          void *recvbuf, const size_t *recvcounts,
+                          nexar_dtype_t dtype, nexar_op_t op,
+                          nexar_req_t **req) {
+  nexar__coll_args_t a = ARGS(NEXAR__COLL_REDUCE_SCATTER, 0, dtype, op, -1);
+  a.counts = recvcounts;
+  a.count = comm ? sum_counts(recvcounts, comm->size) : 0;
+  return post(comm, a, sendbuf, recvbuf, req);
+}
+
+int nexar_reduce_scatter(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                         const size_t *recvcounts, nexar_dtype_t dtype,
+                         nexar_op_t op) {
+  nexar__req_t *r = NULL;
+  return wait_one(
+      nexar_ireduce_scatter(comm, sendbuf, recvbuf, recvcounts, dtype, op, &r),
+      &r);
+}
+
+int nexar_ireduce_scatter_block(nexar_comm_t *comm, const void *sendbuf,
+                                void *recvbuf, size_t recvcount,
+                                nexar_dtype_t dtype, nexar_op_t op,
+                                nexar_req_t **req) {
+  if (!comm || !req) return NEXAR_ERR_INVALID_ARG;
+  size_t *counts = malloc((size_t)comm->size * sizeof(*counts));
+  if (!counts) return NEXAR_ERR_NOMEM;
+  for (int i = 0; i < comm->size; i++) counts[i] = recvcount;
+  int rc =
+      nexar_ireduce_scatter(comm, sendbuf, recvbuf, counts, dtype, op, req);
+  free(counts); /* the schedule is built: counts are not kept */
+  return rc;
+}
+
+int nexar_reduce_scatter_block(nexar_comm_t *comm, const void *sendbuf,
+                               void *recvbuf, size_t recvcount,
+                               nexar_dtype_t dtype, nexar_op_t op) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_ireduce_scatter_block(comm, sendbuf, recvbuf, recvcount,
+                                              dtype, op, &r),
+                  &r);
+}
+
+int nexar_ialltoall(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                    size_t count, nexar_dtype_t dtype, nexar_req_t **req) {
+  return post(comm, ARGS(NEXAR__COLL_ALLTOALL, count, dtype, NEXAR_SUM, -1),
+              sendbuf, recvbuf, req);
+}
+
+int nexar_alltoall(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                   size_t count, nexar_dtype_t dtype) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_ialltoall(comm, sendbuf, recvbuf, count, dtype, &r),
+                  &r);
+}
+
+int nexar_ialltoallv(nexar_comm_t *comm, const void *sendbuf,
+                     const size_t *sendcounts, const size_t *sdispls,
+                     void *recvbuf, const size_t *recvcounts,
+                     const size_t *rdispls, nexar_dtype_t dtype,
+                     nexar_req_t **req) {
+  nexar__coll_args_t a = ARGS(NEXAR__COLL_ALLTOALLV, 0, dtype, NEXAR_SUM, -1);
+  a.counts = sendcounts;
+  a.displs = sdispls;
+  a.rcounts = recvcounts;
+  a.rdispls = rdispls;
+  return post(comm, a, sendbuf, recvbuf, req);
+}
+
+int nexar_alltoallv(nexar_comm_t *comm, const void *sendbuf,
+                    const size_t *sendcounts, const size_t *sdispls,
+                    void *recvbuf, const size_t *recvcounts,
+                    const size_t *rdispls, nexar_dtype_t dtype) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_ialltoallv(comm, sendbuf, sendcounts, sdispls, recvbuf,
+                                   recvcounts, rdispls, dtype, &r),
+                  &r);
+}
+
+int nexar_igather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                  size_t count, nexar_dtype_t dtype, int root,
+                  nexar_req_t **req) {
+  if (comm && comm->rank != root) recvbuf = NULL;
+  return post(comm, ARGS(NEXAR__COLL_GATHER, count, dtype, NEXAR_SUM, root),
+              sendbuf, recvbuf, req);
+}
+
+int nexar_gather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                 size_t count, nexar_dtype_t dtype, int root) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_igather(comm, sendbuf, recvbuf, count, dtype, root, &r),
+                  &r);
+}
+
+int nexar_igatherv(nexar_comm_t *comm, const void *sendbuf, size_t sendcount,
+                   void *recvbuf, const size_t *recvcounts,
+                   const size_t *displs, nexar_dtype_t dtype, int root,
+                   nexar_req_t **req) {
+  nexar__coll_args_t a =
+      ARGS(NEXAR__COLL_GATHERV, sendcount, dtype, NEXAR_SUM, root);
+  if (comm && comm->rank == root) {
+    a.counts = recvcounts;
+    a.displs = displs;
+  } else {
+    recvbuf = NULL;
+  }
+  return post(comm, a, sendbuf, recvbuf, req);
+}
+
+int nexar_gatherv(nexar_comm_t *comm, const void *sendbuf, size_t sendcount,
+                  void *recvbuf, const size_t *recvcounts, const size_t *displs,
+                  nexar_dtype_t dtype, int root) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_igatherv(comm, sendbuf, sendcount, recvbuf, recvcounts,
+                                 displs, dtype, root, &r),
+                  &r);
+}
+
+int nexar_iscatter(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                   size_t count, nexar_dtype_t dtype, int root,
+                   nexar_req_t **req) {
+  if (comm && comm->rank != root) sendbuf = NULL;
+  return post(comm, ARGS(NEXAR__COLL_SCATTER, count, dtype, NEXAR_SUM, root),
+              sendbuf, recvbuf, req);
+}
+
+int nexar_scatter(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                  size_t count, nexar_dtype_t dtype, int root) {
+  nexar__req_t *r = NULL;
+  return wait_one(
+      nexar_iscatter(comm, sendbuf, recvbuf, count, dtype, root, &r), &r);
+}
+
+int nexar_iscatterv(nexar_comm_t *comm, const void *sendbuf,
+                    const size_t *sendcounts, const size_t *displs,
+                    void *recvbuf, size_t recvcount, nexar_dtype_t dtype,
+                    int root, nexar_req_t **req) {
+  nexar__coll_args_t a =
+      ARGS(NEXAR__COLL_SCATTERV, recvcount, dtype, NEXAR_SUM, root);
+  if (comm && comm->rank == root) {
+    a.counts = sendcounts;
+    a.displs = displs;
+  } else {
+    sendbuf = NULL;
+  }
+  return post(comm, a, sendbuf, recvbuf, req);
+}
+
+int nexar_scatterv(nexar_comm_t *comm, const void *sendbuf,
+                   const size_t *sendcounts, const size_t *displs,
+                   void *recvbuf, size_t recvcount, nexar_dtype_t dtype,
+                   int root) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_iscatterv(comm, sendbuf, sendcounts, displs, recvbuf,
+                                  recvcount, dtype, root, &r),
+                  &r);
+}
+
+int nexar_iscan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                size_t count, nexar_dtype_t dtype, nexar_op_t op,
+                nexar_req_t **req) {
+  return post(comm, ARGS(NEXAR__COLL_SCAN, count, dtype, op, -1), sendbuf,
+              recvbuf, req);
+}
+
+int nexar_scan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+               size_t count, nexar_dtype_t dtype, nexar_op_t op) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_iscan(comm, sendbuf, recvbuf, count, dtype, op, &r),
+                  &r);
+}
+
+int nexar_iexscan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                  size_t count, nexar_dtype_t dtype, nexar_op_t op,
+                  nexar_req_t **req) {
+  return post(comm, ARGS(NEXAR__COLL_EXSCAN, count, dtype, op, -1), sendbuf,
+              recvbuf, req);
+}
+
+int nexar_exscan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
+                 size_t count, nexar_dtype_t dtype, nexar_op_t op) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_iexscan(comm, sendbuf, recvbuf, count, dtype, op, &r),
+                  &r);
+}
+
+int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req) {
+  return post(comm, ARGS(NEXAR__COLL_BARRIER, 0, NEXAR_UINT8, NEXAR_SUM, -1),
+              NULL, NULL, req);
+}
+
+int nexar__coll_final_barrier(nexar_comm_t *comm) {
+  nexar__coll_args_t a =
+      ARGS(NEXAR__COLL_BARRIER, 0, NEXAR_UINT8, NEXAR_SUM, -1);
+  a.final = true;
+  nexar__req_t *r = NULL;
+  return wait_one(post(comm, a, NULL, NULL, &r), &r);
+}
+
+int nexar_barrier(nexar_comm_t *comm) {
+  nexar__req_t *r = NULL;
+  return wait_one(nexar_ibarrier(comm, &r), &r);
+}
