@@ -19,16 +19,7 @@ if [ $# -ne 1 ]; then
 fi
 nexar_run=$1
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_launch.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$tmp"/out "$tmp"/err; do
-    [ -f "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }
-  done
-  exit 1
-}
+. "$(dirname "$0")/lib.sh" test_launch
 
 # run ARGS...: runs nexar-run (bounded by timeout(1), in case it hangs) with
 # stdout and stderr in $tmp/out and $tmp/err; sets rc and secs (wall time).

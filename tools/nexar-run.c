@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "launch.h"
 #include "nexar.h"
 
@@ -71,16 +72,6 @@ static void usage(FILE *f) {
           "124 on\n"
           "timeout, 1 when the job could not start, 2 on bad arguments.\n",
           MAX_PROCS);
-}
-
-/* Parses a whole decimal integer in [lo, hi]. Returns 0 or -1. */
-static int parse_int(const char *s, long lo, long hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
 }
 
 /* Parses a timeout in seconds (fractions allowed) into milliseconds. */
@@ -132,7 +123,7 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'n':
-        if (parse_int(optarg, 1, MAX_PROCS, &nprocs) < 0) {
+        if (cli_parse_int(optarg, 1, MAX_PROCS, &nprocs) < 0) {
           fprintf(stderr,
                   "nexar-run: -n wants a number from 1 to %d, not '%s'\n",
                   MAX_PROCS, optarg);
