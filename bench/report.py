@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""Turns one bench/compare run directory into tables and plots.
+
+    python3 bench/report.py bench/results/<timestamp>
+
+Reads raw/<peer>_np<N>_<op>_<band>.json (rows as nexar-perf --json writes
+them), raw/refs.jsonl, raw/reduce-bench.txt, meta.json, failures.txt and
+writes results.csv, results.json, refs.csv, refs.json, results.md and, with
+gnuplot, latency_np<N>.png and busbw_<op>_np<N>.png (data in plots/).
+Python standard library only.
+"""
+import csv
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+PEERS = ["nexar", "ompi-tcp", "ompi-sm", "mpich", "gloo"]
+PEER_STYLE = {  # gnuplot line styles: nexar stands out
+    "nexar": "lc rgb '#d62728' lw 2.5 pt 7",
+    "ompi-tcp": "lc rgb '#1f77b4' lw 1.5 pt 5",
+    "ompi-sm": "lc rgb '#17becf' lw 1.5 pt 4 dt 2",
+    "mpich": "lc rgb '#2ca02c' lw 1.5 pt 9",
+    "gloo": "lc rgb '#7f3f98' lw 1.5 pt 11",
+}
+PEER_NAMES = {
+    "nexar": "nexar (QUIC)",
+    "ompi-tcp": "Open MPI TCP",
+    "ompi-sm": "Open MPI shm",
+    "mpich": "MPICH",
+    "gloo": "Gloo TCP",
+}
+OPS = ["latency", "bw", "bibw", "allreduce", "iallreduce", "bcast", "reduce",
+       "allgather", "reduce_scatter", "alltoall", "gather", "scatter", "scan",
+       "barrier"]
+FIELDS = ["peer", "op", "nranks", "size", "count", "type", "redop", "root",
+          "iters", "warmup", "window", "time_us", "time_min_us", "time_max_us",
+          "algbw_GBps", "busbw_GBps", "wrong", "source"]
+# accepted spellings of a field, first wins
+ALIASES = {
+    "nranks": ["nranks", "np", "ranks", "world_size"],
+    "time_us": ["time_us", "avg_us", "time", "t_avg"],
+    "time_min_us": ["time_min_us", "min_us", "t_min"],
+    "time_max_us": ["time_max_us", "max_us", "t_max"],
+    "algbw_GBps": ["algbw_GBps", "algbw"],
+    "busbw_GBps": ["busbw_GBps", "busbw"],
+}
+MiB = 1 << 20
+TAG_RE = re.compile(r"^(?P<peer>[a-z-]+)_np(?P<np>\d+)_(?P<op>[a-z_]+)_")
+
+
+def pick(row, key):
+    for k in ALIASES.get(key, [key]):
+        if k in row:
+            return row[k]
+    return None
+
+
+def load_rows(res):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(res, "raw", "*.json"))):
+        m = TAG_RE.match(os.path.basename(path))
+        if not m:
+            continue
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"report: skipping {path}: {e}", file=sys.stderr)
+            continue
+        for r in data:
+            row = {k: pick(r, k) for k in FIELDS}
+            row["peer"] = m.group("peer")
+            row["op"] = row["op"] or m.group("op")
+            row["nranks"] = int(row["nranks"] or m.group("np"))
+            row["source"] = os.path.relpath(path, res)
+            rows.append(row)
+    rows.sort(key=lambda r: (OPS.index(r["op"]) if r["op"] in OPS else 99,
+                             r["nranks"], PEERS.index(r["peer"])
+                             if r["peer"] in PEERS else 99, r["size"]))
+    return rows
+
+
+def load_refs(res):
+    refs = []
+    p = os.path.join(res, "raw", "refs.jsonl")
+    if os.path.exists(p):
+        with open(p) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    refs.append(json.loads(line))
+    p = os.path.join(res, "raw", "reduce-bench.txt")
+    if os.path.exists(p):
+        with open(p) as f:
+            for line in f:
+                m = re.match(r"^(.*?)\s+(\d+) bytes\s+([\d.]+) GB/s", line)
+                if m:
+                    name = m.group(1).strip().replace(" ", "-")
+                    refs.append({"ref": "reduce-bench:" + name,
+                                 "size": int(m.group(2)),
+                                 "GBps": float(m.group(3)), "seconds": None,
+                                 "note": "build-bench/tools/reduce-bench"})
+    return refs
+
+
+def find(rows, peer, op, np, size):
+    for r in rows:
+        if (r["peer"], r["op"], r["nranks"], r["size"]) == (peer, op, np, size):
+            return r
+    return None
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "–"
+    if v >= 100:
+        s = f"{v:.0f}"
+    elif v >= 10:
+        s = f"{v:.1f}"
+    elif v >= 1:
+        s = f"{v:.2f}"
+    else:
+        s = f"{v:.3f}"
+    return s + unit
+
+
+def ratio_table(rows, peers, nps):
+    """The nexar-to-peer table: value of nexar, then each peer's value with
+    nexar / peer in parentheses."""
+    metrics = [
+        ("latency 8 B, one-way µs (lower is better)", "latency", 8,
+         "time_us"),
+        ("p2p bw 64 MiB, GB/s (higher is better)", "bw", 64 * MiB,
+         "algbw_GBps"),
+        ("allreduce 64 MiB float sum, busbw GB/s (higher is better)",
+         "allreduce", 64 * MiB, "busbw_GBps"),
+    ]
+    others = [p for p in peers if p != "nexar"]
+    out = ["| metric | np | nexar | " + " | ".join(
+        PEER_NAMES.get(p, p) + " (nexar/peer)" for p in others) + " |",
+        "|---|---|---|" + "---|" * len(others)]
+    for label, op, size, key in metrics:
+        for np in nps:
+            nx = find(rows, "nexar", op, np, size)
+            nv = nx[key] if nx else None
+            cells = []
+            for p in others:
+                r = find(rows, p, op, np, size)
+                v = r[key] if r else None
+                if v is None:
+                    cells.append("–")
+                elif nv is None or not v:
+                    cells.append(fmt(v))
+                else:
+                    cells.append(f"{fmt(v)} (**{nv / v:.2f}×**)")
+            out.append(f"| {label} | {np} | {fmt(nv)} | " + " | ".join(cells)
+                       + " |")
+    return out
+
+
+def op_table(rows, peers, nps, op, size, key, what):
+    """One op at one size, every peer and np (value only)."""
+    out = []
+    have = [r for r in rows if r["op"] == op and r["size"] == size]
+    if not have:
+        return out
+    out.append(f"| {op} {what} | np | " + " | ".join(
+        PEER_NAMES.get(p, p) for p in peers) + " |")
+    out.append("|---|---|" + "---|" * len(peers))
+    for np in nps:
+        cells = []
+        for p in peers:
+            r = find(rows, p, op, np, size)
+            cells.append(fmt(r[key]) if r and r[key] is not None else "–")
+        out.append(f"| | {np} | " + " | ".join(cells) + " |")
+    return out
+
+
+def ref_value(refs, name, size=None):
+    """The figure of that reference at that size; without a size, the best
+    over its sizes (the ceiling)."""
+    vals = [r["GBps"] for r in refs
+            if r["ref"] == name and (size is None or r["size"] == size)]
+    return max(vals) if vals else None
+
+
+def kernel_rows(refs):
+    out = []
+    for size in sorted({r["size"] for r in refs
+                        if r["ref"].startswith("reduce-bench:")}):
+        ks = [(r["ref"].split(":", 1)[1], r["GBps"]) for r in refs
+              if r["ref"].startswith("reduce-bench:") and r["size"] == size
+              and "memcpy" not in r["ref"]]
+        mc = ref_value(refs, "reduce-bench:memcpy", size)
+        mc2 = ref_value(refs, "memcpy", size)
+        if not ks:
+            continue
+        best = max(ks, key=lambda k: k[1])
+        for name, gbps in ks:
+            cells = [name + (" (best)" if name == best[0] else ""),
+                     fmt(size / MiB) + " MiB", fmt(gbps), fmt(mc),
+                     f"{gbps / mc:.2f}" if mc else "–",
+                     fmt(mc2) if mc2 else "–"]
+            out.append("| " + " | ".join(cells) + " |")
+    if out:
+        out = ["| reduction kernel (float32 sum) | size | GB/s | memcpy GB/s "
+               "(same run) | kernel/memcpy | memcpy GB/s (refs) |",
+               "|---|---|---|---|---|---|"] + out
+    return out
+
+
+def refs_table(refs, rows, nps):
+    out = ["| reference | size | GB/s | note |", "|---|---|---|---|"]
+    for r in refs:
+        if r["ref"].startswith("reduce-bench:"):
+            continue
+        out.append(f"| {r['ref']} | {r['size']} | {fmt(r['GBps'])} | "
+                   f"{r.get('note', '')} |")
+    udp = ref_value(refs, "udp-loopback")
+    tcp = ref_value(refs, "tcp-loopback")
+    aes = ref_value(refs, "aes-128-gcm-encrypt")
+    extra = []
+    for np in nps:
+        nx = find(rows, "nexar", "bw", np, 64 * MiB)
+        if not nx or not nx["algbw_GBps"]:
+            continue
+        bw = nx["algbw_GBps"]
+        parts = []
+        if udp:
+            parts.append(f"{bw / udp:.2f} of plain UDP loopback")
+        if tcp:
+            parts.append(f"{bw / tcp:.2f} of plain TCP loopback (its best "
+                         "write size)")
+        if aes:
+            parts.append(f"{bw / aes:.2f} of one core's AES-128-GCM encrypt")
+        extra.append(f"- nexar bw 64 MiB at np={np}: {fmt(bw)} GB/s = "
+                     + ", ".join(parts) + ".")
+    return out, extra
+
+
+def gnuplot(res, rows, peers, nps):
+    gp = shutil.which("gnuplot")
+    if not gp:
+        return ["(gnuplot not found: no plots)"]
+    pdir = os.path.join(res, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    term = "pngcairo size 900,600 font ',10'"
+    try:
+        t = subprocess.run([gp, "-e", "set terminal"], capture_output=True,
+                           text=True).stdout + subprocess.run(
+            [gp, "-e", "set terminal"], capture_output=True, text=True).stderr
+        if "pngcairo" not in t:
+            term = "png size 900,600"
+    except OSError:
+        term = "png size 900,600"
+    script = []
+    made = []
+    ops = [o for o in OPS if any(r["op"] == o for r in rows)]
+    for op in ops:
+        for np in nps:
+            series = []
+            for p in peers:
+                pts = [r for r in rows if r["op"] == op and r["nranks"] == np
+                       and r["peer"] == p and r["size"] and
+                       r["time_us"] is not None]
+                if not pts:
+                    continue
+                dat = os.path.join(pdir, f"{op}_np{np}_{p}.dat")
+                with open(dat, "w") as f:
+                    f.write("# size time_us algbw_GBps busbw_GBps\n")
+                    for r in sorted(pts, key=lambda r: r["size"]):
+                        f.write(f"{r['size']} {r['time_us']} "
+                                f"{r['algbw_GBps'] or 0} "
+                                f"{r['busbw_GBps'] or 0}\n")
+                series.append((p, os.path.relpath(dat, res)))
+            if not series:
+                continue
+            if op == "latency":
+                png = f"latency_np{np}.png"
+                title = f"latency (one-way, ping-pong), np={np}"
+                ylab, col, ylog = "time (µs)", 2, True
+            else:
+                png = f"busbw_{op}_np{np}.png"
+                title = f"{op} bus bandwidth, np={np}" + (
+                    " (bw: algbw = busbw)" if op in ("bw", "bibw") else "")
+                ylab, col, ylog = "busbw (GB/s)", 4, False
+            script += [f"set output '{png}'",
+                       f"set title \"{title}\"",
+                       "set xlabel 'size (bytes)'", f"set ylabel '{ylab}'",
+                       "set logscale x 2", "set format x '%.0b%B'",
+                       "set logscale y" if ylog else "unset logscale y",
+                       "set key top left",
+                       "set grid"]
+            plots = [f"'{d}' using 1:{col} with linespoints "
+                     f"{PEER_STYLE.get(p, '')} title "
+                     f"'{PEER_NAMES.get(p, p)}'" for p, d in series]
+            script.append("plot " + ", \\\n     ".join(plots))
+            made.append(png)
+    if not made:
+        return []
+    sp = os.path.join(pdir, "plots.gp")
+    with open(sp, "w") as f:
+        f.write(f"set terminal {term}\n" + "\n".join(script) + "\n")
+    r = subprocess.run([gp, os.path.relpath(sp, res)], cwd=res,
+                       capture_output=True, text=True)
+    if r.returncode:
+        return [f"(gnuplot failed: {r.stderr.strip()[:300]})"]
+    return made
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    res = sys.argv[1]
+    meta = {}
+    try:
+        with open(os.path.join(res, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        pass
+    rows = load_rows(res)
+    refs = load_refs(res)
+    peers = [p for p in PEERS if any(r["peer"] == p for r in rows)]
+    nps = sorted({r["nranks"] for r in rows})
+
+    with open(os.path.join(res, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    with open(os.path.join(res, "results.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows, "refs": refs}, f, indent=1)
+    with open(os.path.join(res, "refs.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["ref", "size", "GBps", "seconds",
+                                          "note"])
+        w.writeheader()
+        for r in refs:
+            w.writerow(r)
+    with open(os.path.join(res, "refs.json"), "w") as f:
+        json.dump(refs, f, indent=1)
+
+    pngs = gnuplot(res, rows, peers, nps)
+
+    md = [f"# nexar vs Open MPI, MPICH, Gloo: {meta.get('mode', '?')} run "
+          f"{meta.get('timestamp', '')}", ""]
+    md.append(f"Host: {meta.get('cpu', '?')}, {meta.get('nproc', '?')} CPUs, "
+              f"{meta.get('mem_gib', '?')} GiB, Linux {meta.get('kernel', '?')}"
+              f". nexar {meta.get('nexar', '?')} (Release); Open MPI "
+              f"{meta.get('openmpi', '?')}; MPICH {meta.get('mpich', '?')}; "
+              f"Gloo {meta.get('gloo', '?')}; GnuTLS {meta.get('gnutls', '?')}."
+              " All processes on this one host (loopback or shared memory); "
+              "np above the CPU count is oversubscribed. Launch lines and "
+              "the size bands with their -n/-w/-W: commands.txt.")
+    md.append("")
+    md.append("## nexar against each peer")
+    md.append("")
+    md.append("Each cell: the peer's figure, then **nexar / peer**. For "
+              "latency a ratio above 1 means nexar is slower; for bandwidth "
+              "a ratio below 1 means nexar is slower.")
+    md.append("")
+    md += ratio_table(rows, peers, nps)
+    md.append("")
+    kt = kernel_rows(refs)
+    if kt:
+        md.append("## Reduction kernel against memcpy")
+        md.append("")
+        md += kt
+        md.append("")
+    if refs:
+        rt, extra = refs_table(refs, rows, nps)
+        md.append("## Physical references on this host")
+        md.append("")
+        md += rt
+        md.append("")
+        md += extra
+        md.append("")
+    # every op at 64 MiB (or its largest size) and the smallest size
+    sizes_by_op = {}
+    for r in rows:
+        sizes_by_op.setdefault(r["op"], set()).add(r["size"])
+    big, small = [], []
+    for op in OPS:
+        if op not in sizes_by_op or op == "latency":
+            continue
+        s = sorted(x for x in sizes_by_op[op] if x)
+        if not s:
+            continue
+        at = 64 * MiB if 64 * MiB in s else s[-1]
+        key = "algbw_GBps" if op in ("bw", "bibw") else "busbw_GBps"
+        big += op_table(rows, peers, nps, op, at,
+                        key, f"{fmt(at / MiB)} MiB {key.split('_')[0]} GB/s")
+        big.append("")
+        if s[0] <= 64 * 1024:
+            small += op_table(rows, peers, nps, op, s[0], "time_us",
+                              f"{s[0]} B time µs")
+            small.append("")
+    if big:
+        md.append("## Every op: large-message bandwidth")
+        md.append("")
+        md += big
+    if small:
+        md.append("## Every op: smallest-size time")
+        md.append("")
+        md += small
+    bad = [r for r in rows if r["wrong"]]
+    md.append("## Checks, gaps and failures")
+    md.append("")
+    md.append(f"- {len(rows)} rows; rows with #wrong > 0: {len(bad)}"
+              + ("" if not bad else ": " + ", ".join(
+                  f"{r['peer']} np={r['nranks']} {r['op']} {r['size']} B "
+                  f"({r['wrong']})" for r in bad[:10])) + ".")
+    md.append("- Gloo has no non-blocking collectives (iallreduce) and no "
+              "scan; gloo_perf skips sizes whose per-rank count is 0 (Gloo "
+              "divides by it). Gloo's reduce_scatter is "
+              "ReduceScatterHalvingDoubling, in place on the whole input.")
+    fp = os.path.join(res, "failures.txt")
+    if os.path.exists(fp) and os.path.getsize(fp):
+        md.append("- Runs that failed (raw/*.log has the output):")
+        with open(fp) as f:
+            for line in f:
+                md.append("  - " + line.rstrip().replace("\t", " · "))
+    else:
+        md.append("- No run failed.")
+    md.append("")
+    if pngs:
+        md.append("## Plots")
+        md.append("")
+        for p in pngs:
+            if p.endswith(".png"):
+                md.append(f"![{p}]({p})")
+            else:
+                md.append(p)
+        md.append("")
+    cp = os.path.join(res, "commands.txt")
+    if os.path.exists(cp):
+        md.append("## Launch lines and plan")
+        md.append("")
+        md.append("```")
+        with open(cp) as f:
+            md += [l.rstrip() for l in f]
+        md.append("```")
+        md.append("")
+    md.append("Files: results.csv / results.json (every row of every peer), "
+              "refs.csv / refs.json, raw/ (each run's JSON and log, "
+              "runs.tsv with exit status and seconds), plots/ (gnuplot data "
+              "and script).")
+    with open(os.path.join(res, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
