@@ -434,6 +434,9 @@ void nexar__sched_free(nexar__sched_t *s);
  * or NEXAR_ERR_MISMATCH. finished: forgets a schedule. */
 int nexar__coll_started(nexar__sched_t *s);
 void nexar__coll_finished(nexar__sched_t *s);
+/* Whether two collective headers carry the same call fingerprint
+ * (collective, dtype, op, count, root, algorithm). */
+bool nexar__coll_same_call(const nexar__hdr_t *a, const nexar__hdr_t *b);
 /* A collective message header |h| with no posted receive: returns true
  * when it must be discarded (mismatched or stale). */
 bool nexar__coll_screen(nexar_comm_t *comm, const nexar__hdr_t *h);

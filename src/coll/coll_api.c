@@ -9,12 +9,6 @@
 #include "coll/reduce.h"
 #include "coll/sched.h"
 
-static bool is_reducing(int coll) {
-  return coll == NEXAR__COLL_ALLREDUCE || coll == NEXAR__COLL_REDUCE ||
-         coll == NEXAR__COLL_REDUCE_SCATTER || coll == NEXAR__COLL_SCAN ||
-         coll == NEXAR__COLL_EXSCAN;
-}
-
 static bool is_rooted(int coll) {
   return coll == NEXAR__COLL_BCAST || coll == NEXAR__COLL_REDUCE ||
          coll == NEXAR__COLL_GATHER || coll == NEXAR__COLL_GATHERV ||
@@ -159,7 +153,7 @@ static int check(nexar_comm_t *comm, nexar__coll_args_t *a, const void *sendbuf,
                                                    : NEXAR_ERR_INVALID_ARG;
     return bad(comm, a, rc, "invalid or reserved dtype");
   }
-  if (is_reducing(c)) {
+  if (nexar__coll_is_reducing(c)) {
     int rc = nexar__reduce_check(a->dtype, a->op);
     if (rc == 0 && c == NEXAR__COLL_EXSCAN && a->op == NEXAR_AVG)
       rc = NEXAR_ERR_UNSUPPORTED;
@@ -267,7 +261,7 @@ static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
   t->kind = NEXAR__KIND_COLL;
   t->coll_op = (uint8_t)a.coll;
   t->dtype = a.coll == NEXAR__COLL_BARRIER ? 0 : (uint8_t)a.dtype;
-  t->redop = is_reducing(a.coll) ? (uint8_t)a.op : 0;
+  t->redop = nexar__coll_is_reducing(a.coll) ? (uint8_t)a.op : 0;
   t->comm_id = comm->id;
   t->algo = (uint32_t)s->a.algo;
   t->tag = a.root >= 0 ? (uint32_t)a.root : 0xffffffffu;

@@ -59,13 +59,16 @@ static bool fp_equal(const nexar__fp_t *a, const nexar__fp_t *b) {
          a->count == b->count;
 }
 
+bool nexar__coll_same_call(const nexar__hdr_t *a, const nexar__hdr_t *b) {
+  nexar__fp_t fa = fp_of(a), fb = fp_of(b);
+  return fp_equal(&fa, &fb);
+}
+
 /* "allreduce(f32 x 1024, sum)", "bcast(f32 x 1024, root 0)", "barrier()";
  * the algorithm is named when |algo| is set. */
 static void describe(const nexar__fp_t *f, bool algo, char *out, size_t len) {
   int c = f->coll_op;
-  bool reducing = c == NEXAR__COLL_ALLREDUCE || c == NEXAR__COLL_REDUCE ||
-                  c == NEXAR__COLL_REDUCE_SCATTER || c == NEXAR__COLL_SCAN ||
-                  c == NEXAR__COLL_EXSCAN;
+  bool reducing = nexar__coll_is_reducing(c);
   bool vform = c >= NEXAR__COLL_ALLGATHERV && c <= NEXAR__COLL_SCATTERV;
   char root[32] = "", op[16] = "", cnt[32] = "";
   if (f->root != 0xffffffffu) snprintf(root, sizeof root, ", root %u", f->root);
@@ -258,15 +261,8 @@ bool nexar__coll_screen(nexar_comm_t *comm, const nexar__hdr_t *h) {
   if (comm->fp_seq[slot] != seq + 1) return true; /* long finished: stale */
   nexar__fp_t theirs = fp_of(h);
   if (!fp_equal(&comm->fp_ring[slot], &theirs)) {
-    nexar__hdr_t mine = *h;
-    mine.coll_op = comm->fp_ring[slot].coll_op;
-    mine.dtype = comm->fp_ring[slot].dtype;
-    mine.redop = comm->fp_ring[slot].redop;
-    mine.algo = comm->fp_ring[slot].algo;
-    mine.tag = comm->fp_ring[slot].root;
-    mine.count = comm->fp_ring[slot].count;
-    mine.src_rank = (uint32_t)comm->rank;
-    if (!comm->coll_poison) nexar__coll_mismatch_hdr(comm, &mine, h, 0);
+    if (!comm->coll_poison)
+      report(comm, seq, (int)h->src_rank, &theirs, &comm->fp_ring[slot], NULL);
     return true;
   }
   for (nexar__sched_t *s = comm->active; s; s = s->next)

@@ -162,6 +162,14 @@ const char *nexar__algo_name(int algo);
  * that have not contributed), as "3, 5"; "none" when there are none. */
 void nexar__sched_missing(const nexar__sched_t *s, char *out, size_t len);
 
+/* Collectives that combine data with a reduction op (and carry it in
+ * their fingerprint). */
+static inline bool nexar__coll_is_reducing(int coll) {
+  return coll == NEXAR__COLL_ALLREDUCE || coll == NEXAR__COLL_REDUCE ||
+         coll == NEXAR__COLL_REDUCE_SCATTER || coll == NEXAR__COLL_SCAN ||
+         coll == NEXAR__COLL_EXSCAN;
+}
+
 /* Tiny helpers shared by the builders. */
 static inline int nexar__pof2_floor(int n) {
   int p = 1;

@@ -234,16 +234,10 @@ static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   if (m->got == m->hdr.payload_len) deliver(m);
 }
 
-static bool fp_differs(const nexar__hdr_t *h, const nexar__hdr_t *e) {
-  return h->coll_op != e->coll_op || h->dtype != e->dtype ||
-         h->redop != e->redop || h->count != e->count || h->tag != e->tag ||
-         h->algo != e->algo;
-}
-
 static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   nexar_ctx_t *ctx = r->comm->ctx;
-  if (r->is_coll &&
-      (fp_differs(&m->hdr, &r->hdr) || m->hdr.payload_len != r->cap)) {
+  if (r->is_coll && (!nexar__coll_same_call(&m->hdr, &r->hdr) ||
+                     m->hdr.payload_len != r->cap)) {
     nexar__hdr_t h = m->hdr, mine = r->hdr;
     uint64_t want = r->cap;
     discard(ctx, m);
@@ -327,7 +321,7 @@ void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine) {
   for (nexar__imsg_t *m = comm->unexp, *next; m; m = next) {
     next = m->next;
     if (m->hdr.kind != NEXAR__KIND_COLL || m->hdr.coll_seq != mine->coll_seq ||
-        !fp_differs(&m->hdr, mine))
+        nexar__coll_same_call(&m->hdr, mine))
       continue;
     nexar__hdr_t h = m->hdr;
     unexp_remove(comm, m);
