@@ -28,6 +28,20 @@ static inline void nexar__xfer_segs(nexar__sched_t *s, bool send, int buf,
       nexar__sched_recv(s, buf, off + o * es, c * es, peer);
   }
 }
+/* Receives |cnt| elements from |peer| segment by segment (cut as
+ * nexar__xfer_segs cuts) into scratch at |tmp| bytes, and combines each
+ * segment as it lands: dst[dst_off + o] = dst[..] op src[src_off + o]. */
+static inline void nexar__recv_reduce_segs(nexar__sched_t *s, int peer,
+                                           uint64_t cnt, uint64_t tmp, int dst,
+                                           uint64_t dst_off, int src,
+                                           uint64_t src_off) {
+  uint64_t seg = nexar__seg_elems(s), es = s->a.es;
+  for (uint64_t o = 0; o == 0 || o < cnt; o += seg) {
+    uint64_t b = (cnt - o < seg ? cnt - o : seg) * es, at = o * es;
+    nexar__sched_recv(s, NEXAR__BUF_TMP, tmp + at, b, peer);
+    nexar__sched_reduce(s, dst, dst_off + at, src, src_off + at, b);
+  }
+}
 #define nexar__send_segs(s, buf, off, cnt, peer) \
   nexar__xfer_segs((s), true, (buf), (off), (cnt), (peer))
 #define nexar__recv_segs(s, buf, off, cnt, peer) \

@@ -25,7 +25,7 @@ void nexar__ring_reduce_scatter(nexar__sched_t *s, int in_buf, uint64_t in_off,
                                 const size_t *cnt, int *res_buf,
                                 uint64_t *res_off) {
   int n = s->comm->size, r = s->comm->rank;
-  uint64_t es = s->a.es, seg = nexar__seg_elems(s);
+  uint64_t es = s->a.es;
   *res_buf = in_buf;
   *res_off = in_off;
   if (n == 1) return;
@@ -44,13 +44,9 @@ void nexar__ring_reduce_scatter(nexar__sched_t *s, int in_buf, uint64_t in_off,
       nexar__send_segs(s, in_buf, in_off + dsp[sb] * es, cnt[sb], right);
     else
       nexar__send_segs(s, NEXAR__BUF_TMP, t + dsp[sb] * es, cnt[sb], right);
-    for (uint64_t o = 0; o == 0 || o < cnt[rb]; o += seg) {
-      uint64_t c = cnt[rb] - o < seg ? cnt[rb] - o : seg;
-      uint64_t at = (dsp[rb] + o) * es;
-      nexar__sched_recv(s, NEXAR__BUF_TMP, t + at, c * es, left);
-      nexar__sched_reduce(s, NEXAR__BUF_TMP, t + at, in_buf, in_off + at,
-                          c * es);
-    }
+    uint64_t at = dsp[rb] * es;
+    nexar__recv_reduce_segs(s, left, cnt[rb], t + at, NEXAR__BUF_TMP, t + at,
+                            in_buf, in_off + at);
   }
   *res_buf = NEXAR__BUF_TMP;
   *res_off = t + dsp[r] * es;

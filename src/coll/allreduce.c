@@ -8,19 +8,6 @@
 #define W NEXAR__BUF_WORK
 #define T NEXAR__BUF_TMP
 
-/* Receives chunk [off, off+len) from |peer| in segments into scratch at
- * |tmp| and reduces each into WORK as it lands. */
-static void recv_reduce(nexar__sched_t *s, int peer, uint64_t off, uint64_t len,
-                        uint64_t tmp) {
-  uint64_t seg = nexar__seg_elems(s) * s->a.es, o = 0;
-  do {
-    uint64_t k = len - o < seg ? len - o : seg;
-    nexar__sched_recv(s, T, tmp + o, k, peer);
-    nexar__sched_reduce(s, W, off + o, T, tmp + o, k);
-    o += k;
-  } while (o < len);
-}
-
 /* Ring allreduce (Patarasuk & Yuan 2009): n-1 rounds of reduce-scatter,
  * then n-1 rounds of allgather, each chunk cut into segments. The
  * dependencies the ranges imply let segment k of round i+1 leave while
@@ -41,7 +28,7 @@ static void ring(nexar__sched_t *s) {
   for (int k = 0; k < n - 1; k++) {
     int sc = (r - k + n) % n, rc = (r - k - 1 + n) % n;
     nexar__send_segs(s, W, CO(sc), CB(sc) / es, right);
-    recv_reduce(s, left, CO(rc), CB(rc), tmp);
+    nexar__recv_reduce_segs(s, left, CB(rc) / es, tmp, W, CO(rc), T, tmp);
   }
   int own = (r + 1) % n;
   nexar__sched_finalize(s, W, CO(own), CB(own));
