@@ -163,6 +163,10 @@ struct nexar__conn {
   /* Receive side. */
   nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
   nexar__imsg_t *imsgs;   /* all live incoming messages (for teardown) */
+  /* Streams of delivered messages not yet returned to the peer as
+   * MAX_STREAMS credit: returned in batches, so that a message does not
+   * cost a packet of its own for the credit. [0] uni, [1] bidi. */
+  uint32_t streams_owed[2];
   nexar__seqs_t seqs[8];
   int nseqs;
   /* Seed role: frame reassembly on the single remote stream. */
@@ -250,7 +254,7 @@ typedef struct nexar__ep_ops {
 } nexar__ep_ops_t;
 
 struct nexar__ep {
-  int fd, epfd, evfd;
+  int fd, epfd, evfd, tfd; /* socket, epoll, kick eventfd, linger timer */
   struct sockaddr_storage local;
   socklen_t local_len;
   char local_str[64];
@@ -264,13 +268,25 @@ struct nexar__ep {
   pthread_t thread;
   bool thread_started;
   atomic_bool stop;
-  /* Operation queue from user threads. */
+  /* The engine lock: whoever holds it may run a progress pass (the
+   * progress thread, a caller that waits, a caller that posts). */
+  pthread_mutex_t emu;
+  uint64_t due;          /* when the next pass must run (emu) */
+  uint64_t pt_wake_at;   /* when the progress thread wakes next (emu) */
+  atomic_int drivers;    /* callers driving progress in a wait */
+  atomic_ullong drv_end; /* when the last of them stopped (ns) */
+  uint64_t linger_ns;    /* NEXAR_PROGRESS_LINGER_US in ns */
+  uint64_t tmr_at;       /* when tfd is armed to fire; 0: not armed (emu) */
+  uint64_t spin_ns;      /* NEXAR_SPIN_US in ns */
+  /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
   nexar__req_t *q_head, *q_tail;
-  /* Completion signalling to user threads. */
+  atomic_bool ev_armed; /* evfd was written and not yet read */
+  /* Completion signalling to user threads that do not drive. */
   pthread_mutex_t cmu;
   pthread_cond_t ccv;
   int waiters;
+  bool driving; /* a caller drives progress (cmu) */
   /* Datagrams from unknown clients held until the roster is known. */
   struct {
     uint8_t *data;
@@ -375,6 +391,9 @@ void nexar__conn_free(nexar__conn_t *c);
 void nexar__conn_settle(nexar__conn_t *c);
 /* Enqueues an outgoing message; the stream opens when credit allows. */
 void nexar__conn_send(nexar__conn_t *c, nexar__omsg_t *m);
+/* Whether a queued message has bytes not yet written (blocked ones
+ * excluded). */
+bool nexar__conn_tx_pending(const nexar__conn_t *c);
 /* Seed role: writes one frame on this side's stream. */
 int nexar__conn_seed_send(nexar__conn_t *c, const uint8_t *frame, size_t len);
 int nexar__conn_extend_stream(nexar__conn_t *c, int64_t sid, uint64_t n);
@@ -388,14 +407,24 @@ void nexar__ep_stop(nexar__ep_t *ep);
 void nexar__ep_fini(nexar__ep_t *ep);
 int nexar__ep_add_conn(nexar__ep_t *ep, nexar__conn_t *c);
 void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__conn_t *c);
-/* Queues |req| (kind CTRL or a p2p/coll start) for the progress thread. */
+/* How long a caller whose request completed may leave the writes of that
+ * pass (ACKs, credit) for its next call: the ACK delay we advertise. */
+#define NEXAR__WRITE_DEFER_NS 1000000ull
+/* How soon after the last caller stops driving the progress thread takes
+ * over work that is due at once (a caller usually comes back sooner). */
+#define NEXAR__HANDBACK_NS 50000ull
+/* Starts |req| (kind CTRL or a p2p/coll start): at once on the calling
+ * thread when the engine is free, else queued for whoever holds it. */
 void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req);
-/* Progress thread: marks |req| finished with |rc| and wakes waiters. */
+/* User thread: one non-blocking progress pass if the engine is free. */
+void nexar__ep_progress(nexar__ep_t *ep);
+/* Engine (emu held): marks |req| finished with |rc| and wakes waiters. */
 void nexar__req_complete(nexar__req_t *req, int rc);
-/* User thread: waits until |req| is done or |deadline| (ns) passes.
- * Returns 0 when done, NEXAR_ERR_TIMEOUT otherwise. */
+/* User thread: waits until |req| is done or |deadline| (ns) passes,
+ * driving progress itself while no other caller does. Returns 0 when
+ * done, NEXAR_ERR_TIMEOUT otherwise. */
 int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline);
-/* User thread: runs |fn| on the progress thread and waits for it. */
+/* User thread: runs |fn| in the engine and waits for it. */
 int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
                    uint64_t deadline);
 

@@ -197,6 +197,9 @@ int nexar_test(nexar__req_t **preq, int *done, nexar_status_t *status) {
     *done = 1;
     return NEXAR_OK;
   }
+  /* Polling makes progress, as in MPI: one pass if the engine is free. */
+  if (!atomic_load_explicit(&(*preq)->done, memory_order_acquire))
+    nexar__ep_progress(&(*preq)->comm->ctx->ep);
   if (!atomic_load_explicit(&(*preq)->done, memory_order_acquire)) {
     if (nexar__now() < req_deadline(*preq)) {
       *done = 0;

@@ -1,15 +1,26 @@
 /*
- * The progress engine: one thread per endpoint owns the UDP socket, every
- * QUIC connection, their timers and all matching state. User threads hand
- * it requests through a mutex-protected queue and an eventfd, and wait for
- * completions on a condition variable. Nothing else touches ngtcp2.
+ * The progress engine: one UDP socket, every QUIC connection, their timers
+ * and all matching state, guarded by one lock (emu). Whoever holds the lock
+ * runs progress passes: a caller that posts an operation while the engine
+ * is free runs it at once and writes its packets itself; a caller that
+ * waits drives the engine (polls the socket, receives, completes) until its
+ * request is done, so a round trip costs no thread hand-off. The progress
+ * thread keeps everything moving when no caller is inside the library; it
+ * stays off the socket while a caller drives and for NEXAR_PROGRESS_LINGER_US
+ * after, so that it does not compete for the datagrams.
+ *
+ * Whoever leaves the engine (ep_leave) wakes the progress thread if the next
+ * deadline is before the thread's planned wake-up, so no timer is missed.
  */
 #include <errno.h>
+#include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,10 +30,11 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner) {
   int rc;
   memset(ep, 0, sizeof(*ep));
-  ep->fd = ep->epfd = ep->evfd = -1;
+  ep->fd = ep->epfd = ep->evfd = ep->tfd = -1;
   ep->ops = ops;
   ep->owner = owner;
   ep->local_rank = -1;
+  pthread_mutex_init(&ep->emu, NULL);
   pthread_mutex_init(&ep->qmu, NULL);
   pthread_mutex_init(&ep->cmu, NULL);
   pthread_condattr_t ca;
@@ -37,7 +49,8 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   NEXAR__CHECK_GOTO(nexar__udp_open(ep, bind_addr, len), rc, fail);
   ep->epfd = epoll_create1(EPOLL_CLOEXEC);
   ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (ep->epfd < 0 || ep->evfd < 0) return NEXAR_ERR_SYS;
+  ep->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (ep->epfd < 0 || ep->evfd < 0 || ep->tfd < 0) return NEXAR_ERR_SYS;
   struct epoll_event ev = {.events = EPOLLIN, .data.fd = ep->fd};
   epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->fd, &ev);
   ev.data.fd = ep->evfd;
@@ -68,6 +81,28 @@ void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__conn_t *c) {
   }
 }
 
+static void kick(nexar__ep_t *ep) {
+  uint64_t one = 1;
+  ssize_t r = write(ep->evfd, &one, sizeof(one));
+  (void)r;
+  /* After the write: a pass that sees the flag finds the counter set. */
+  atomic_store(&ep->ev_armed, true);
+}
+
+/* Releases the engine lock; wakes the progress thread if it would sleep
+ * past the time the next pass is due by more than NEXAR__HANDBACK_NS. */
+static void ep_leave(nexar__ep_t *ep) {
+  if (ep->due + NEXAR__HANDBACK_NS < ep->pt_wake_at) {
+    ep->pt_wake_at = ep->due;
+    kick(ep);
+  }
+  pthread_mutex_unlock(&ep->emu);
+}
+
+static uint64_t ep_pass(nexar__ep_t *ep);
+static void ep_input(nexar__ep_t *ep);
+static uint64_t ep_output(nexar__ep_t *ep);
+
 void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {
   req->next = NULL;
   pthread_mutex_lock(&ep->qmu);
@@ -78,10 +113,20 @@ void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {
     ep->q_head = req;
   ep->q_tail = req;
   pthread_mutex_unlock(&ep->qmu);
-  if (was_empty) {
-    uint64_t one = 1;
-    ssize_t r = write(ep->evfd, &one, sizeof(one));
-    (void)r;
+  if (pthread_mutex_trylock(&ep->emu) == 0) {
+    ep_pass(ep);
+    ep_leave(ep);
+    return;
+  }
+  /* The holder (or the engine itself, posting from a callback) runs it on
+   * its next pass; the kick makes sure there is one. */
+  if (was_empty) kick(ep);
+}
+
+void nexar__ep_progress(nexar__ep_t *ep) {
+  if (pthread_mutex_trylock(&ep->emu) == 0) {
+    ep_pass(ep);
+    ep_leave(ep);
   }
 }
 
@@ -101,23 +146,108 @@ void nexar__req_complete(nexar__req_t *req, int rc) {
   pthread_mutex_unlock(&ep->cmu);
 }
 
-int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
-  if (atomic_load_explicit(&req->done, memory_order_acquire)) return 0;
-  struct timespec ts = {(time_t)(deadline / 1000000000ull),
-                        (long)(deadline % 1000000000ull)};
-  int rc = 0;
-  pthread_mutex_lock(&ep->cmu);
-  ep->waiters++;
-  while (!atomic_load_explicit(&req->done, memory_order_acquire)) {
-    if (pthread_cond_timedwait(&ep->ccv, &ep->cmu, &ts) == ETIMEDOUT &&
-        !atomic_load_explicit(&req->done, memory_order_acquire)) {
-      rc = NEXAR_ERR_TIMEOUT;
+static bool req_done(const nexar__req_t *req) {
+  return atomic_load_explicit(&req->done, memory_order_acquire);
+}
+
+static struct timespec ns_to_ts(uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000ull),
+                        (long)(ns % 1000000000ull)};
+  return ts;
+}
+
+/* Whether a message of any connection has bytes still to write. */
+static bool data_waiting(nexar__ep_t *ep) {
+  for (int i = 0; i < ep->nconns; i++)
+    if (nexar__conn_tx_pending(ep->conns[i])) return true;
+  return false;
+}
+
+/* Runs passes on the calling thread until |req| is done or |deadline|,
+ * sleeping in poll on the socket and the kick eventfd between them. */
+static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
+  atomic_fetch_add(&ep->drivers, 1);
+  pthread_mutex_lock(&ep->emu);
+  uint64_t due;
+  uint64_t spin_until = nexar__now() + ep->spin_ns;
+  for (;;) {
+    ep_input(ep);
+    if (req_done(req) && !ep->rx_more && !data_waiting(ep)) {
+      /* Our request is done: leave the writes this pass would make (ACKs,
+       * credit) for the caller's next call, whose packet carries them, or
+       * for the progress thread within the ACK delay we advertise. A
+       * reply then costs one packet, not two. */
+      due = ep->due = nexar__now() + NEXAR__WRITE_DEFER_NS;
       break;
     }
+    due = ep->due = ep_output(ep);
+    if (req_done(req) || atomic_load(&ep->stop)) break;
+    uint64_t now = nexar__now();
+    if (now >= deadline) break;
+    if (now < spin_until) {
+      /* Poll without sleeping for a while: a reply that comes soon costs
+       * no wake-up. Yield so that an oversubscribed host runs others. */
+      pthread_mutex_unlock(&ep->emu);
+      sched_yield();
+      pthread_mutex_lock(&ep->emu);
+      continue;
+    }
+    uint64_t until = due < deadline ? due : deadline;
+    short out = ep->tx_blocked && !ep->tx_retry_at ? POLLOUT : 0;
+    struct pollfd pf[2] = {{ep->fd, (short)(POLLIN | out), 0},
+                           {ep->evfd, POLLIN, 0}};
+    pthread_mutex_unlock(&ep->emu);
+    if (until > now) {
+      struct timespec ts = ns_to_ts(until - now);
+      ppoll(pf, 2, &ts, NULL);
+    }
+    pthread_mutex_lock(&ep->emu);
   }
-  ep->waiters--;
-  pthread_mutex_unlock(&ep->cmu);
-  return rc;
+  uint64_t end = nexar__now();
+  atomic_store(&ep->drv_end, end);
+  if (atomic_fetch_sub(&ep->drivers, 1) == 1 && ep->linger_ns) {
+    /* The progress thread sleeps while callers drive; the timer (pushed
+     * back by every drive that ends) wakes it once they have stopped, or
+     * when the next pass is due if that is sooner. */
+    uint64_t t = end + ep->linger_ns;
+    uint64_t soon = end + NEXAR__HANDBACK_NS;
+    if (ep->due < t) t = ep->due > soon ? ep->due : soon;
+    /* A timer still to fire is left alone unless this one is sooner: a
+     * later drive end only moves the linger, which the thread rechecks. */
+    if (ep->tmr_at <= end || t < ep->tmr_at) {
+      struct itimerspec its = {{0, 0}, ns_to_ts(t)};
+      timerfd_settime(ep->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+      ep->tmr_at = t;
+    }
+    ep->pt_wake_at = ep->tmr_at;
+  }
+  ep_leave(ep);
+}
+
+int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
+  while (!req_done(req)) {
+    if (nexar__now() >= deadline) return req_done(req) ? 0 : NEXAR_ERR_TIMEOUT;
+    pthread_mutex_lock(&ep->cmu);
+    if (!ep->driving) {
+      /* One caller drives at a time; the others wait for completions. */
+      ep->driving = true;
+      pthread_mutex_unlock(&ep->cmu);
+      drive(ep, req, deadline);
+      pthread_mutex_lock(&ep->cmu);
+      ep->driving = false;
+      if (ep->waiters) pthread_cond_broadcast(&ep->ccv);
+      pthread_mutex_unlock(&ep->cmu);
+      continue;
+    }
+    struct timespec ts = ns_to_ts(deadline);
+    ep->waiters++;
+    while (!req_done(req) && ep->driving &&
+           pthread_cond_timedwait(&ep->ccv, &ep->cmu, &ts) != ETIMEDOUT) {
+    }
+    ep->waiters--;
+    pthread_mutex_unlock(&ep->cmu);
+  }
+  return 0;
 }
 
 typedef struct call_box {
@@ -127,8 +257,8 @@ typedef struct call_box {
 
 int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
                    uint64_t deadline) {
-  /* Control calls are short; the progress thread always runs them, so we
-   * wait without a deadline (the request lives on this stack). */
+  /* Control calls are short and always run, so we wait without a deadline
+   * (the request lives on this stack). */
   (void)deadline;
   call_box_t box;
   memset(&box, 0, sizeof(box));
@@ -143,7 +273,7 @@ int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
   }
   nexar__ep_post(ep, &box.req);
   if (box.req.internal) {
-    while (!atomic_load_explicit(&box.req.done, memory_order_acquire)) {
+    while (!req_done(&box.req)) {
       struct timespec ts = {0, 200000};
       nanosleep(&ts, NULL);
     }
@@ -153,10 +283,24 @@ int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
   return box.req.rc;
 }
 
+/* Consumes a kick so that the eventfd stops polling readable. */
+static void drain_kick(nexar__ep_t *ep) {
+  if (atomic_exchange(&ep->ev_armed, false)) {
+    uint64_t v;
+    ssize_t r = read(ep->evfd, &v, sizeof(v));
+    (void)r;
+  }
+}
+
+static bool ops_queued(nexar__ep_t *ep) {
+  pthread_mutex_lock(&ep->qmu);
+  bool any = ep->q_head != NULL;
+  pthread_mutex_unlock(&ep->qmu);
+  return any;
+}
+
 static void run_ops(nexar__ep_t *ep) {
-  uint64_t v;
-  ssize_t r = read(ep->evfd, &v, sizeof(v));
-  (void)r;
+  drain_kick(ep);
   pthread_mutex_lock(&ep->qmu);
   nexar__req_t *q = ep->q_head;
   ep->q_head = ep->q_tail = NULL;
@@ -195,57 +339,109 @@ static void reap_dead(nexar__ep_t *ep) {
   }
 }
 
+/* First half of a progress pass (emu held): queued operations, received
+ * datagrams, expired timers, the tick. */
+static void ep_input(nexar__ep_t *ep) {
+  run_ops(ep);
+  nexar__udp_recv_all(ep, nexar__quic_on_datagram);
+  if (ep->accept_mesh && ep->nstash) {
+    int n = ep->nstash;
+    ep->nstash = 0;
+    for (int i = 0; i < n; i++) {
+      nexar__quic_on_datagram(ep, ep->stash[i].data, ep->stash[i].len,
+                              &ep->stash[i].from, ep->stash[i].fromlen);
+      free(ep->stash[i].data);
+    }
+  }
+  uint64_t now = nexar__now();
+  for (int i = 0; i < ep->nconns; i++)
+    if (nexar__conn_expiry(ep->conns[i]) <= now)
+      nexar__conn_on_expiry(ep->conns[i], now);
+  if (ep->ops->on_tick) ep->ops->on_tick(ep, now);
+}
+
+/* Second half (emu held): writes, connection state. Returns when the next
+ * pass is due (ns; 0 when there is more to do at once). */
+static uint64_t ep_output(nexar__ep_t *ep) {
+  /* A batch the socket refused goes out before anything new. */
+  if (ep->tx_blocked) nexar__udp_resume(ep);
+  /* More queued datagrams (a receive pass stopped at its budget) or more
+   * to write: the next pass runs at once. */
+  bool busy = ep->rx_more;
+  for (int i = 0; i < ep->nconns; i++) {
+    nexar__conn_t *c = ep->conns[i];
+    if (c->want_write) nexar__conn_flush(c);
+    nexar__conn_settle(c);
+    busy |= c->want_write;
+  }
+  /* A full socket: sleep until EPOLLOUT (or the ENOBUFS retry time)
+   * rather than spin on the writes it holds back. */
+  if (ep->tx_blocked) busy = ep->rx_more;
+  reap_dead(ep);
+  if (busy) return 0;
+  /* Tick at least every 50 ms for bootstrap and other deadlines. */
+  uint64_t next = nexar__now() + 50000000ull;
+  for (int i = 0; i < ep->nconns; i++) {
+    uint64_t e = nexar__conn_expiry(ep->conns[i]);
+    if (e < next) next = e;
+  }
+  if (ep->tx_blocked && ep->tx_retry_at && ep->tx_retry_at < next)
+    next = ep->tx_retry_at;
+  return next;
+}
+
+/* One whole progress pass (emu held); records and returns the next due
+ * time. */
+static uint64_t ep_pass(nexar__ep_t *ep) {
+  ep_input(ep);
+  return ep->due = ep_output(ep);
+}
+
+/* The progress thread's sleep while callers drive: only a kick or the
+ * linger timer (or |ts|, when given) wakes it. */
+static void park_sleep(nexar__ep_t *ep, const struct timespec *ts) {
+  struct pollfd pf[2] = {{ep->evfd, POLLIN, 0}, {ep->tfd, POLLIN, 0}};
+  if (ppoll(pf, 2, ts, NULL) <= 0) return;
+  if (pf[0].revents) drain_kick(ep);
+  if (pf[1].revents) {
+    uint64_t v;
+    ssize_t r = read(ep->tfd, &v, sizeof(v));
+    (void)r;
+  }
+}
+
 static void *ep_main(void *arg) {
   nexar__ep_t *ep = arg;
   struct epoll_event evs[4];
   while (!atomic_load(&ep->stop)) {
-    run_ops(ep);
-    nexar__udp_recv_all(ep, nexar__quic_on_datagram);
-    if (ep->accept_mesh && ep->nstash) {
-      int n = ep->nstash;
-      ep->nstash = 0;
-      for (int i = 0; i < n; i++) {
-        nexar__quic_on_datagram(ep, ep->stash[i].data, ep->stash[i].len,
-                                &ep->stash[i].from, ep->stash[i].fromlen);
-        free(ep->stash[i].data);
-      }
+    if (ep->linger_ns && atomic_load(&ep->drivers) > 0 && !ops_queued(ep)) {
+      /* A caller drives: it does all the work; back to sleep without
+       * contending for the engine lock. */
+      park_sleep(ep, NULL);
+      continue;
     }
+    pthread_mutex_lock(&ep->emu);
     uint64_t now = nexar__now();
-    for (int i = 0; i < ep->nconns; i++)
-      if (nexar__conn_expiry(ep->conns[i]) <= now)
-        nexar__conn_on_expiry(ep->conns[i], now);
-    if (ep->ops->on_tick) ep->ops->on_tick(ep, now);
-    /* A batch the socket refused goes out before anything new. */
-    if (ep->tx_blocked) nexar__udp_resume(ep);
-    /* More queued datagrams (a receive pass stopped at its budget) or
-     * more to write: poll without sleeping. */
-    bool busy = ep->rx_more;
-    for (int i = 0; i < ep->nconns; i++) {
-      nexar__conn_t *c = ep->conns[i];
-      if (c->want_write) nexar__conn_flush(c);
-      nexar__conn_settle(c);
-      busy |= c->want_write;
-    }
-    /* A full socket: sleep until EPOLLOUT (or the ENOBUFS retry time)
-     * rather than spin on the writes it holds back. */
-    if (ep->tx_blocked) busy = ep->rx_more;
-    reap_dead(ep);
-    uint64_t next = UINT64_MAX;
-    for (int i = 0; i < ep->nconns; i++) {
-      uint64_t e = nexar__conn_expiry(ep->conns[i]);
-      if (e < next) next = e;
-    }
-    /* Tick at least every 50 ms for bootstrap and other deadlines. */
+    uint64_t quiet = atomic_load(&ep->drv_end) + ep->linger_ns;
+    bool driven = atomic_load(&ep->drivers) > 0;
+    /* Parked: a caller drives (or just did), so stay off the socket and
+     * run a pass only when something is due or work was queued. */
+    bool park = ep->linger_ns && (driven || now < quiet);
+    drain_kick(ep);
+    if (!park || ep->due <= now || ops_queued(ep)) ep_pass(ep);
+    /* While callers drive, sleep until a kick or the linger timer. */
+    uint64_t wake = ep->due;
+    if (park) wake = driven ? UINT64_MAX : wake < quiet ? wake : quiet;
+    ep->pt_wake_at = wake;
+    pthread_mutex_unlock(&ep->emu);
     now = nexar__now();
-    if (ep->tx_blocked && ep->tx_retry_at && ep->tx_retry_at < next)
-      next = ep->tx_retry_at;
-    uint64_t wait = next > now ? next - now : 0;
-    if (wait > 50000000ull) wait = 50000000ull;
-    if (busy) wait = 0;
-    struct timespec ts = {(time_t)(wait / 1000000000ull),
-                          (long)(wait % 1000000000ull)};
-    int n = epoll_pwait2(ep->epfd, evs, 4, &ts, NULL);
-    if (n < 0 && errno != EINTR) break;
+    struct timespec ts = ns_to_ts(wake > now ? wake - now : 0);
+    if (park) {
+      park_sleep(ep, wake == UINT64_MAX ? NULL : &ts);
+    } else {
+      int n = epoll_pwait2(ep->epfd, evs, 4, &ts, NULL);
+      if (n < 0 && errno != EINTR) break;
+    }
   }
   return NULL;
 }
@@ -259,9 +455,7 @@ int nexar__ep_start(nexar__ep_t *ep) {
 void nexar__ep_stop(nexar__ep_t *ep) {
   if (!ep->thread_started) return;
   atomic_store(&ep->stop, true);
-  uint64_t one = 1;
-  ssize_t r = write(ep->evfd, &one, sizeof(one));
-  (void)r;
+  kick(ep);
   pthread_join(ep->thread, NULL);
   ep->thread_started = false;
 }
@@ -277,11 +471,13 @@ void nexar__ep_fini(nexar__ep_t *ep) {
   if (ep->fd >= 0) close(ep->fd);
   if (ep->epfd >= 0) close(ep->epfd);
   if (ep->evfd >= 0) close(ep->evfd);
-  ep->fd = ep->epfd = ep->evfd = -1;
+  if (ep->tfd >= 0) close(ep->tfd);
+  ep->fd = ep->epfd = ep->evfd = ep->tfd = -1;
   nexar__identity_fini(&ep->id);
   free(ep->txbuf);
   free(ep->rxbuf);
   ep->txbuf = ep->rxbuf = NULL;
+  pthread_mutex_destroy(&ep->emu);
   pthread_mutex_destroy(&ep->qmu);
   pthread_mutex_destroy(&ep->cmu);
   pthread_cond_destroy(&ep->ccv);

@@ -72,7 +72,12 @@
     "datagrams per recvmmsg call (1: one per call)")                           \
   X(INT, data_inflight_bytes, "NEXAR_DATA_INFLIGHT_BYTES", 262144, 0, 1 << 30, \
     "data-lane bytes in flight per connection before more data waits, or "     \
-    "twice the path's bandwidth-delay product if larger (0: off)")
+    "twice the path's bandwidth-delay product if larger (0: off)")             \
+  X(INT, progress_linger_us, "NEXAR_PROGRESS_LINGER_US", 1000, 0, 1000000,     \
+    "after a caller stops driving progress, the progress thread stays off "    \
+    "the socket this long (0: it always polls)")                               \
+  X(INT, spin_us, "NEXAR_SPIN_US", 50, 0, 1000000,                             \
+    "a waiting caller polls without sleeping this long before it blocks")
 
 typedef struct nexar__params {
 #define NEXAR__PARAM_FIELD_INT(f) int64_t f;

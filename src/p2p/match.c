@@ -155,14 +155,21 @@ static void imsg_free(nexar__imsg_t *m) {
     if (m->anext) m->anext->aprev = m->aprev;
     if (c->qc && c->state != NEXAR__CS_DEAD) {
       /* The message is delivered: the peer may open another stream. */
-      if (m->sid & 2) {
-        if (!m->stream_closed)
-          ngtcp2_conn_set_stream_user_data(c->qc, m->sid, NULL);
-        ngtcp2_conn_extend_max_streams_uni(c->qc, 1);
-      } else {
-        ngtcp2_conn_extend_max_streams_bidi(c->qc, 1);
+      bool uni = (m->sid & 2) != 0;
+      if (uni && !m->stream_closed)
+        ngtcp2_conn_set_stream_user_data(c->qc, m->sid, NULL);
+      /* A quarter of the window at a time: the peer keeps at least three
+       * quarters of its credit, and credit rides on few packets. */
+      nexar_ctx_t *ctx = c->ep->owner;
+      uint32_t batch = (uint32_t)ctx->prm.max_streams / 4;
+      if (++c->streams_owed[!uni] >= (batch ? batch : 1)) {
+        if (uni)
+          ngtcp2_conn_extend_max_streams_uni(c->qc, c->streams_owed[0]);
+        else
+          ngtcp2_conn_extend_max_streams_bidi(c->qc, c->streams_owed[1]);
+        c->streams_owed[!uni] = 0;
+        c->want_write = true;
       }
-      c->want_write = true;
     }
   }
   free(m->buf);

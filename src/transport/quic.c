@@ -12,6 +12,7 @@
  * GSO (pitfall list in ../shared/reference/quic-ngtcp2.md, section 6).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <gnutls/crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 #include <stdio.h>
@@ -163,6 +164,15 @@ static bool is_loopback(const struct sockaddr_storage *ss) {
   return false;
 }
 
+static void quic_log(void *ud, const char *fmt, ...) {
+  (void)ud;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
 static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
                           ngtcp2_transport_params *tp) {
   const nexar__params_t *p = c->ep->owner && c->ep->ops == &nexar__worker_ops
@@ -184,7 +194,7 @@ static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
   if (!payload) payload = is_loopback(&c->remote) ? 65000 : 1452;
   st->max_tx_udp_payload_size = (size_t)payload;
   if (payload > 1452) st->no_tx_udp_payload_size_shaping = 1;
-  if (getenv("NEXAR_QUIC_LOG")) st->log_printf = NULL;
+  if (getenv("NEXAR_QUIC_LOG")) st->log_printf = quic_log;
   ngtcp2_transport_params_default(tp);
   tp->initial_max_data = 64u << 20;
   tp->initial_max_stream_data_bidi_local = 0; /* we never read those */
@@ -202,7 +212,8 @@ static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
   tp->max_idle_timeout = (uint64_t)idle * NGTCP2_MILLISECONDS;
   tp->active_connection_id_limit = 2;
   tp->disable_active_migration = 1;
-  tp->max_ack_delay = 1 * NGTCP2_MILLISECONDS;
+  /* What a caller that got its reply may leave unwritten (engine.c). */
+  tp->max_ack_delay = NEXAR__WRITE_DEFER_NS;
 }
 
 /* PINGs keep an otherwise idle link from hitting the idle timeout. */
@@ -598,7 +609,10 @@ void nexar__conn_flush(nexar__conn_t *c) {
     }
   }
   if (off) send_batch(c, off, seg);
-  ngtcp2_conn_update_pkt_tx_time(c->qc, ts);
+  /* Pace only what stopped at the send quantum: a flush that wrote all
+   * there was would otherwise leave a pacing deadline that is already due,
+   * and the engine would take it for a timer to serve. */
+  if (c->want_write) ngtcp2_conn_update_pkt_tx_time(c->qc, ts);
 }
 
 uint64_t nexar__conn_expiry(nexar__conn_t *c) {
@@ -749,6 +763,13 @@ int nexar__conn_extend_stream(nexar__conn_t *c, int64_t sid, uint64_t n) {
   ngtcp2_conn_extend_max_stream_offset(c->qc, sid, n);
   c->want_write = true;
   return 0;
+}
+
+bool nexar__conn_tx_pending(const nexar__conn_t *c) {
+  for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
+    for (const nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
+      if (m->sent < NEXAR__HDR_BYTES + m->len && !m->blocked) return true;
+  return false;
 }
 
 bool nexar__conn_idle(nexar__conn_t *c) {
