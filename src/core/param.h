@@ -72,7 +72,12 @@
     "datagrams per recvmmsg call (1: one per call)")                           \
   X(INT, data_inflight_bytes, "NEXAR_DATA_INFLIGHT_BYTES", 262144, 0, 1 << 30, \
     "data-lane bytes in flight per connection before more data waits, or "     \
-    "twice the path's bandwidth-delay product if larger (0: off)")
+    "twice the path's bandwidth-delay product if larger (0: off)")             \
+  X(STR, device, "NEXAR_DEVICE", "cpu", 0, 0,                                  \
+    "device adapter installed at nexar_init: cpu, cuda or auto (cuda when "    \
+    "the CUDA runtime loads and reports a device, else cpu)")                  \
+  X(INT, device_stage_cache_bytes, "NEXAR_DEVICE_STAGE_CACHE_BYTES", 67108864, \
+    0, 1ll << 40, "host bounce buffers kept for reuse by device staging")
 
 typedef struct nexar__params {
 #define NEXAR__PARAM_FIELD_INT(f) int64_t f;
