@@ -51,6 +51,7 @@ typedef enum nexar_result {
   NEXAR_ERR_UNSUPPORTED = -12,  /* unsupported dtype x op or feature */
   NEXAR_ERR_SYS = -13,          /* operating-system error */
   NEXAR_ERR_TRUNCATE = -14,     /* message longer than the receive buffer */
+  NEXAR_ERR_DEVICE = -15,       /* a device adapter operation failed */
   NEXAR_ERR_INTERNAL = -100     /* bug in the library */
 } nexar_result_t;
 
@@ -199,7 +200,9 @@ NEXAR_EXTERN const char *nexar_last_error(void);
 
 /* ------------------------------------------------------------------ */
 /* Point-to-point. Messages are matched MPI-style on (source, tag) within a
- * communicator, FIFO per (source, tag, communicator). */
+ * communicator, FIFO per (source, tag, communicator). Buffers may be in
+ * device memory (see "Device memory" below); the calls then also return
+ * the device adapter's errors. */
 
 /*
  * Sends |count| elements of |dtype| from |buf| to rank |dest| with |tag|
@@ -226,8 +229,10 @@ NEXAR_EXTERN int nexar_recv(nexar_comm_t *comm, void *buf, size_t count,
 
 /* Non-blocking forms: start the operation and return a request in *req that
  * must be completed with nexar_wait/nexar_test/nexar_waitall. The buffer
- * must stay valid and untouched until then. Return NEXAR_OK or
- * NEXAR_ERR_INVALID_ARG / NEXAR_ERR_NOMEM / NEXAR_ERR_CLOSED. */
+ * must stay valid and untouched until then (a send buffer in device memory
+ * is copied during the call and may be reused at once). Return NEXAR_OK or
+ * NEXAR_ERR_INVALID_ARG / NEXAR_ERR_NOMEM / NEXAR_ERR_CLOSED, or a device
+ * adapter error (NEXAR_ERR_DEVICE). */
 NEXAR_EXTERN int nexar_isend(nexar_comm_t *comm, const void *buf, size_t count,
                              nexar_dtype_t dtype, int dest, int tag,
                              nexar_req_t **req);
@@ -238,9 +243,12 @@ NEXAR_EXTERN int nexar_irecv(nexar_comm_t *comm, void *buf, size_t count,
 /*
  * Waits for *req to finish (at most the op timeout), frees it and sets
  * *req = NULL. A NULL *req returns NEXAR_OK at once. |status| may be NULL.
- * Returns the request's result; NEXAR_ERR_TIMEOUT when the op timeout
- * passes first (the request is then cancelled and freed; a receive buffer's
- * contents are unspecified).
+ * Receive buffers in device memory get their data before it returns (on
+ * this thread, through the device adapter). Returns the request's result;
+ * NEXAR_ERR_TIMEOUT when the op timeout passes first (the request is then
+ * cancelled and freed; a receive buffer's contents are unspecified); the
+ * device adapter's error (NEXAR_ERR_DEVICE) when copying the result to
+ * device memory fails.
  */
 NEXAR_EXTERN int nexar_wait(nexar_req_t **req, nexar_status_t *status);
 
@@ -302,6 +310,10 @@ NEXAR_EXTERN int nexar_waitall(size_t n, nexar_req_t **reqs,
  * Thread safety: any thread may call; calls on one communicator must be
  * made in the same order on every rank (as in MPI), so concurrent callers
  * on one communicator must order their calls themselves.
+ *
+ * Device memory: every buffer may be in device memory, on any subset of
+ * ranks, through the context's device adapter (see "Device memory" below);
+ * a call then also returns the adapter's errors (NEXAR_ERR_DEVICE).
  */
 
 /*
@@ -529,6 +541,162 @@ NEXAR_EXTERN int nexar_iexscan(nexar_comm_t *comm, const void *sendbuf,
  */
 NEXAR_EXTERN int nexar_barrier(nexar_comm_t *comm);
 NEXAR_EXTERN int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req);
+
+/* ------------------------------------------------------------------ */
+/* Device memory (docs/device-adapters.md).
+ *
+ * Every point-to-point and collective call accepts buffers in device memory
+ * (a GPU's memory, or any memory the CPU must not touch directly). Each
+ * context has one device adapter, a table of operations that tells device
+ * memory from host memory and copies between the two. The default is the
+ * CPU adapter: every buffer is host memory and no adapter operation is
+ * called at all. With another adapter, each buffer a call uses on this rank
+ * is classified once; a device buffer is staged through a host bounce
+ * buffer as large as the byte range the call touches:
+ * - at the call (nexar_i* or the blocking form), on the calling thread:
+ *   the bytes the call reads (a send buffer; a receive buffer in place or
+ *   at a bcast root) are copied to the bounce buffer with copy_to_host;
+ * - at completion (nexar_wait, nexar_test, nexar_waitall or the blocking
+ *   form, before it returns), on the thread that completes the request:
+ *   the bytes the call defines in a receive buffer are copied back with
+ *   copy_from_host, then synchronize is called once. Bytes a call must
+ *   leave alone (gaps between v-form blocks, exscan's rank 0, a receive
+ *   longer than the message) are not written. After an error other than
+ *   NEXAR_ERR_TRUNCATE nothing is copied back (receive buffers are then
+ *   unspecified, as for host memory).
+ * Only the calling thread ever runs adapter operations; the progress
+ * thread works on host memory only. The data of a device send buffer is
+ * therefore captured when the call is made: the buffer may be reused as
+ * soon as a non-blocking call returns. Device work that produces a send
+ * buffer must be finished (or ordered before the adapter's copies) when
+ * the call is made, as with CUDA-aware MPI.
+ *
+ * Adapter operations return NEXAR_OK or a negative NEXAR_ERR_* code; the
+ * call that ran them returns that code (an unknown negative value becomes
+ * NEXAR_ERR_DEVICE), and nexar_comm_last_error() names the rank, the
+ * operation, the adapter and the byte count. A failure while staging in
+ * leaves the call without effect on this rank (a collective then cannot
+ * complete on the others); a failure while staging out is returned by the
+ * nexar_wait / nexar_test that completes the request.
+ */
+
+/* What an adapter's classify operation reports for a buffer. */
+typedef enum nexar_mem_kind {
+  NEXAR_MEM_HOST = 0,  /* host memory: the engine uses it directly */
+  NEXAR_MEM_DEVICE = 1 /* device memory: staged through host memory */
+} nexar_mem_kind_t;
+
+#define NEXAR_DEVICE_OPS_VERSION 1
+
+/*
+ * A device adapter. |user_data| is the pointer given to
+ * nexar_device_adapter_set, passed to every operation. Sizes are in bytes,
+ * |count| in elements of |dtype|. Operations are called from the
+ * application's threads that call nexar functions, possibly from several
+ * at once, never from the progress thread; they must be thread-safe and
+ * must not call nexar functions on the same context.
+ */
+typedef struct nexar_device_ops {
+  size_t size;      /* sizeof(nexar_device_ops_t) */
+  uint32_t version; /* NEXAR_DEVICE_OPS_VERSION */
+  const char *name; /* for messages ("cuda"); may be NULL; must stay
+                       valid while the adapter is installed */
+  /* Required. NEXAR_MEM_DEVICE when [ptr, ptr + bytes) is device memory,
+   * NEXAR_MEM_HOST when it is host memory, or a negative NEXAR_ERR_* code
+   * (for instance NEXAR_ERR_INVALID_ARG for a range that straddles the end
+   * of an allocation), which the call returns. Called once per non-empty
+   * buffer of a call, before anything else. */
+  int (*classify)(void *user_data, const void *ptr, size_t bytes);
+  /* Optional (both or neither). Host memory for bounce buffers, for
+   * instance pinned memory that makes copies faster. alloc_host returns
+   * NULL when it cannot allocate (the engine then uses aligned_alloc);
+   * free_host receives the size that was allocated. Bounce buffers are
+   * kept for reuse up to NEXAR_DEVICE_STAGE_CACHE_BYTES per context. */
+  void *(*alloc_host)(void *user_data, size_t bytes);
+  void (*free_host)(void *user_data, void *ptr, size_t bytes);
+  /* Required. Copies |bytes| from device memory to host memory; the
+   * copy must be complete when it returns. */
+  int (*copy_to_host)(void *user_data, void *dst_host, const void *src_dev,
+                      size_t bytes);
+  /* Required. Copies |bytes| from host memory to device memory. It may
+   * return before the copy is complete: |src_host| stays untouched until
+   * synchronize has returned. */
+  int (*copy_from_host)(void *user_data, void *dst_dev, const void *src_host,
+                        size_t bytes);
+  /* Optional. Completes every copy_from_host this thread issued, so that
+   * the data is visible to later device work. Called once per completed
+   * request that copied data back, after its last copy_from_host. */
+  int (*synchronize)(void *user_data);
+  /* Optional. dst[i] = dst[i] op src[i] for |count| elements, both in
+   * device memory, with the semantics of nexar's host kernels; used by
+   * nexar_reduce_local. NEXAR_ERR_UNSUPPORTED declines a (dtype, op) pair,
+   * which is then staged and reduced on the host. Collectives stage their
+   * device buffers and always reduce on the host, so that every rank and
+   * algorithm combines elements in the same order with the same
+   * arithmetic (bit-identical results). */
+  int (*reduce)(void *user_data, void *dst_dev, const void *src_dev,
+                size_t count, nexar_dtype_t dtype, nexar_op_t op);
+} nexar_device_ops_t;
+
+/*
+ * Makes |ops| (copied; |ops| need not outlive the call) with |user_data|
+ * the device adapter of |ctx|. |ops| NULL restores the CPU adapter.
+ * Requests already started finish with the adapter they started with; the
+ * cache of bounce buffers is emptied. Not to be called concurrently with
+ * other calls on |ctx| (set it right after nexar_init). NEXAR_DEVICE
+ * (docs/configuration.md) picks an adapter at nexar_init instead.
+ * Returns NEXAR_OK, or NEXAR_ERR_INVALID_ARG (NULL ctx, a table whose size
+ * or version is too small, a missing required operation, alloc_host
+ * without free_host or the reverse); then nothing changed.
+ */
+NEXAR_EXTERN int nexar_device_adapter_set(nexar_ctx_t *ctx,
+                                          const nexar_device_ops_t *ops,
+                                          void *user_data);
+
+/*
+ * Copies the active adapter of |ctx| to *ops and its user data to
+ * *user_data (either may be NULL). Same thread rule as
+ * nexar_device_adapter_set. Returns NEXAR_OK or NEXAR_ERR_INVALID_ARG.
+ */
+NEXAR_EXTERN int nexar_device_adapter_get(nexar_ctx_t *ctx,
+                                          nexar_device_ops_t *ops,
+                                          void **user_data);
+
+/* The CPU adapter (the default): every buffer is host memory; copies are
+ * memcpy. Static, never NULL. Thread-safe. */
+NEXAR_EXTERN const nexar_device_ops_t *nexar_device_adapter_cpu(void);
+
+/*
+ * The CUDA adapter, in *ops (static). It loads the CUDA runtime
+ * (libcudart) with dlopen on first use, so a program built with it runs
+ * where CUDA is absent. classify uses cudaPointerGetAttributes (device and
+ * managed memory are device memory, everything else host memory); copies
+ * use cudaMemcpy / cudaMemcpyAsync on the default stream, and
+ * synchronize cudaStreamSynchronize; bounce buffers are pinned
+ * (cudaHostAlloc). It has no reduce operation. Thread-safe.
+ * Returns NEXAR_OK; NEXAR_ERR_UNSUPPORTED (*ops = NULL) when libnexar was
+ * built without it (NEXAR_CUDA=OFF), the runtime cannot be loaded or
+ * reports no device; the reason is in nexar_last_error(); NEXAR_ERR_INVALID_ARG
+ * for NULL |ops|.
+ */
+NEXAR_EXTERN int nexar_device_adapter_cuda(const nexar_device_ops_t **ops);
+
+/*
+ * dst[i] = dst[i] op src[i] for |count| elements on this process, without
+ * communication (as MPI_Reduce_local), with the device adapter of |ctx|:
+ * when both buffers are device memory and the adapter has a reduce
+ * operation that accepts the pair, on the device; otherwise device
+ * operands are staged through host memory and reduced by nexar's host
+ * kernels (dst copied back, then synchronize). |src| == |dst| is allowed.
+ * On the calling thread; thread-safe. Returns NEXAR_OK;
+ * NEXAR_ERR_INVALID_ARG (NULL ctx or buffer, bad dtype);
+ * NEXAR_ERR_UNSUPPORTED (the (dtype, op) pair, or NEXAR_AVG, which needs a
+ * divisor); NEXAR_ERR_NOMEM; an adapter error (message in
+ * nexar_comm_last_error(nexar_comm_world(ctx))).
+ */
+NEXAR_EXTERN int nexar_reduce_local(nexar_ctx_t *ctx, const void *src,
+                                    void *dst, size_t count,
+                                    nexar_dtype_t dtype, nexar_op_t op);
 
 /* ------------------------------------------------------------------ */
 /* Seed: discovery and admission only; never on the data path. */

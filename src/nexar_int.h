@@ -20,6 +20,7 @@
 
 #include "core/log.h"
 #include "core/param.h"
+#include "device/device.h"
 #include "nexar.h"
 #include "wire/wire.h"
 
@@ -211,6 +212,9 @@ struct nexar_req {
   nexar__sched_t *sched;
   /* Control. */
   int (*ctrl)(nexar__req_t *req);
+  /* Device buffers staged through host memory (user threads only): copied
+   * back when the request is completed; NULL on the host path. */
+  nexar__stage_t *stage;
 };
 
 /* ---- Communicator. */
@@ -320,6 +324,7 @@ struct nexar__ep {
 struct nexar_ctx {
   nexar__ep_t ep;
   nexar__params_t prm;
+  nexar__dev_t dev; /* device adapter and bounce cache */
   int rank, world;
   nexar__roster_entry_t *roster;
   nexar__conn_t **peers; /* world rank -> connection */

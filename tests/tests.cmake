@@ -20,3 +20,14 @@ nexar_test(test_lanes 180 test_lanes.c)
 nexar_test(test_security 120 test_security.c)
 nexar_test(test_backpressure 120 test_backpressure.c)
 nexar_test(test_mismatch 300 test_mismatch.c)
+# Device adapters through a fake device (no GPU), at world sizes 1 to 5.
+nexar_test(test_device 300 test_device.c)
+# The CUDA adapter on a GPU; reported as skipped (exit 77) without the
+# adapter, the CUDA runtime or a device.
+nexar_test(test_device_cuda 300 test_device_cuda.c)
+target_link_libraries(test_device_cuda PRIVATE ${CMAKE_DL_LIBS})
+if(NEXAR_CUDART_LIBRARY)
+  target_compile_definitions(test_device_cuda PRIVATE
+    NEXAR_CUDART_PATH="${NEXAR_CUDART_LIBRARY}")
+endif()
+set_tests_properties(test_device_cuda PROPERTIES SKIP_RETURN_CODE 77)

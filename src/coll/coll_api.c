@@ -215,6 +215,160 @@ static int check(nexar_comm_t *comm, nexar__coll_args_t *a, const void *sendbuf,
   return 0;
 }
 
+/* ---- Device buffers ---- */
+
+/*
+ * The byte ranges of buffer |which| (NEXAR__BUF_SEND or NEXAR__BUF_WORK,
+ * after in-place normalisation) that the call reads (|out| false) or
+ * defines (|out| true) on this rank, appended to |r| when it is not NULL.
+ * Returns how many non-empty ranges there are; *end gets the largest end
+ * offset (0 when none). A buffer with no range at all is never touched by
+ * the schedule. At most comm->size ranges.
+ */
+static size_t coll_ranges(const nexar_comm_t *comm, const nexar__coll_args_t *a,
+                          int which, bool out, nexar__region_t *r,
+                          uint64_t *end) {
+  int n = comm->size, me = comm->rank, c = a->coll;
+  uint64_t es = a->es, C = a->count * es;
+  bool root = a->root == me, ip = a->in_place;
+  size_t k = 0;
+  *end = 0;
+#define ADD(o, l)                              \
+  do {                                         \
+    uint64_t o_ = (o), l_ = (l);               \
+    if (l_) {                                  \
+      if (r) r[k] = (nexar__region_t){o_, l_}; \
+      k++;                                     \
+      if (o_ + l_ > *end) *end = o_ + l_;      \
+    }                                          \
+  } while (0)
+  if (which == NEXAR__BUF_SEND) {
+    if (out) return 0; /* only read */
+    switch (c) {
+      case NEXAR__COLL_BCAST:
+      case NEXAR__COLL_BARRIER:
+        break;
+      case NEXAR__COLL_ALLTOALL:
+        ADD(0, (uint64_t)n * C);
+        break;
+      case NEXAR__COLL_ALLTOALLV:
+        for (int j = 0; j < n; j++) ADD(a->displs[j] * es, a->counts[j] * es);
+        break;
+      case NEXAR__COLL_SCATTER:
+        if (root) ADD(0, (uint64_t)n * C);
+        break;
+      case NEXAR__COLL_SCATTERV:
+        if (root)
+          for (int j = 0; j < n; j++) ADD(a->displs[j] * es, a->counts[j] * es);
+        break;
+      default: /* the rank's own contribution of count elements */
+        ADD(0, C);
+    }
+    return k;
+  }
+  switch (c) {
+    case NEXAR__COLL_ALLREDUCE:
+    case NEXAR__COLL_SCAN:
+      if (out || ip) ADD(0, C);
+      break;
+    case NEXAR__COLL_EXSCAN: /* rank 0's result is left unchanged */
+      if (out ? me > 0 : ip) ADD(0, C);
+      break;
+    case NEXAR__COLL_BCAST:
+      if (out ? !root : root) ADD(0, C);
+      break;
+    case NEXAR__COLL_REDUCE:
+      if (root && (out || ip)) ADD(0, C);
+      break;
+    case NEXAR__COLL_ALLGATHER:
+    case NEXAR__COLL_GATHER:
+      if (c == NEXAR__COLL_GATHER && !root) break;
+      if (out)
+        ADD(0, (uint64_t)n * C);
+      else if (ip)
+        ADD((uint64_t)me * C, C);
+      break;
+    case NEXAR__COLL_ALLGATHERV:
+    case NEXAR__COLL_GATHERV:
+      if (c == NEXAR__COLL_GATHERV && !root) break;
+      if (out)
+        for (int i = 0; i < n; i++) ADD(a->displs[i] * es, a->counts[i] * es);
+      else if (ip)
+        ADD(a->displs[me] * es, a->counts[me] * es);
+      break;
+    case NEXAR__COLL_REDUCE_SCATTER: /* count: the sum of the blocks */
+      if (out)
+        ADD(0, a->counts[me] * es);
+      else if (ip)
+        ADD(0, C);
+      break;
+    case NEXAR__COLL_ALLTOALL:
+      if (out || ip) ADD(0, (uint64_t)n * C);
+      break;
+    case NEXAR__COLL_ALLTOALLV:
+      if (out || ip)
+        for (int i = 0; i < n; i++) ADD(a->rdispls[i] * es, a->rcounts[i] * es);
+      break;
+    case NEXAR__COLL_SCATTER:
+    case NEXAR__COLL_SCATTERV:
+      if (out && !ip) ADD(0, C);
+      break;
+    default:
+      break;
+  }
+#undef ADD
+  return k;
+}
+
+/* Classifies the buffers of a call and stages those in device memory:
+ * *sendbuf and *recvbuf are replaced by bounce buffers, *st gets the
+ * stage (NULL when every buffer is host memory). */
+static int coll_stage(nexar_comm_t *comm, const nexar__coll_args_t *a,
+                      const void **sendbuf, void **recvbuf,
+                      nexar__stage_t **st) {
+  nexar__dev_t *dev = &comm->ctx->dev;
+  const char *what = nexar__coll_name(a->coll);
+  *st = NULL;
+  static const int bufs[2] = {NEXAR__BUF_WORK, NEXAR__BUF_SEND};
+  for (int i = 0; i < 2; i++) {
+    int which = bufs[i];
+    bool send = which == NEXAR__BUF_SEND;
+    void *ptr = send ? (void *)(uintptr_t)*sendbuf : *recvbuf;
+    if (!ptr) continue;
+    uint64_t end_in, end_out;
+    size_t nin = coll_ranges(comm, a, which, false, NULL, &end_in);
+    size_t nout = coll_ranges(comm, a, which, true, NULL, &end_out);
+    uint64_t bytes = end_in > end_out ? end_in : end_out;
+    if (!bytes) continue; /* the schedule does not touch it */
+    const char *role = send ? "send" : "receive";
+    int rc = nexar__dev_classify(dev, comm, what, role, ptr, bytes);
+    if (rc == NEXAR_MEM_HOST) continue;
+    nexar__region_t *r = NULL;
+    if (rc >= 0) {
+      r = malloc((nin + nout) * sizeof(*r));
+      if (!r) rc = NEXAR_ERR_NOMEM;
+    }
+    uint8_t *host = NULL;
+    if (rc >= 0) {
+      coll_ranges(comm, a, which, false, r, &end_in);
+      coll_ranges(comm, a, which, true, r + nin, &end_out);
+      rc = nexar__stage_add(st, dev, comm, what, role, ptr, bytes, r, nin,
+                            r + nin, nout, &host);
+    }
+    free(r);
+    if (rc < 0) {
+      nexar__stage_abort(*st);
+      *st = NULL;
+      return rc;
+    }
+    if (send)
+      *sendbuf = host;
+    else
+      *recvbuf = host;
+  }
+  return 0;
+}
+
 /* Validates, builds and posts the call; *req gets the request. */
 static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
                 void *recvbuf, nexar__req_t **req) {
@@ -235,13 +389,20 @@ static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
     return bad(comm, &a, NEXAR_ERR_INVALID_ARG, "NEXAR_IN_PLACE off the root");
   int rc = check(comm, &a, sendbuf, recvbuf);
   if (rc < 0) return rc;
+  nexar__stage_t *stage = NULL;
+  if (!nexar__dev_host_only(&comm->ctx->dev) && a.coll != NEXAR__COLL_BARRIER) {
+    rc = coll_stage(comm, &a, &sendbuf, &recvbuf, &stage);
+    if (rc < 0) return rc;
+  }
   nexar__sched_t *s = calloc(1, sizeof(*s));
   nexar__req_t *u = calloc(1, sizeof(*u));
   if (!s || !u) {
     free(s);
     free(u);
+    nexar__stage_abort(stage);
     return NEXAR_ERR_NOMEM;
   }
+  u->stage = stage;
   u->kind = NEXAR__REQ_COLL;
   u->comm = comm;
   u->peer = -1;
@@ -275,6 +436,7 @@ static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
   rc = nexar__sched_build(s);
   if (rc < 0) {
     nexar__sched_free(s);
+    nexar__stage_abort(u->stage);
     free(u);
     return bad(comm, &a, rc, "cannot build the schedule");
   }

@@ -30,6 +30,7 @@ static void comm_free(nexar_comm_t *c) {
 
 static void ctx_free(nexar_ctx_t *ctx) {
   nexar__ep_fini(&ctx->ep);
+  nexar__dev_fini(&ctx->dev);
   /* Unexpected messages of the self channel (no connection). */
   if (ctx->world_comm) {
     for (nexar__imsg_t *m = ctx->world_comm->unexp, *n; m; m = n) {
@@ -87,8 +88,20 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     free(ctx);
     return NEXAR_ERR_INVALID_ARG;
   }
+  /* The adapter before the network: a NEXAR_DEVICE that cannot be
+   * honoured fails fast. */
+  rc = nexar__dev_init(&ctx->dev, ctx->prm.device,
+                       (uint64_t)ctx->prm.device_stage_cache_bytes, err,
+                       sizeof(err));
+  if (rc < 0) {
+    nexar__set_init_error("nexar_init: %s", err);
+    nexar__dev_fini(&ctx->dev);
+    free(ctx);
+    return rc;
+  }
   ctx->world_comm = comm_new(ctx);
   if (!ctx->world_comm) {
+    nexar__dev_fini(&ctx->dev);
     free(ctx);
     return NEXAR_ERR_NOMEM;
   }
@@ -134,6 +147,16 @@ int nexar_comm_size(const nexar_comm_t *comm, int *size) {
 static int req_finish(nexar__req_t **preq, nexar_status_t *status) {
   nexar__req_t *r = *preq;
   int rc = r->rc;
+  if (r->stage) {
+    /* Device buffers: the result goes back before the call returns. A
+     * receive defines the bytes of the message only. */
+    uint64_t limit = UINT64_MAX;
+    if (r->kind == NEXAR__REQ_RECV)
+      limit = r->st.bytes < r->cap ? r->st.bytes : r->cap;
+    rc = nexar__stage_finish(r->stage, rc, limit);
+    r->stage = NULL;
+    r->st.error = rc;
+  }
   if (status) *status = r->st;
   free(r);
   *preq = NULL;
@@ -245,8 +268,33 @@ static int p2p_req(nexar_comm_t *comm, const void *buf, size_t count,
                           tag);
     return NEXAR_ERR_INVALID_ARG;
   }
+  /* Device memory: a send is copied to a bounce buffer now, a receive
+   * lands in one and is copied back at completion. */
+  uint8_t *hbuf = (uint8_t *)(uintptr_t)buf;
+  uint64_t bytes = (uint64_t)count * es;
+  nexar__stage_t *stage = NULL;
+  nexar__dev_t *dev = &comm->ctx->dev;
+  if (bytes && !nexar__dev_host_only(dev)) {
+    const char *what = send ? "send" : "recv";
+    const char *role = send ? "send" : "receive";
+    int kind = nexar__dev_classify(dev, comm, what, role, buf, bytes);
+    if (kind < 0) return kind;
+    if (kind == NEXAR_MEM_DEVICE) {
+      nexar__region_t all = {0, bytes};
+      int rc = nexar__stage_add(&stage, dev, comm, what, role, hbuf, bytes,
+                                &all, send ? 1 : 0, &all, send ? 0 : 1, &hbuf);
+      if (rc < 0) {
+        nexar__stage_abort(stage);
+        return rc;
+      }
+    }
+  }
   nexar__req_t *r = calloc(1, sizeof(*r));
-  if (!r) return NEXAR_ERR_NOMEM;
+  if (!r) {
+    nexar__stage_abort(stage);
+    return NEXAR_ERR_NOMEM;
+  }
+  r->stage = stage;
   r->kind = send ? NEXAR__REQ_SEND : NEXAR__REQ_RECV;
   r->comm = comm;
   r->comm_peer = peer;
@@ -254,8 +302,8 @@ static int p2p_req(nexar_comm_t *comm, const void *buf, size_t count,
   r->t_start = nexar__now();
   r->tag = tag;
   r->lane = NEXAR__LANE_DATA;
-  r->buf = (uint8_t *)buf;
-  r->cap = (uint64_t)count * es;
+  r->buf = hbuf;
+  r->cap = bytes;
   r->st.source = peer;
   r->st.tag = tag;
   if (send) {

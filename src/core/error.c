@@ -22,6 +22,7 @@
   X(NEXAR_ERR_UNSUPPORTED, "unsupported")                      \
   X(NEXAR_ERR_SYS, "operating-system error")                   \
   X(NEXAR_ERR_TRUNCATE, "message truncated")                   \
+  X(NEXAR_ERR_DEVICE, "device adapter operation failed")       \
   X(NEXAR_ERR_INTERNAL, "internal error")
 
 const char *nexar_strerror(int code) {

@@ -77,7 +77,12 @@
     "after a caller stops driving progress, the progress thread stays off "    \
     "the socket this long (0: it always polls)")                               \
   X(INT, spin_us, "NEXAR_SPIN_US", 50, 0, 1000000,                             \
-    "a waiting caller polls without sleeping this long before it blocks")
+    "a waiting caller polls without sleeping this long before it blocks")      \
+  X(STR, device, "NEXAR_DEVICE", "cpu", 0, 0,                                  \
+    "device adapter installed at nexar_init: cpu, cuda or auto (cuda when "    \
+    "the CUDA runtime loads and reports a device, else cpu)")                  \
+  X(INT, device_stage_cache_bytes, "NEXAR_DEVICE_STAGE_CACHE_BYTES", 67108864, \
+    0, 1ll << 40, "host bounce buffers kept for reuse by device staging")
 
 typedef struct nexar__params {
 #define NEXAR__PARAM_FIELD_INT(f) int64_t f;
