@@ -276,7 +276,8 @@ struct nexar__ep {
    * progress thread, a caller that waits, a caller that posts). */
   pthread_mutex_t emu;
   uint64_t due;          /* when the next pass must run (emu) */
-  uint64_t pt_wake_at;   /* when the progress thread wakes next (emu) */
+  uint64_t wake_at;      /* when a sleeper (progress thread or driving caller)
+                            next enters the engine (emu) */
   atomic_int drivers;    /* callers driving progress in a wait */
   atomic_ullong drv_end; /* when the last of them stopped (ns) */
   uint64_t linger_ns;    /* NEXAR_PROGRESS_LINGER_US in ns */

@@ -92,8 +92,8 @@ static void kick(nexar__ep_t *ep) {
 /* Releases the engine lock; wakes the progress thread if it would sleep
  * past the time the next pass is due by more than NEXAR__HANDBACK_NS. */
 static void ep_leave(nexar__ep_t *ep) {
-  if (ep->due + NEXAR__HANDBACK_NS < ep->pt_wake_at) {
-    ep->pt_wake_at = ep->due;
+  if (ep->due + NEXAR__HANDBACK_NS < ep->wake_at) {
+    ep->wake_at = ep->due;
     kick(ep);
   }
   pthread_mutex_unlock(&ep->emu);
@@ -193,6 +193,8 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
       continue;
     }
     uint64_t until = due < deadline ? due : deadline;
+    /* Whoever changes the deadlines while we sleep kicks us (ep_leave). */
+    ep->wake_at = until;
     short out = ep->tx_blocked && !ep->tx_retry_at ? POLLOUT : 0;
     struct pollfd pf[2] = {{ep->fd, (short)(POLLIN | out), 0},
                            {ep->evfd, POLLIN, 0}};
@@ -219,7 +221,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
       timerfd_settime(ep->tfd, TFD_TIMER_ABSTIME, &its, NULL);
       ep->tmr_at = t;
     }
-    ep->pt_wake_at = ep->tmr_at;
+    ep->wake_at = ep->tmr_at;
   }
   ep_leave(ep);
 }
@@ -432,7 +434,7 @@ static void *ep_main(void *arg) {
     /* While callers drive, sleep until a kick or the linger timer. */
     uint64_t wake = ep->due;
     if (park) wake = driven ? UINT64_MAX : wake < quiet ? wake : quiet;
-    ep->pt_wake_at = wake;
+    ep->wake_at = wake;
     pthread_mutex_unlock(&ep->emu);
     now = nexar__now();
     struct timespec ts = ns_to_ts(wake > now ? wake - now : 0);
