@@ -20,6 +20,15 @@
 
 enum { BOOT_SEED = 1, BOOT_MESH = 2, BOOT_DONE = 3, BOOT_FAILED = 4 };
 
+/* Every change of boot_state is made under cmu: nexar_init waits on it. */
+static void boot_set(nexar_ctx_t *ctx, int state) {
+  nexar__ep_t *ep = &ctx->ep;
+  pthread_mutex_lock(&ep->cmu);
+  ctx->boot_state = state;
+  if (state >= BOOT_DONE) pthread_cond_broadcast(&ep->ccv);
+  pthread_mutex_unlock(&ep->cmu);
+}
+
 static void boot_fail(nexar_ctx_t *ctx, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void boot_fail(nexar_ctx_t *ctx, int rc, const char *fmt, ...) {
@@ -29,19 +38,11 @@ static void boot_fail(nexar_ctx_t *ctx, int rc, const char *fmt, ...) {
   vsnprintf(ctx->boot_err, sizeof(ctx->boot_err), fmt, ap);
   va_end(ap);
   ctx->boot_rc = rc;
-  nexar__ep_t *ep = &ctx->ep;
-  pthread_mutex_lock(&ep->cmu);
-  ctx->boot_state = BOOT_FAILED;
-  pthread_cond_broadcast(&ep->ccv);
-  pthread_mutex_unlock(&ep->cmu);
+  boot_set(ctx, BOOT_FAILED);
 }
 
 static void boot_done(nexar_ctx_t *ctx) {
-  nexar__ep_t *ep = &ctx->ep;
-  pthread_mutex_lock(&ep->cmu);
-  ctx->boot_state = BOOT_DONE;
-  pthread_cond_broadcast(&ep->ccv);
-  pthread_mutex_unlock(&ep->cmu);
+  boot_set(ctx, BOOT_DONE);
   NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "rank %d: mesh of %d formed", ctx->rank,
               ctx->world);
 }
@@ -123,7 +124,7 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
   wc->size = ctx->world;
   ctx->ep.local_rank = ctx->rank;
   ctx->ep.accept_mesh = true;
-  ctx->boot_state = BOOT_MESH;
+  boot_set(ctx, BOOT_MESH);
   /* Done with the seed: it is never on the data path. */
   nexar__conn_close(c, NEXAR__CLOSE_OK, "welcome received");
   nexar__conn_fail(c, NEXAR_ERR_CLOSED, "welcome received");
@@ -226,7 +227,8 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
     if (ctx->world_comm) nexar__coll_tick(ctx->world_comm, now);
     return;
   }
-  if (now < ctx->boot_deadline) return;
+  /* Not begun (boot_begin sets the deadline), or not yet due. */
+  if (!ctx->boot_state || now < ctx->boot_deadline) return;
   /* While connected to the seed, give its verdict (which names the missing
    * ranks) 2 s to arrive before reporting our own timeout. */
   if (ctx->boot_state == BOOT_SEED && ctx->seed_conn &&
@@ -284,6 +286,8 @@ const nexar__ep_ops_t nexar__worker_ops = {
 
 static int boot_begin(nexar__req_t *req) {
   nexar_ctx_t *ctx = req->cb_arg;
+  ctx->boot_deadline =
+      nexar__now() + (uint64_t)ctx->prm.bootstrap_timeout_ms * 1000000ull;
   struct sockaddr_storage ss;
   socklen_t sl;
   if (nexar__parse_addr(ctx->prm.seed_addr, 0, &ss, &sl) < 0) {
@@ -292,7 +296,7 @@ static int boot_begin(nexar__req_t *req) {
               ctx->prm.seed_addr);
     return 0;
   }
-  ctx->boot_state = BOOT_SEED;
+  boot_set(ctx, BOOT_SEED);
   int rc = nexar__conn_dial(&ctx->ep, &ss, sl, NEXAR__ROLE_SEED, -1, NULL,
                             &ctx->seed_conn);
   if (rc < 0)
@@ -303,8 +307,6 @@ static int boot_begin(nexar__req_t *req) {
 
 int nexar__bootstrap(nexar_ctx_t *ctx) {
   uint64_t t0 = nexar__now();
-  ctx->boot_deadline =
-      t0 + (uint64_t)ctx->prm.bootstrap_timeout_ms * 1000000ull;
   nexar__ep_call(&ctx->ep, boot_begin, ctx, UINT64_MAX);
   nexar__ep_t *ep = &ctx->ep;
   pthread_mutex_lock(&ep->cmu);
