@@ -36,23 +36,26 @@ extern "C" {
 /* Result codes. Negative values are errors. */
 typedef enum nexar_result {
   NEXAR_OK = 0,
-  NEXAR_INPROGRESS = 1,         /* non-blocking operation not finished */
-  NEXAR_ERR_INVALID_ARG = -1,   /* bad argument; the call had no effect */
-  NEXAR_ERR_INVALID_USAGE = -2, /* wrong call order or state */
-  NEXAR_ERR_NOMEM = -3,         /* allocation failed */
-  NEXAR_ERR_TIMEOUT = -4,       /* deadline passed */
-  NEXAR_ERR_PEER_FAILED = -5,   /* a peer is dead or unreachable */
-  NEXAR_ERR_REVOKED = -6,       /* communicator revoked by another member */
-  NEXAR_ERR_MISMATCH = -7,      /* ranks called different collectives */
-  NEXAR_ERR_AUTH = -8,          /* authentication or certificate failure */
-  NEXAR_ERR_PROTO = -9,         /* malformed frame, version mismatch */
-  NEXAR_ERR_TRANSPORT = -10,    /* QUIC, TLS or socket error */
-  NEXAR_ERR_CLOSED = -11,       /* object already finalized or aborted */
-  NEXAR_ERR_UNSUPPORTED = -12,  /* unsupported dtype x op or feature */
-  NEXAR_ERR_SYS = -13,          /* operating-system error */
-  NEXAR_ERR_TRUNCATE = -14,     /* message longer than the receive buffer */
-  NEXAR_ERR_DEVICE = -15,       /* a device adapter operation failed */
-  NEXAR_ERR_INTERNAL = -100     /* bug in the library */
+  NEXAR_INPROGRESS = 1,           /* non-blocking operation not finished */
+  NEXAR_ERR_INVALID_ARG = -1,     /* bad argument; the call had no effect */
+  NEXAR_ERR_INVALID_USAGE = -2,   /* wrong call order or state */
+  NEXAR_ERR_NOMEM = -3,           /* allocation failed */
+  NEXAR_ERR_TIMEOUT = -4,         /* deadline passed */
+  NEXAR_ERR_PEER_FAILED = -5,     /* a peer is dead or unreachable */
+  NEXAR_ERR_REVOKED = -6,         /* communicator revoked by another member */
+  NEXAR_ERR_MISMATCH = -7,        /* ranks called different collectives */
+  NEXAR_ERR_AUTH = -8,            /* authentication or certificate failure */
+  NEXAR_ERR_PROTO = -9,           /* malformed frame, version mismatch */
+  NEXAR_ERR_TRANSPORT = -10,      /* QUIC, TLS or socket error */
+  NEXAR_ERR_CLOSED = -11,         /* object already finalized or aborted */
+  NEXAR_ERR_UNSUPPORTED = -12,    /* unsupported dtype x op or feature */
+  NEXAR_ERR_SYS = -13,            /* operating-system error */
+  NEXAR_ERR_TRUNCATE = -14,       /* message longer than the receive buffer */
+  NEXAR_ERR_DEVICE = -15,         /* a device adapter operation failed */
+  NEXAR_ERR_RPC_UNKNOWN_FN = -16, /* no RPC handler for the function id */
+  NEXAR_ERR_RPC_HANDLER = -17,    /* the RPC handler returned an error */
+  NEXAR_ERR_RPC_BUSY = -18,       /* the callee's RPC queue was full */
+  NEXAR_ERR_INTERNAL = -100       /* bug in the library */
 } nexar_result_t;
 
 /* Static text for a result code; never NULL. Thread-safe. */
@@ -122,6 +125,8 @@ typedef struct nexar_status {
   int tag;      /* tag of the message */
   int error;    /* result code of this request */
   size_t bytes; /* bytes received (or sent) */
+  int rpc_code; /* RPC: the handler's return value (negative with
+                   NEXAR_ERR_RPC_HANDLER); 0 for every other request */
 } nexar_status_t;
 
 /*
@@ -541,6 +546,98 @@ NEXAR_EXTERN int nexar_iexscan(nexar_comm_t *comm, const void *sendbuf,
  */
 NEXAR_EXTERN int nexar_barrier(nexar_comm_t *comm);
 NEXAR_EXTERN int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req);
+
+/* ------------------------------------------------------------------ */
+/* Remote procedure calls by function id (docs/rpc.md).
+ *
+ * A process registers handlers by 16-bit function id; any rank of a
+ * communicator can then call one on any rank (itself included) with an
+ * opaque request payload and get an opaque response payload back. Requests
+ * are served by the library: each context owns one RPC service thread,
+ * which runs the handlers one at a time, in the order the requests arrived
+ * (never on the progress thread, never under the engine lock). Requests
+ * that arrive while NEXAR_RPC_QUEUE requests are already waiting or being
+ * received are answered at once with NEXAR_ERR_RPC_BUSY. Payloads (request
+ * and response) are bounded by NEXAR_RPC_MAX_BYTES. Buffers are host
+ * memory (the device adapter is not used).
+ */
+
+/*
+ * An RPC handler. Runs on the context's RPC service thread with the
+ * |req_bytes| request bytes at |req| (valid during the call only) and
+ * writes at most |resp_cap| (= NEXAR_RPC_MAX_BYTES) response bytes to
+ * |resp|, setting *resp_bytes (0 on entry). |caller| is the caller's rank
+ * in the communicator the call was made on. Returns >= 0 for success (the
+ * response is sent), or a negative code: the caller then gets
+ * NEXAR_ERR_RPC_HANDLER with this code in its status's rpc_code, and no
+ * response bytes. A handler may call nexar functions except blocking RPC
+ * calls to its own rank (its own service thread would serve them: a
+ * deadlock, ended by the call's timeout) and nexar_finalize.
+ */
+typedef int (*nexar_rpc_handler_t)(void *user_data, int caller, uint16_t fn_id,
+                                   const void *req, size_t req_bytes,
+                                   void *resp, size_t resp_cap,
+                                   size_t *resp_bytes);
+
+/*
+ * Registers |handler| with |user_data| for |fn_id| on the context of
+ * |comm| (handlers are per process: one table for every communicator).
+ * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG (NULL comm or handler);
+ * NEXAR_ERR_INVALID_USAGE when |fn_id| already has a handler (unregister
+ * it first); NEXAR_ERR_NOMEM. Thread-safe.
+ */
+NEXAR_EXTERN int nexar_rpc_register(nexar_comm_t *comm, uint16_t fn_id,
+                                    nexar_rpc_handler_t handler,
+                                    void *user_data);
+
+/*
+ * Removes the handler of |fn_id|. When it returns, the handler is not
+ * running and will not run again (unless called from that handler itself);
+ * later calls of |fn_id| get NEXAR_ERR_RPC_UNKNOWN_FN. Returns NEXAR_OK,
+ * NEXAR_ERR_INVALID_ARG (NULL comm, or no handler for |fn_id|).
+ * Thread-safe.
+ */
+NEXAR_EXTERN int nexar_rpc_unregister(nexar_comm_t *comm, uint16_t fn_id);
+
+/*
+ * Starts a call of |fn_id| on rank |rank| of |comm| (may be this rank)
+ * with the |req_bytes| bytes at |req_buf| (copied during the call: the
+ * buffer may be reused at once). The response goes to |resp_buf| (room for
+ * |resp_cap| bytes, untouched until the request completes). |timeout_ms|
+ * > 0 is the call's deadline from now; <= 0 means NEXAR_OP_TIMEOUT_MS.
+ * Complete *req with nexar_wait / nexar_test: status.bytes is the
+ * response length, status.source the callee, status.tag |fn_id|,
+ * status.rpc_code the handler's return value. Their result: NEXAR_OK;
+ * NEXAR_ERR_RPC_UNKNOWN_FN (no handler for |fn_id| on |rank|);
+ * NEXAR_ERR_RPC_HANDLER (the handler returned status.rpc_code < 0);
+ * NEXAR_ERR_RPC_BUSY (the callee's queue was full: try again later);
+ * NEXAR_ERR_TIMEOUT (no response by the deadline; a late response is
+ * dropped); NEXAR_ERR_TRUNCATE (the response is longer than |resp_cap|:
+ * the first resp_cap bytes are stored, status.bytes is the full length);
+ * NEXAR_ERR_INVALID_ARG (the request exceeded the callee's
+ * NEXAR_RPC_MAX_BYTES); NEXAR_ERR_PEER_FAILED; NEXAR_ERR_CLOSED. The
+ * message (nexar_comm_last_error) names the local rank, the peer rank,
+ * the function id and the call id.
+ * Returns NEXAR_OK, or at once NEXAR_ERR_INVALID_ARG (NULL comm or req,
+ * bad rank, NULL buffer with a non-zero size, |req_bytes| above
+ * NEXAR_RPC_MAX_BYTES: refused before anything is allocated or sent),
+ * NEXAR_ERR_NOMEM.
+ */
+NEXAR_EXTERN int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
+                                 const void *req_buf, size_t req_bytes,
+                                 void *resp_buf, size_t resp_cap,
+                                 int timeout_ms, nexar_req_t **req);
+
+/*
+ * Blocking form of nexar_rpc_icall: returns the call's result, and the
+ * response length in *resp_bytes (may be NULL; set also with
+ * NEXAR_ERR_TRUNCATE). The handler's code of a NEXAR_ERR_RPC_HANDLER is
+ * in the message (use nexar_rpc_icall + nexar_wait to get it as a value).
+ */
+NEXAR_EXTERN int nexar_rpc_call(nexar_comm_t *comm, int rank, uint16_t fn_id,
+                                const void *req_buf, size_t req_bytes,
+                                void *resp_buf, size_t resp_cap,
+                                size_t *resp_bytes, int timeout_ms);
 
 /* ------------------------------------------------------------------ */
 /* Device memory (docs/device-adapters.md).

@@ -183,7 +183,8 @@ enum nexar__req_kind {
   NEXAR__REQ_SEND,
   NEXAR__REQ_RECV,
   NEXAR__REQ_COLL,
-  NEXAR__REQ_CTRL /* engine-internal operation (flush, cancel, ...) */
+  NEXAR__REQ_CTRL, /* engine-internal operation (flush, cancel, ...) */
+  NEXAR__REQ_RPC   /* an RPC call: waits for its response */
 };
 
 struct nexar_req {
@@ -215,6 +216,13 @@ struct nexar_req {
   /* Device buffers staged through host memory (user threads only): copied
    * back when the request is completed; NULL on the host path. */
   nexar__stage_t *stage;
+  /* RPC call: the request payload (moved to the send when started), the
+   * deadline (ns), the call id and whether it waits in the pending table
+   * (linked through next/prev). */
+  uint8_t *rpc_tx;
+  uint64_t rpc_deadline;
+  uint64_t rpc_id;
+  bool rpc_pending;
 };
 
 /* ---- Communicator. */
@@ -321,11 +329,36 @@ struct nexar__ep {
   uint64_t tx_retry_at; /* ENOBUFS: next attempt (ns); 0: wait EPOLLOUT */
 };
 
+/* ---- RPC service (rpc/rpc.c). */
+typedef struct nexar__rpc_item nexar__rpc_item_t;
+typedef struct nexar__rpc_fn {
+  uint16_t fn_id;
+  nexar_rpc_handler_t handler;
+  void *user_data;
+} nexar__rpc_fn_t;
+#define NEXAR__RPC_BUCKETS 256
+typedef struct nexar__rpc {
+  bool inited;
+  pthread_mutex_t mu; /* everything below up to the engine part */
+  pthread_cond_t cv;  /* queue, stop, or a handler finished */
+  pthread_t thread;
+  bool started, stop;
+  nexar__rpc_fn_t *fns; /* registered handlers */
+  int nfns, cap_fns;
+  int running_fn; /* function id whose handler runs, or -1 */
+  nexar__rpc_item_t *q_head, *q_tail;
+  int load; /* requests being received, queued or running */
+  /* Engine part (emu): calls waiting for their response header. */
+  uint64_t next_id;
+  nexar__req_t *pending[NEXAR__RPC_BUCKETS];
+} nexar__rpc_t;
+
 /* ---- Process context. */
 struct nexar_ctx {
   nexar__ep_t ep;
   nexar__params_t prm;
   nexar__dev_t dev; /* device adapter and bounce cache */
+  nexar__rpc_t rpc; /* RPC handlers, service thread, pending calls */
   int rank, world;
   nexar__roster_entry_t *roster;
   nexar__conn_t **peers; /* world rank -> connection */
@@ -457,6 +490,31 @@ void nexar__omsg_free(nexar__omsg_t *m);
 nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id);
 /* Builds and enqueues a message to world rank |peer| for |req| (a send). */
 int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req);
+
+/* Binds message |m| to receive request |r| (its payload flows into r's
+ * buffer; r completes when it has all arrived). */
+void nexar__p2p_bind(nexar__imsg_t *m, nexar__req_t *r);
+/* Lets the rest of |m| arrive and drops it. */
+void nexar__p2p_discard(nexar_ctx_t *ctx, nexar__imsg_t *m);
+
+/* ---------------- rpc/rpc.c ---------------- */
+/* Sets up the RPC state of |ctx| (before the endpoint starts). */
+int nexar__rpc_init(nexar_ctx_t *ctx);
+/* Starts the service thread. */
+int nexar__rpc_start_service(nexar_ctx_t *ctx);
+/* Stops and joins the service thread (idempotent). */
+void nexar__rpc_stop(nexar_ctx_t *ctx);
+/* Frees the RPC state (after the endpoint is gone). */
+void nexar__rpc_fini(nexar_ctx_t *ctx);
+/* Engine: starts an RPC call request. */
+void nexar__rpc_start(nexar__req_t *req);
+/* Engine: a header of kind RPC from |m|'s connection is next in order. */
+void nexar__rpc_on_header(nexar_ctx_t *ctx, nexar_comm_t *comm,
+                          nexar__imsg_t *m);
+/* Engine: ends call |req| with |rc| (timeout), dropping a late response. */
+void nexar__rpc_cancel(nexar__req_t *req, int rc);
+/* Engine: fails every call waiting on world rank |peer|. */
+void nexar__rpc_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);
 
 /* ---------------- coll ---------------- */
 void nexar__coll_start(nexar__req_t *req);

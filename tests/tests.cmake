@@ -22,6 +22,8 @@ nexar_test(test_backpressure 120 test_backpressure.c)
 nexar_test(test_mismatch 300 test_mismatch.c)
 # Several user threads per process calling p2p at once (caller-driven progress).
 nexar_test(test_threads 180 test_threads.c)
+# RPC by function id at world sizes 1 and 3.
+nexar_test(test_rpc 180 test_rpc.c)
 # Device adapters through a fake device (no GPU), at world sizes 1 to 5.
 nexar_test(test_device 300 test_device.c)
 # The CUDA adapter on a GPU; reported as skipped (exit 77) without the

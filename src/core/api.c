@@ -29,7 +29,9 @@ static void comm_free(nexar_comm_t *c) {
 }
 
 static void ctx_free(nexar_ctx_t *ctx) {
+  nexar__rpc_stop(ctx);
   nexar__ep_fini(&ctx->ep);
+  nexar__rpc_fini(ctx);
   nexar__dev_fini(&ctx->dev);
   /* Unexpected messages of the self channel (no connection). */
   if (ctx->world_comm) {
@@ -105,6 +107,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     free(ctx);
     return NEXAR_ERR_NOMEM;
   }
+  nexar__rpc_init(ctx);
   rc = nexar__ep_init(&ctx->ep, &ss, sl, &nexar__worker_ops, ctx);
   if (rc < 0) {
     nexar__set_init_error("nexar_init: cannot open the UDP socket on %s: %s",
@@ -118,6 +121,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     return rc;
   }
   rc = nexar__bootstrap(ctx);
+  if (rc == 0) rc = nexar__rpc_start_service(ctx);
   if (rc < 0) {
     ctx_free(ctx);
     return rc;
@@ -182,6 +186,14 @@ static int cancel_fn(nexar__req_t *ctl) {
         (unsigned long long)s->tmpl.coll_seq, (unsigned long long)r->comm->id,
         (long long)ctx->prm.op_timeout_ms, missing);
     nexar__coll_cancel(r, NEXAR_ERR_TIMEOUT);
+  } else if (r->kind == NEXAR__REQ_RPC) {
+    nexar__comm_set_error(
+        r->comm,
+        "rank %d: rpc fn %d on rank %d (call %llu) got no response within "
+        "%llu ms; a late response is dropped",
+        ctx->rank, r->tag, r->comm_peer, (unsigned long long)r->rpc_id,
+        (unsigned long long)((r->rpc_deadline - r->t_start) / 1000000ull));
+    nexar__rpc_cancel(r, NEXAR_ERR_TIMEOUT);
   } else {
     nexar__comm_set_error(
         r->comm,
@@ -194,8 +206,10 @@ static int cancel_fn(nexar__req_t *ctl) {
   return 0;
 }
 
-/* Deadline of |r|: NEXAR_OP_TIMEOUT_MS after it started. */
+/* Deadline of |r|: NEXAR_OP_TIMEOUT_MS after it started (an RPC call:
+ * its own). */
 static uint64_t req_deadline(const nexar__req_t *r) {
+  if (r->kind == NEXAR__REQ_RPC) return r->rpc_deadline;
   return r->t_start + (uint64_t)r->comm->ctx->prm.op_timeout_ms * 1000000ull;
 }
 
@@ -353,6 +367,11 @@ static int flushed_fn(nexar__req_t *ctl) {
   return 1;
 }
 
+static int noop_fn(nexar__req_t *ctl) {
+  (void)ctl;
+  return 0;
+}
+
 static int close_fn(nexar__req_t *ctl) {
   nexar_ctx_t *ctx = ctl->cb_arg;
   char why[64];
@@ -370,6 +389,12 @@ int nexar_finalize(nexar_ctx_t *ctx) {
   if (ctx->world > 1) {
     int brc = nexar__coll_final_barrier(ctx->world_comm);
     if (brc < 0) rc = brc;
+  }
+  /* No handler runs from here on; the responses it posted are sent (or
+   * dropped with the connections) by the passes below. */
+  nexar__rpc_stop(ctx);
+  nexar__ep_call(&ctx->ep, noop_fn, NULL, UINT64_MAX);
+  if (ctx->world > 1) {
     uint64_t deadline = nexar__now() + 5000000000ull;
     while (!nexar__ep_call(&ctx->ep, flushed_fn, ctx, UINT64_MAX)) {
       if (nexar__now() > deadline) {

@@ -321,6 +321,9 @@ static void run_ops(nexar__ep_t *ep) {
       case NEXAR__REQ_COLL:
         nexar__coll_start(q);
         break;
+      case NEXAR__REQ_RPC:
+        nexar__rpc_start(q);
+        break;
     }
     q = next;
   }

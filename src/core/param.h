@@ -58,6 +58,10 @@
     "undelivered messages a peer may have towards this process")               \
   X(INT, max_message_mb, "NEXAR_MAX_MESSAGE_MB", 1 << 20, 1, 1 << 30,          \
     "largest message accepted from a peer, MiB")                               \
+  X(INT, rpc_max_bytes, "NEXAR_RPC_MAX_BYTES", 1048576, 0, 1 << 30,            \
+    "largest RPC request or response payload")                                 \
+  X(INT, rpc_queue, "NEXAR_RPC_QUEUE", 1024, 1, 1 << 20,                       \
+    "RPC requests waiting for the service thread before callers get busy")     \
   X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
     "QUIC idle timeout (0: off)")                                              \
   X(INT, keepalive_ms, "NEXAR_KEEPALIVE_MS", 5000, 0, 86400000,                \

@@ -192,13 +192,15 @@ static void deliver(nexar__imsg_t *m) {
     int rc = NEXAR_OK;
     if (!r->is_coll && m->hdr.payload_len > r->cap) {
       rc = NEXAR_ERR_TRUNCATE;
-      nexar__comm_set_error(
-          r->comm,
-          "rank %d: recv from rank %d tag %u (seq %llu): message of %llu "
-          "bytes truncated to the %llu-byte buffer",
-          r->comm->rank, src_comm_rank(m), m->hdr.tag,
-          (unsigned long long)m->hdr.seq,
-          (unsigned long long)m->hdr.payload_len, (unsigned long long)r->cap);
+      /* An RPC call has its own message, set when it was bound. */
+      if (r->kind != NEXAR__REQ_RPC)
+        nexar__comm_set_error(
+            r->comm,
+            "rank %d: recv from rank %d tag %u (seq %llu): message of %llu "
+            "bytes truncated to the %llu-byte buffer",
+            r->comm->rank, src_comm_rank(m), m->hdr.tag,
+            (unsigned long long)m->hdr.seq,
+            (unsigned long long)m->hdr.payload_len, (unsigned long long)r->cap);
     }
     nexar__req_complete(r, rc);
   }
@@ -265,6 +267,14 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   if (m->got == m->hdr.payload_len) deliver(m);
 }
 
+void nexar__p2p_bind(nexar__imsg_t *m, nexar__req_t *r) {
+  bind_msg(m, r);
+}
+
+void nexar__p2p_discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  discard(ctx, m);
+}
+
 /* A mismatch notice: received whole into a small buffer, then handled. */
 typedef struct {
   nexar__req_t req;
@@ -301,6 +311,10 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   nexar_comm_t *comm = find_comm(ctx, m->hdr.comm_id);
   if (m->hdr.kind == NEXAR__KIND_MISMATCH) {
     on_notice(ctx, comm, m);
+    return;
+  }
+  if (m->hdr.kind == NEXAR__KIND_RPC) {
+    nexar__rpc_on_header(ctx, comm, m);
     return;
   }
   for (nexar__req_t *r = comm->posted; r; r = r->next) {
@@ -571,6 +585,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
                           const char *why) {
   nexar_comm_t *comm = ctx->world_comm;
   nexar__conn_t *c = ctx->peers[peer];
+  nexar__rpc_fail_peer(ctx, peer, err, why);
   /* Pending sends to the peer. */
   for (int lane = 0; c && lane < NEXAR__LANE_COUNT; lane++) {
     for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {

@@ -27,8 +27,17 @@ enum nexar__kind {
   NEXAR__KIND_COLL = 2,      /* one step of a collective */
   NEXAR__KIND_HEARTBEAT = 3, /* liveness only, no payload */
   NEXAR__KIND_MISMATCH = 4,  /* collective fingerprints disagree (notice) */
-  NEXAR__KIND_MAX = 4
+  NEXAR__KIND_RPC = 5,       /* RPC request or response (docs/rpc.md) */
+  NEXAR__KIND_MAX = 5
 };
+
+/* RPC messages (kind NEXAR__KIND_RPC, data lane): tag = function id
+ * (0..65535), coll_seq = call id (chosen by the caller, unique per
+ * connection), step = NEXAR__RPC_REQUEST or NEXAR__RPC_RESPONSE; count = 0
+ * in a request, and in a response the status (low 32 bits, a result code
+ * as int32: 0 or a NEXAR_ERR_*) and the handler's return value (high 32
+ * bits, int32). */
+enum nexar__rpc_step { NEXAR__RPC_REQUEST = 0, NEXAR__RPC_RESPONSE = 1 };
 
 enum nexar__lane {
   NEXAR__LANE_CONTROL = 0, /* barrier, membership, heartbeat: sent first */

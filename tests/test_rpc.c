@@ -1,0 +1,269 @@
+/*
+ * RPC tests over real multi-process clusters (3 ranks, and 1 rank for the
+ * self-only path): echo and sum handlers checked bit for bit (self
+ * included), 1000 concurrent non-blocking calls per rank each checked
+ * against its own request, an unknown function id, a handler error with
+ * its code, a timeout against a slow handler (within the deadline, the
+ * late response dropped, later calls fine), over-size requests refused,
+ * truncated responses, and unregistering.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "nexar.h"
+
+enum { FN_ECHO = 1, FN_SUM = 2, FN_FAIL = 3, FN_SLOW = 4, FN_BIG = 5 };
+#define MAX_BYTES 65536
+#define FAIL_CODE (-1234)
+#define SLOW_MS 1500
+#define NCALLS 1000
+
+static int rank_g;
+
+static int h_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                  void *resp, size_t cap, size_t *out) {
+  (void)ud;
+  (void)caller;
+  (void)fn;
+  if (n > cap) return NEXAR_ERR_INVALID_ARG;
+  memcpy(resp, req, n);
+  *out = n;
+  return 0;
+}
+
+/* Sum of the request's uint64 values, then the callee's rank. */
+static int h_sum(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                 void *resp, size_t cap, size_t *out) {
+  (void)ud;
+  (void)caller;
+  (void)fn;
+  (void)cap;
+  uint64_t s = 0, v, me = (uint64_t)rank_g;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    memcpy(&v, (const uint8_t *)req + i, 8);
+    s += v;
+  }
+  memcpy(resp, &s, 8);
+  memcpy((uint8_t *)resp + 8, &me, 8);
+  *out = 16;
+  return 0;
+}
+
+static int h_fail(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                  void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn, (void)req, (void)n, (void)resp, (void)cap;
+  (void)out;
+  return FAIL_CODE;
+}
+
+static int h_slow(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                  void *resp, size_t cap, size_t *out) {
+  struct timespec ts = {SLOW_MS / 1000, (SLOW_MS % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  return h_echo(ud, caller, fn, req, n, resp, cap, out);
+}
+
+/* A response of the size the request asks for (uint32), bytes i & 0xff. */
+static int h_big(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                 void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn;
+  uint32_t want;
+  if (n != 4) return NEXAR_ERR_INVALID_ARG;
+  memcpy(&want, req, 4);
+  if (want > cap) return NEXAR_ERR_INVALID_ARG;
+  for (uint32_t i = 0; i < want; i++) ((uint8_t *)resp)[i] = (uint8_t)i;
+  *out = want;
+  return 0;
+}
+
+static uint8_t pat(int a, int b, int i, size_t k) {
+  return (uint8_t)(a * 31 + b * 17 + i * 7 + k * 13 + (k >> 8));
+}
+
+static int basic(nexar_comm_t *w, int r, int n) {
+  static uint8_t req[4096], resp[4096];
+  for (int t = 0; t < n; t++) {
+    for (int i = 0; i < 3; i++) {
+      size_t len = i == 0 ? 0 : (i == 1 ? 1 : sizeof req);
+      for (size_t k = 0; k < len; k++) req[k] = pat(r, t, i, k);
+      size_t got = 99;
+      memset(resp, 0xee, sizeof resp);
+      NT_OKC(w, nexar_rpc_call(w, t, FN_ECHO, req, len, resp, sizeof resp, &got,
+                               10000));
+      NT_CHECKF(got == len, "echo from %d: %zu bytes, want %zu", t, got, len);
+      NT_CHECKF(memcmp(req, resp, len) == 0, "echo from %d differs", t);
+    }
+    uint64_t vals[100], sum = 0, out[2] = {0, 0};
+    for (int i = 0; i < 100; i++) {
+      vals[i] = (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ull + (uint64_t)i * t;
+      sum += vals[i];
+    }
+    size_t got = 0;
+    NT_OKC(w, nexar_rpc_call(w, t, FN_SUM, vals, sizeof vals, out, sizeof out,
+                             &got, 10000));
+    NT_CHECKF(got == 16 && out[0] == sum && out[1] == (uint64_t)t,
+              "sum from %d: %zu bytes, %llu (want %llu), rank %llu", t, got,
+              (unsigned long long)out[0], (unsigned long long)sum,
+              (unsigned long long)out[1]);
+  }
+  return 0;
+}
+
+/* NCALLS calls from every rank, to every rank in turn, all in flight. */
+static int concurrent(nexar_comm_t *w, int r, int n) {
+  uint8_t(*req)[64] = calloc(NCALLS, 64);
+  uint8_t(*resp)[64] = calloc(NCALLS, 64);
+  nexar_req_t **reqs = calloc(NCALLS, sizeof(*reqs));
+  nexar_status_t *st = calloc(NCALLS, sizeof(*st));
+  NT_CHECK(req && resp && reqs && st);
+  for (int i = 0; i < NCALLS; i++) {
+    size_t len = 8 + (size_t)(i % 57);
+    for (size_t k = 0; k < len; k++) req[i][k] = pat(r, i % n, i, k);
+    NT_OKC(w, nexar_rpc_icall(w, i % n, FN_ECHO, req[i], len, resp[i], 64,
+                              20000, &reqs[i]));
+  }
+  /* Complete some with nexar_test, the rest with nexar_waitall. */
+  for (int i = 0; i < NCALLS; i += 7) {
+    int done = 0;
+    while (!done) NT_OKC(w, nexar_test(&reqs[i], &done, &st[i]));
+  }
+  NT_OKC(w, nexar_waitall(NCALLS, reqs, NULL));
+  for (int i = 0; i < NCALLS; i++) {
+    size_t len = 8 + (size_t)(i % 57);
+    for (size_t k = 0; k < len; k++)
+      NT_CHECKF(resp[i][k] == pat(r, i % n, i, k), "call %d byte %zu", i, k);
+    if (len < 64)
+      NT_CHECKF(resp[i][len] == 0, "call %d wrote past its response", i);
+  }
+  free(req);
+  free(resp);
+  free(reqs);
+  free(st);
+  return 0;
+}
+
+static int errors(nexar_comm_t *w, int r, int n) {
+  int t = (r + 1) % n;
+  uint8_t buf[64];
+  size_t got = 5;
+  double t0 = nt_now_ms();
+  int rc = nexar_rpc_call(w, t, 999, "x", 1, buf, sizeof buf, &got, 10000);
+  NT_CHECKF(rc == NEXAR_ERR_RPC_UNKNOWN_FN, "unknown fn: %s (%s)",
+            nexar_err_name(rc), nexar_comm_last_error(w));
+  NT_CHECKF(nt_now_ms() - t0 < 5000, "unknown fn took %.0f ms",
+            nt_now_ms() - t0);
+  NT_CHECK(strstr(nexar_comm_last_error(w), "999") != NULL);
+
+  /* Handler error, with its code. */
+  nexar_req_t *q;
+  nexar_status_t st;
+  NT_OKC(w,
+         nexar_rpc_icall(w, t, FN_FAIL, NULL, 0, buf, sizeof buf, 10000, &q));
+  rc = nexar_wait(&q, &st);
+  NT_CHECKF(rc == NEXAR_ERR_RPC_HANDLER && st.rpc_code == FAIL_CODE,
+            "handler error: %s, code %d", nexar_err_name(rc), st.rpc_code);
+  rc = nexar_rpc_call(w, r, FN_FAIL, NULL, 0, buf, sizeof buf, &got, 10000);
+  NT_CHECKF(rc == NEXAR_ERR_RPC_HANDLER, "self handler error: %s",
+            nexar_err_name(rc));
+  NT_CHECK(strstr(nexar_comm_last_error(w), "-1234") != NULL);
+
+  /* Over-size request: refused at once. */
+  static uint8_t big[MAX_BYTES + 1];
+  rc = nexar_rpc_call(w, t, FN_ECHO, big, sizeof big, buf, sizeof buf, &got,
+                      10000);
+  NT_CHECKF(rc == NEXAR_ERR_INVALID_ARG, "over-size: %s", nexar_err_name(rc));
+  NT_CHECK(strstr(nexar_comm_last_error(w), "NEXAR_RPC_MAX_BYTES") != NULL);
+  /* At the bound: fine. Longer than the caller's buffer: truncated. */
+  static uint8_t resp[MAX_BYTES];
+  uint32_t want = MAX_BYTES;
+  NT_OKC(w, nexar_rpc_call(w, t, FN_BIG, &want, 4, resp, sizeof resp, &got,
+                           10000));
+  NT_CHECK(got == MAX_BYTES);
+  for (uint32_t i = 0; i < want; i++) NT_CHECK(resp[i] == (uint8_t)i);
+  want = 1000;
+  memset(buf, 0, sizeof buf);
+  rc = nexar_rpc_call(w, t, FN_BIG, &want, 4, buf, sizeof buf, &got, 10000);
+  NT_CHECKF(rc == NEXAR_ERR_TRUNCATE && got == 1000, "truncate: %s, %zu",
+            nexar_err_name(rc), got);
+  for (size_t i = 0; i < sizeof buf; i++) NT_CHECK(buf[i] == (uint8_t)i);
+  return 0;
+}
+
+/* Rank 0 calls the slow handler of rank 1 (itself in a world of one). */
+static int timeout(nexar_comm_t *w, int r, int n) {
+  if (r != 0) return 0;
+  int t = n > 1 ? 1 : 0;
+  uint8_t buf[16] = {0};
+  size_t got;
+  double t0 = nt_now_ms();
+  int rc = nexar_rpc_call(w, t, FN_SLOW, "slow", 4, buf, sizeof buf, &got, 300);
+  double el = nt_now_ms() - t0;
+  NT_CHECKF(rc == NEXAR_ERR_TIMEOUT, "slow call: %s", nexar_err_name(rc));
+  NT_CHECKF(el >= 290 && el < 800, "timeout after %.0f ms", el);
+  NT_CHECK(strstr(nexar_comm_last_error(w), "no response") != NULL);
+  /* The next call waits for the slow one's handler, whose late response
+   * arrives first and is dropped. */
+  memset(buf, 0, sizeof buf);
+  NT_OKC(w, nexar_rpc_call(w, t, FN_ECHO, "after", 5, buf, sizeof buf, &got,
+                           10000));
+  NT_CHECK(got == 5 && memcmp(buf, "after", 5) == 0);
+  return 0;
+}
+
+static int worker(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  rank_g = r;
+  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_SUM, h_sum, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_FAIL, h_fail, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_SLOW, h_slow, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_BIG, h_big, NULL));
+  NT_CHECK(nexar_rpc_register(w, FN_ECHO, h_echo, NULL) ==
+           NEXAR_ERR_INVALID_USAGE);
+  NT_OKC(w, nexar_barrier(w));
+  if (basic(w, r, n)) return 1;
+  NT_OKC(w, nexar_barrier(w));
+  if (concurrent(w, r, n)) return 1;
+  NT_OKC(w, nexar_barrier(w));
+  if (errors(w, r, n)) return 1;
+  NT_OKC(w, nexar_barrier(w));
+  if (timeout(w, r, n)) return 1;
+  NT_OKC(w, nexar_barrier(w));
+  /* Unregistered: unknown from then on. */
+  NT_OKC(w, nexar_rpc_unregister(w, FN_SUM));
+  NT_CHECK(nexar_rpc_unregister(w, FN_SUM) == NEXAR_ERR_INVALID_ARG);
+  NT_OKC(w, nexar_barrier(w));
+  uint8_t buf[16];
+  size_t got;
+  int rc = nexar_rpc_call(w, (r + 1) % n, FN_SUM, NULL, 0, buf, sizeof buf,
+                          &got, 10000);
+  NT_CHECKF(rc == NEXAR_ERR_RPC_UNKNOWN_FN, "after unregister: %s",
+            nexar_err_name(rc));
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+int main(void) {
+  int fails = 0;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  for (int world = 1; world <= 3; world += 2) {
+    nt_opts_t o = {.world_size = world,
+                   .timeout_ms = 120000,
+                   .env = "NEXAR_RPC_MAX_BYTES=65536"};
+    int rc = nt_run(&o, worker, NULL);
+    printf("%s rpc world=%d\n", rc ? "FAIL" : "ok", world);
+    fails += rc ? 1 : 0;
+  }
+  printf("%d failure(s)\n", fails);
+  return fails ? 1 : 0;
+}
