@@ -214,6 +214,44 @@ static int timeout(nexar_comm_t *w, int r, int n) {
   return 0;
 }
 
+/* NEXAR_RPC_QUEUE=2: rank 0 sends 12 slow calls at once to rank 1, whose
+ * service thread runs one and queues two; the others are answered BUSY at
+ * once, never dropped or left to time out. */
+enum { BUSY_CALLS = 12 };
+static int busy_worker(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  NT_OKC(w, nexar_rpc_register(w, FN_SLOW, h_slow, NULL));
+  NT_OKC(w, nexar_barrier(w));
+  if (r == 0) {
+    nexar_req_t *q[BUSY_CALLS];
+    uint8_t bufs[BUSY_CALLS][8];
+    for (int i = 0; i < BUSY_CALLS; i++)
+      NT_OKC(w, nexar_rpc_icall(w, 1, FN_SLOW, "busy", 4, bufs[i], 8, 20000,
+                                &q[i]));
+    int ok = 0, busy = 0;
+    for (int i = 0; i < BUSY_CALLS; i++) {
+      nexar_status_t st;
+      int rc = nexar_wait(&q[i], &st);
+      if (rc == NEXAR_OK && st.bytes == 4 && memcmp(bufs[i], "busy", 4) == 0)
+        ok++;
+      else if (rc == NEXAR_ERR_RPC_BUSY)
+        busy++;
+      else
+        NT_CHECKF(0, "call %d: %s", i, nexar_err_name(rc));
+    }
+    NT_CHECKF(ok >= 1 && ok <= 3 && busy == BUSY_CALLS - ok,
+              "%d answered, %d busy of %d", ok, busy, BUSY_CALLS);
+  }
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 static int worker(int index, void *arg) {
   (void)index;
   (void)arg;
@@ -264,6 +302,11 @@ int main(void) {
     printf("%s rpc world=%d\n", rc ? "FAIL" : "ok", world);
     fails += rc ? 1 : 0;
   }
+  nt_opts_t b = {
+      .world_size = 2, .timeout_ms = 120000, .env = "NEXAR_RPC_QUEUE=2"};
+  int brc = nt_run(&b, busy_worker, NULL);
+  printf("%s rpc busy world=2\n", brc ? "FAIL" : "ok");
+  fails += brc ? 1 : 0;
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
 }

@@ -434,6 +434,69 @@ static void test_hdr_rules(void **state) {
   assert_memory_equal(&d, &before, sizeof d);
 }
 
+/* RPC headers: a function id fits 16 bits, the data lane, no collective
+ * operation, step request or response, and a request carries no status. */
+static void test_hdr_rpc(void **state) {
+  (void)state;
+  uint8_t b[NEXAR__HDR_BYTES];
+  nexar__hdr_t h, d;
+  const char *why;
+  nexar__hdr_t ok = sample_p2p();
+  ok.kind = NEXAR__KIND_RPC;
+  ok.tag = 0xffff;
+  ok.coll_seq = 0x123456789abcull; /* call id */
+  ok.step = NEXAR__RPC_REQUEST;
+  nexar__hdr_encode(&ok, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                   NEXAR__HDR_BYTES);
+  assert_int_equal(d.tag, 0xffff);
+  assert_true(d.coll_seq == ok.coll_seq);
+  /* A response carries status | handler code << 32 in count. */
+  h = ok;
+  h.step = NEXAR__RPC_RESPONSE;
+  h.count = (uint64_t)(uint32_t)-1234 << 32;
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                   NEXAR__HDR_BYTES);
+  assert_true(d.count == h.count);
+
+  const struct {
+    int field;
+    const char *why;
+  } cases[] = {
+      {0, "tag"}, {1, "lane"}, {2, "coll_op"}, {3, "step"}, {4, "count"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    h = ok;
+    switch (cases[i].field) {
+      case 0:
+        h.tag = 0x10000;
+        break;
+      case 1:
+        h.lane = NEXAR__LANE_CONTROL;
+        break;
+      case 2:
+        h.coll_op = 1;
+        break;
+      case 3:
+        h.step = NEXAR__RPC_RESPONSE + 1;
+        break;
+      default:
+        h.count = 1; /* a request with a status */
+    }
+    nexar__hdr_encode(&h, b);
+    assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                     NEXAR_ERR_PROTO);
+    assert_string_equal(why, cases[i].why);
+  }
+  /* The payload bound applies to RPC like any kind. */
+  h = ok;
+  h.payload_len = 1001;
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 1000, &why),
+                   NEXAR_ERR_PROTO);
+  assert_string_equal(why, "payload_len");
+}
+
 /* ---- Seed frame header. */
 
 static void test_seed_frame(void **state) {
@@ -1163,6 +1226,7 @@ int main(void) {
       cmocka_unit_test(test_hdr_truncated),
       cmocka_unit_test(test_hdr_corrupt),
       cmocka_unit_test(test_hdr_rules),
+      cmocka_unit_test(test_hdr_rpc),
       cmocka_unit_test(test_seed_frame),
       cmocka_unit_test(test_notice),
       cmocka_unit_test(test_proof),
