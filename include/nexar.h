@@ -112,6 +112,8 @@ typedef enum nexar_op {
 #define NEXAR_ANY_TAG (-1)
 /* Largest user tag. Tags are 0..NEXAR_TAG_MAX. */
 #define NEXAR_TAG_MAX 0x7fffffff
+/* Color of nexar_comm_split for a rank that joins no new communicator. */
+#define NEXAR_UNDEFINED (-32766)
 /* "Not set" for integer config fields. */
 #define NEXAR_UNSET (-2147483647 - 1)
 
@@ -191,6 +193,49 @@ NEXAR_EXTERN nexar_comm_t *nexar_comm_world(nexar_ctx_t *ctx);
 NEXAR_EXTERN int nexar_comm_rank(const nexar_comm_t *comm, int *rank);
 /* Number of ranks in |comm|. NEXAR_ERR_INVALID_ARG on NULL arguments. */
 NEXAR_EXTERN int nexar_comm_size(const nexar_comm_t *comm, int *size);
+
+/*
+ * Splits |comm| into disjoint communicators, one per |color| (>= 0): the
+ * ranks of |comm| that pass the same color form one new communicator,
+ * ranked by |key| (ascending), ties broken by their rank in |comm|. A rank
+ * passing NEXAR_UNDEFINED joins none and gets *newcomm = NULL. Collective
+ * on |comm|: every rank of it must call, in the same collective order.
+ * Cost: one allgather of three int64 per rank and one barrier on |comm|.
+ * The new communicator supports everything the world does (p2p, every
+ * collective, barrier, RPC) and is independent of |comm|: messages and
+ * collectives on one never match the other. Free it with nexar_comm_free.
+ *
+ * Ids: every communicator has an id carried in each message (the world:
+ * 0). Each process keeps the next id it may propose (starting at 1); a
+ * split gathers the proposals of every rank of |comm| and takes the
+ * largest, after which every rank of |comm| proposes only larger ids. A
+ * process therefore never holds two communicators with one id, and two
+ * processes that share a communicator agree on its id (the children of
+ * one split share an id but have no member in common). Ids are never
+ * reused, so a late message of a freed communicator is recognised and
+ * dropped.
+ *
+ * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG (NULL arguments, color < 0 other
+ * than NEXAR_UNDEFINED); NEXAR_ERR_NOMEM; or the error of the allgather or
+ * barrier on |comm| (then *newcomm is NULL).
+ * Thread safety: any thread; collective calls on |comm| (this one
+ * included) must be ordered by the application, as for any collective.
+ */
+NEXAR_EXTERN int nexar_comm_split(nexar_comm_t *comm, int color, int key,
+                                  nexar_comm_t **newcomm);
+/* Same as nexar_comm_split(comm, 0, rank of this process, newcomm): a new
+ * communicator with the same ranks in the same order. */
+NEXAR_EXTERN int nexar_comm_dup(nexar_comm_t *comm, nexar_comm_t **newcomm);
+/*
+ * Frees *comm (made by nexar_comm_split or nexar_comm_dup) and sets *comm
+ * to NULL. Collective on *comm: a barrier on it, so that no member still
+ * sends on it; every request on it must have completed. Messages that were
+ * never received are dropped. Communicators left at nexar_finalize are
+ * freed by it. Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG (NULL, or the world,
+ * which belongs to the context); or the barrier's error (*comm is freed
+ * all the same).
+ */
+NEXAR_EXTERN int nexar_comm_free(nexar_comm_t **comm);
 
 /*
  * The last error message recorded on |comm|, with context (local rank, peer

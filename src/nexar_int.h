@@ -168,7 +168,7 @@ struct nexar__conn {
    * MAX_STREAMS credit: returned in batches, so that a message does not
    * cost a packet of its own for the credit. [0] uni, [1] bidi. */
   uint32_t streams_owed[2];
-  nexar__seqs_t seqs[8];
+  nexar__seqs_t seqs[16]; /* one per live communicator shared with the peer */
   int nseqs;
   /* Seed role: frame reassembly on the single remote stream. */
   uint8_t *sbuf;
@@ -363,6 +363,12 @@ struct nexar_ctx {
   nexar__roster_entry_t *roster;
   nexar__conn_t **peers; /* world rank -> connection */
   nexar_comm_t *world_comm;
+  /* Communicators other than the world (engine, emu): id -> comm. */
+  nexar_comm_t **comms;
+  int ncomms, cap_comms;
+  uint64_t comm_hwm; /* 1 + the largest id ever registered (engine) */
+  /* Next communicator id this process may propose (user threads). */
+  _Atomic uint64_t next_free_id;
   nexar__conn_t *seed_conn;
   uint8_t secret_key[32];
   /* Bootstrap state (progress thread). */
@@ -488,6 +494,12 @@ void nexar__p2p_cancel(nexar__req_t *req, int rc);
 void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
 void nexar__omsg_free(nexar__omsg_t *m);
 nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id);
+/* Communicator registry (engine, emu held): lookup by id, add, remove (the
+ * comm's unexpected messages, waiting headers and per-connection sequence
+ * state are dropped). */
+nexar_comm_t *nexar__find_comm(nexar_ctx_t *ctx, uint64_t id);
+int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm);
+void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm);
 /* Builds and enqueues a message to world rank |peer| for |req| (a send). */
 int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req);
 

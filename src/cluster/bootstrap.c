@@ -225,6 +225,7 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
     if (ctx->world_comm) nexar__coll_tick(ctx->world_comm, now);
+    for (int i = 0; i < ctx->ncomms; i++) nexar__coll_tick(ctx->comms[i], now);
     return;
   }
   /* Not begun (boot_begin sets the deadline), or not yet due. */

@@ -28,20 +28,31 @@ static void comm_free(nexar_comm_t *c) {
   free(c);
 }
 
+/* Frees the unexpected messages of the self channel (no connection) left
+ * on |c| once the endpoint is gone. */
+static void comm_free_self_unexp(nexar_comm_t *c) {
+  if (!c) return;
+  for (nexar__imsg_t *m = c->unexp, *n; m; m = n) {
+    n = m->next;
+    free(m->buf);
+    free(m);
+  }
+  c->unexp = c->unexp_tail = NULL;
+}
+
 static void ctx_free(nexar_ctx_t *ctx) {
   nexar__rpc_stop(ctx);
   nexar__ep_fini(&ctx->ep);
   nexar__rpc_fini(ctx);
   nexar__dev_fini(&ctx->dev);
-  /* Unexpected messages of the self channel (no connection). */
-  if (ctx->world_comm) {
-    for (nexar__imsg_t *m = ctx->world_comm->unexp, *n; m; m = n) {
-      n = m->next;
-      free(m->buf);
-      free(m);
-    }
-  }
+  comm_free_self_unexp(ctx->world_comm);
   comm_free(ctx->world_comm);
+  /* Communicators the application did not free. */
+  for (int i = 0; i < ctx->ncomms; i++) {
+    comm_free_self_unexp(ctx->comms[i]);
+    comm_free(ctx->comms[i]);
+  }
+  free(ctx->comms);
   free(ctx->roster);
   free(ctx->peers);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
@@ -144,6 +155,138 @@ int nexar_comm_size(const nexar_comm_t *comm, int *size) {
   if (!comm || !size) return NEXAR_ERR_INVALID_ARG;
   *size = comm->size;
   return NEXAR_OK;
+}
+
+/* ---- Communicators ---- */
+
+static int register_fn(nexar__req_t *ctl) {
+  nexar_comm_t *c = ctl->cb_arg;
+  return nexar__comm_register(c->ctx, c);
+}
+
+static int unregister_fn(nexar__req_t *ctl) {
+  nexar_comm_t *c = ctl->cb_arg;
+  nexar__comm_unregister(c->ctx, c);
+  return 0;
+}
+
+/* Raises the next id this process may propose to at least |v|. */
+static void bump_next_id(nexar_ctx_t *ctx, uint64_t v) {
+  uint64_t cur = atomic_load(&ctx->next_free_id);
+  while (cur < v && !atomic_compare_exchange_weak(&ctx->next_free_id, &cur, v))
+    ;
+}
+
+typedef struct {
+  int64_t key;
+  int prank;
+} split_member_t;
+
+static int member_cmp(const void *a, const void *b) {
+  const split_member_t *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return (x->prank > y->prank) - (x->prank < y->prank);
+}
+
+int nexar_comm_split(nexar_comm_t *comm, int color, int key,
+                     nexar_comm_t **newcomm) {
+  if (!comm || !newcomm) return NEXAR_ERR_INVALID_ARG;
+  *newcomm = NULL;
+  if (color < 0 && color != NEXAR_UNDEFINED) {
+    nexar__comm_set_error(comm, "rank %d: comm_split: invalid color %d",
+                          comm->rank, color);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  nexar_ctx_t *ctx = comm->ctx;
+  /* The world is id 0: proposals start at 1. */
+  bump_next_id(ctx, 1);
+  int n = comm->size;
+  int64_t mine[3] = {color, key,
+                     (int64_t)atomic_load(&ctx->next_free_id)};
+  int64_t *all = malloc((size_t)n * 3 * sizeof(int64_t));
+  split_member_t *mem = malloc((size_t)n * sizeof(*mem));
+  if (!all || !mem) {
+    free(all);
+    free(mem);
+    return NEXAR_ERR_NOMEM;
+  }
+  int rc = nexar_allgather(comm, mine, all, 3, NEXAR_INT64);
+  if (rc < 0) {
+    free(all);
+    free(mem);
+    return rc;
+  }
+  uint64_t id = 0;
+  int cnt = 0;
+  for (int r = 0; r < n; r++) {
+    if ((uint64_t)all[3 * r + 2] > id) id = (uint64_t)all[3 * r + 2];
+    if (color != NEXAR_UNDEFINED && all[3 * r] == color) {
+      mem[cnt].key = all[3 * r + 1];
+      mem[cnt].prank = r;
+      cnt++;
+    }
+  }
+  free(all);
+  /* Every member of |comm| saw the same maximum: none proposes it again. */
+  bump_next_id(ctx, id + 1);
+  nexar_comm_t *c = NULL;
+  if (color != NEXAR_UNDEFINED) {
+    qsort(mem, (size_t)cnt, sizeof(*mem), member_cmp);
+    c = comm_new(ctx);
+    if (c) c->world_ranks = malloc((size_t)cnt * sizeof(int));
+    if (!c || !c->world_ranks) {
+      comm_free(c);
+      c = NULL;
+      rc = NEXAR_ERR_NOMEM;
+    } else {
+      c->id = id;
+      c->size = cnt;
+      for (int i = 0; i < cnt; i++) {
+        c->world_ranks[i] = comm->world_ranks[mem[i].prank];
+        if (mem[i].prank == comm->rank) c->rank = i;
+      }
+      rc = nexar__ep_call(&ctx->ep, register_fn, c, UINT64_MAX);
+      if (rc < 0) {
+        comm_free(c);
+        c = NULL;
+      }
+    }
+  }
+  free(mem);
+  /* Nobody sends on the child before every member has registered it. The
+   * barrier runs even after a local failure, so the others do not hang. */
+  int brc = nexar_barrier(comm);
+  if (rc == 0 && brc < 0) rc = brc;
+  if (rc < 0) {
+    if (c) {
+      nexar__ep_call(&ctx->ep, unregister_fn, c, UINT64_MAX);
+      comm_free(c);
+    }
+    return rc;
+  }
+  *newcomm = c;
+  return NEXAR_OK;
+}
+
+int nexar_comm_dup(nexar_comm_t *comm, nexar_comm_t **newcomm) {
+  if (!comm || !newcomm) return NEXAR_ERR_INVALID_ARG;
+  return nexar_comm_split(comm, 0, comm->rank, newcomm);
+}
+
+int nexar_comm_free(nexar_comm_t **pcomm) {
+  if (!pcomm || !*pcomm) return NEXAR_ERR_INVALID_ARG;
+  nexar_comm_t *c = *pcomm;
+  if (c == c->ctx->world_comm) {
+    nexar__comm_set_error(c, "rank %d: comm_free: the world cannot be freed",
+                          c->rank);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  /* Collective: once every member is here, nothing more is sent on it. */
+  int rc = c->size > 1 ? nexar_barrier(c) : NEXAR_OK;
+  nexar__ep_call(&c->ctx->ep, unregister_fn, c, UINT64_MAX);
+  comm_free(c);
+  *pcomm = NULL;
+  return rc < 0 ? rc : NEXAR_OK;
 }
 
 /* ---- Requests ---- */

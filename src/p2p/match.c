@@ -33,9 +33,14 @@ nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id) {
   return s;
 }
 
-static nexar_comm_t *find_comm(nexar_ctx_t *ctx, uint64_t id) {
-  return id == 0 ? ctx->world_comm : NULL;
+/* The communicator |id| of this process (registry in the ctx), or NULL. */
+nexar_comm_t *nexar__find_comm(nexar_ctx_t *ctx, uint64_t id) {
+  if (id == 0) return ctx->world_comm;
+  for (int i = 0; i < ctx->ncomms; i++)
+    if (ctx->comms[i]->id == id) return ctx->comms[i];
+  return NULL;
 }
+#define find_comm nexar__find_comm
 
 void nexar__omsg_free(nexar__omsg_t *m) {
   if (!m) return;
@@ -309,6 +314,10 @@ static void on_notice(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
 /* Header |m| is next in its sequence: match it or make it unexpected. */
 static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   nexar_comm_t *comm = find_comm(ctx, m->hdr.comm_id);
+  if (!comm) { /* freed meanwhile */
+    discard(ctx, m);
+    return;
+  }
   if (m->hdr.kind == NEXAR__KIND_MISMATCH) {
     on_notice(ctx, comm, m);
     return;
@@ -388,6 +397,12 @@ static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
     return;
   }
   nexar_comm_t *comm = find_comm(ctx, m->hdr.comm_id);
+  if (!comm && m->hdr.comm_id < ctx->comm_hwm) {
+    /* A communicator this process has freed (ids are never reused): a
+     * late message (e.g. a mismatch probe) is dropped. */
+    discard(ctx, m);
+    return;
+  }
   if (!comm) {
     proto_error(c, "message for an unknown communicator");
     return;
@@ -581,9 +596,20 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
   nexar__req_complete(r, rc);
 }
 
+static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
+                        const char *why) {
+  for (nexar__req_t *r = comm->posted, *next; r; r = next) {
+    next = r->next;
+    if (r->peer == peer || r->comm_peer == NEXAR_ANY_SOURCE) {
+      posted_remove(comm, r);
+      nexar__comm_set_error(comm, "rank %d: recv from %s", ctx->rank, why);
+      nexar__req_complete(r, err);
+    }
+  }
+}
+
 void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
                           const char *why) {
-  nexar_comm_t *comm = ctx->world_comm;
   nexar__conn_t *c = ctx->peers[peer];
   nexar__rpc_fail_peer(ctx, peer, err, why);
   /* Pending sends to the peer. */
@@ -598,21 +624,23 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
     }
   }
   /* Receives that wait on the peer (ANY_SOURCE included: it could have
-   * been the sender). */
-  for (nexar__req_t *r = comm->posted, *next; r; r = next) {
-    next = r->next;
-    if (r->peer == peer || r->comm_peer == NEXAR_ANY_SOURCE) {
-      posted_remove(comm, r);
-      nexar__comm_set_error(comm, "rank %d: recv from %s", ctx->rank, why);
-      nexar__req_complete(r, err);
-    }
+   * been the sender), on every communicator. A communicator the peer is
+   * not a member of has no receive naming it; ANY_SOURCE receives there
+   * fail too only when the peer is a member. */
+  fail_posted(ctx, ctx->world_comm, peer, err, why);
+  for (int i = 0; i < ctx->ncomms; i++) {
+    nexar_comm_t *cm = ctx->comms[i];
+    bool member = false;
+    for (int k = 0; k < cm->size && !member; k++)
+      member = cm->world_ranks[k] == peer;
+    if (member) fail_posted(ctx, cm, peer, err, why);
   }
   for (nexar__imsg_t *m = c ? c->imsgs : NULL; m; m = m->anext) {
     if (m->req) {
       nexar__req_t *r = m->req;
       m->req = NULL;
       r->msg = NULL;
-      nexar__comm_set_error(comm, "rank %d: recv from %s", ctx->rank, why);
+      nexar__comm_set_error(r->comm, "rank %d: recv from %s", ctx->rank, why);
       nexar__req_complete(r, err);
     }
   }
@@ -622,8 +650,8 @@ void nexar__p2p_conn_teardown(nexar__conn_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
   while (c->imsgs) {
     nexar__imsg_t *m = c->imsgs;
-    if (m->state == NEXAR__IM_UNEXPECTED)
-      unexp_remove(find_comm(ctx, m->hdr.comm_id), m);
+    nexar_comm_t *cm = find_comm(ctx, m->hdr.comm_id);
+    if (m->state == NEXAR__IM_UNEXPECTED && cm) unexp_remove(cm, m);
     if (m->req) {
       m->req->msg = NULL;
       nexar__req_complete(m->req, NEXAR_ERR_CLOSED);
@@ -635,4 +663,61 @@ void nexar__p2p_conn_teardown(nexar__conn_t *c) {
     free(m);
   }
   c->reorder = NULL;
+}
+
+/* ---- Communicator registry (engine, emu held) ---- */
+
+int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm) {
+  if (ctx->ncomms == ctx->cap_comms) {
+    int cap = ctx->cap_comms ? 2 * ctx->cap_comms : 8;
+    nexar_comm_t **n = realloc(ctx->comms, (size_t)cap * sizeof(*n));
+    if (!n) return NEXAR_ERR_NOMEM;
+    ctx->comms = n;
+    ctx->cap_comms = cap;
+  }
+  ctx->comms[ctx->ncomms++] = comm;
+  if (comm->id + 1 > ctx->comm_hwm) ctx->comm_hwm = comm->id + 1;
+  return 0;
+}
+
+void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm) {
+  for (int i = 0; i < ctx->ncomms; i++) {
+    if (ctx->comms[i] != comm) continue;
+    ctx->comms[i] = ctx->comms[--ctx->ncomms];
+    break;
+  }
+  /* Messages nobody will receive: dropped (their streams still drain). */
+  while (comm->unexp) {
+    nexar__imsg_t *m = comm->unexp;
+    unexp_remove(comm, m);
+    discard(ctx, m);
+  }
+  /* Receives still posted (a user error: free with requests pending). */
+  while (comm->posted) {
+    nexar__req_t *r = comm->posted;
+    posted_remove(comm, r);
+    nexar__req_complete(r, NEXAR_ERR_CLOSED);
+  }
+  /* Per-connection state of the comm: waiting headers and sequences. */
+  for (int k = 0; ctx->peers && k < comm->size; k++) {
+    int w = comm->world_ranks[k];
+    nexar__conn_t *c = w == ctx->rank ? NULL : ctx->peers[w];
+    if (!c) continue;
+    for (nexar__imsg_t *m = c->reorder, *next; m; m = next) {
+      next = m->next;
+      if (m->hdr.comm_id != comm->id) continue;
+      if (m->prev)
+        m->prev->next = m->next;
+      else
+        c->reorder = m->next;
+      if (m->next) m->next->prev = m->prev;
+      m->next = m->prev = NULL;
+      discard(ctx, m);
+    }
+    for (int i = 0; i < c->nseqs; i++) {
+      if (c->seqs[i].comm_id != comm->id) continue;
+      c->seqs[i] = c->seqs[--c->nseqs];
+      break;
+    }
+  }
 }
