@@ -35,3 +35,5 @@ if(NEXAR_CUDART_LIBRARY)
     NEXAR_CUDART_PATH="${NEXAR_CUDART_LIBRARY}")
 endif()
 set_tests_properties(test_device_cuda PROPERTIES SKIP_RETURN_CODE 77)
+# Communicators: split (colours, NEXAR_UNDEFINED, keys), dup, free.
+nexar_test(test_comm 300 test_comm.c)

@@ -201,8 +201,7 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
   /* The world is id 0: proposals start at 1. */
   bump_next_id(ctx, 1);
   int n = comm->size;
-  int64_t mine[3] = {color, key,
-                     (int64_t)atomic_load(&ctx->next_free_id)};
+  int64_t mine[3] = {color, key, (int64_t)atomic_load(&ctx->next_free_id)};
   int64_t *all = malloc((size_t)n * 3 * sizeof(int64_t));
   split_member_t *mem = malloc((size_t)n * sizeof(*mem));
   if (!all || !mem) {
