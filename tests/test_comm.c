@@ -34,6 +34,52 @@ static int rpc_echo(void *ud, int caller, uint16_t fn, const void *req,
 }
 
 /* |members|: world ranks of the child in child rank order. */
+/* The other collectives on a child, values that identify sender and slot:
+ * x(a, b) = 1000 * world rank a + b. */
+static int64_t x(int a, int b) {
+  return 1000 * (int64_t)a + b;
+}
+
+static int rooted_and_more(nexar_comm_t *c, const int *mem, int m, int cr) {
+  int wr = mem[cr];
+  int64_t *sb = calloc((size_t)m, sizeof(int64_t));
+  int64_t *rb = calloc((size_t)m, sizeof(int64_t));
+  NT_CHECK(sb && rb);
+  /* reduce to child rank 0 of one value per rank */
+  int64_t v = x(wr, 1), r = -1, want = 0;
+  for (int i = 0; i < m; i++) want += x(mem[i], 1);
+  NT_OKC(c, nexar_reduce(c, &v, &r, 1, NEXAR_INT64, NEXAR_SUM, 0));
+  if (cr == 0) NT_CHECKF(r == want, "reduce %lld", (long long)r);
+  /* reduce_scatter_block: slot j of rank i is x(i, j); rank j gets sum_i */
+  for (int j = 0; j < m; j++) sb[j] = x(wr, j);
+  NT_OKC(c, nexar_reduce_scatter_block(c, sb, &r, 1, NEXAR_INT64, NEXAR_SUM));
+  want = 0;
+  for (int i = 0; i < m; i++) want += x(mem[i], cr);
+  NT_CHECKF(r == want, "reduce_scatter_block %lld", (long long)r);
+  /* alltoall: rank j receives x(i, j) from every i */
+  NT_OKC(c, nexar_alltoall(c, sb, rb, 1, NEXAR_INT64));
+  for (int i = 0; i < m; i++)
+    NT_CHECKF(rb[i] == x(mem[i], cr), "alltoall[%d] %lld", i, (long long)rb[i]);
+  /* gather to the last child rank, scatter from it */
+  v = x(wr, 2);
+  NT_OKC(c, nexar_gather(c, &v, rb, 1, NEXAR_INT64, m - 1));
+  if (cr == m - 1)
+    for (int i = 0; i < m; i++)
+      NT_CHECKF(rb[i] == x(mem[i], 2), "gather[%d] %lld", i, (long long)rb[i]);
+  for (int j = 0; j < m; j++) sb[j] = x(wr, 10 + j);
+  NT_OKC(c, nexar_scatter(c, sb, &r, 1, NEXAR_INT64, m - 1));
+  NT_CHECKF(r == x(mem[m - 1], 10 + cr), "scatter %lld", (long long)r);
+  /* inclusive scan in child rank order */
+  v = x(wr, 3);
+  NT_OKC(c, nexar_scan(c, &v, &r, 1, NEXAR_INT64, NEXAR_SUM));
+  want = 0;
+  for (int i = 0; i <= cr; i++) want += x(mem[i], 3);
+  NT_CHECKF(r == want, "scan %lld, want %lld", (long long)r, (long long)want);
+  free(sb);
+  free(rb);
+  return 0;
+}
+
 static int child_ops(nexar_comm_t *c, nexar_comm_t *w, const int *members,
                      int m, int wr, int wn) {
   int cr = -1, cn = -1;
@@ -73,6 +119,7 @@ static int child_ops(nexar_comm_t *c, nexar_comm_t *w, const int *members,
     NT_CHECKF(all[i] == members[i], "allgather[%d] = %d, want %d", i, all[i],
               members[i]);
   free(all);
+  if (rooted_and_more(c, members, m, cr)) return 1;
   NT_OKC(c, nexar_barrier(c));
   /* p2p ring on the child, the same tag on the world at the same time. */
   int32_t cs = 100000 + wr, wsend = 200000 + wr, cg = -1, wg = -1;
