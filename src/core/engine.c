@@ -177,7 +177,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
        * credit) for the caller's next call, whose packet carries them, or
        * for the progress thread within the ACK delay we advertise. A
        * reply then costs one packet, not two. */
-      due = ep->due = nexar__now() + NEXAR__WRITE_DEFER_NS;
+      ep->due = nexar__now() + NEXAR__WRITE_DEFER_NS;
       break;
     }
     due = ep->due = ep_output(ep);
