@@ -286,7 +286,8 @@ struct nexar__ep {
   uint64_t due;          /* when the next pass must run (emu) */
   uint64_t wake_at;      /* when a sleeper (progress thread or driving caller)
                             next enters the engine (emu) */
-  atomic_int drivers;    /* callers driving progress in a wait */
+  atomic_bool driving;   /* a caller drives progress in a wait (one at a
+                            time; the others wait on ccv) */
   atomic_ullong drv_end; /* when the last of them stopped (ns) */
   uint64_t linger_ns;    /* NEXAR_PROGRESS_LINGER_US in ns */
   uint64_t tmr_at;       /* when tfd is armed to fire; 0: not armed (emu) */
@@ -299,7 +300,6 @@ struct nexar__ep {
   pthread_mutex_t cmu;
   pthread_cond_t ccv;
   int waiters;
-  bool driving; /* a caller drives progress (cmu) */
   /* Datagrams from unknown clients held until the roster is known. */
   struct {
     uint8_t *data;
@@ -494,10 +494,9 @@ void nexar__p2p_cancel(nexar__req_t *req, int rc);
 void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
 void nexar__omsg_free(nexar__omsg_t *m);
 nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id);
-/* Communicator registry (engine, emu held): lookup by id, add, remove (the
- * comm's unexpected messages, waiting headers and per-connection sequence
- * state are dropped). */
-nexar_comm_t *nexar__find_comm(nexar_ctx_t *ctx, uint64_t id);
+/* Communicator registry (engine, emu held): add, remove (the comm's
+ * unexpected messages, waiting headers and per-connection sequence state are
+ * dropped). */
 int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm);
 void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm);
 /* Builds and enqueues a message to world rank |peer| for |req| (a send). */

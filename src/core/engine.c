@@ -163,12 +163,11 @@ static bool data_waiting(nexar__ep_t *ep) {
   return false;
 }
 
-/* Runs passes on the calling thread until |req| is done or |deadline|,
- * sleeping in poll on the socket and the kick eventfd between them. */
+/* Runs passes on the calling thread, which has set ep->driving, until |req|
+ * is done or |deadline|, sleeping in poll on the socket and the kick eventfd
+ * between them; clears ep->driving at the end. */
 static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
-  atomic_fetch_add(&ep->drivers, 1);
   pthread_mutex_lock(&ep->emu);
-  uint64_t due;
   uint64_t spin_until = nexar__now() + ep->spin_ns;
   for (;;) {
     ep_input(ep);
@@ -180,7 +179,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
       ep->due = nexar__now() + NEXAR__WRITE_DEFER_NS;
       break;
     }
-    due = ep->due = ep_output(ep);
+    ep->due = ep_output(ep);
     if (req_done(req) || atomic_load(&ep->stop)) break;
     uint64_t now = nexar__now();
     if (now >= deadline) break;
@@ -192,7 +191,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
       pthread_mutex_lock(&ep->emu);
       continue;
     }
-    uint64_t until = due < deadline ? due : deadline;
+    uint64_t until = ep->due < deadline ? ep->due : deadline;
     /* Whoever changes the deadlines while we sleep kicks us (ep_leave). */
     ep->wake_at = until;
     short out = ep->tx_blocked && !ep->tx_retry_at ? POLLOUT : 0;
@@ -207,7 +206,8 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
   }
   uint64_t end = nexar__now();
   atomic_store(&ep->drv_end, end);
-  if (atomic_fetch_sub(&ep->drivers, 1) == 1 && ep->linger_ns) {
+  atomic_store(&ep->driving, false);
+  if (ep->linger_ns) {
     /* The progress thread sleeps while callers drive; the timer (pushed
      * back by every drive that ends) wakes it once they have stopped, or
      * when the next pass is due if that is sooner. */
@@ -229,21 +229,21 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
 int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
   while (!req_done(req)) {
     if (nexar__now() >= deadline) return req_done(req) ? 0 : NEXAR_ERR_TIMEOUT;
-    pthread_mutex_lock(&ep->cmu);
-    if (!ep->driving) {
+    bool idle = false;
+    if (atomic_compare_exchange_strong(&ep->driving, &idle, true)) {
       /* One caller drives at a time; the others wait for completions. */
-      ep->driving = true;
-      pthread_mutex_unlock(&ep->cmu);
       drive(ep, req, deadline);
       pthread_mutex_lock(&ep->cmu);
-      ep->driving = false;
       if (ep->waiters) pthread_cond_broadcast(&ep->ccv);
       pthread_mutex_unlock(&ep->cmu);
       continue;
     }
+    /* The driver clears ep->driving before it takes cmu to wake us, so
+     * the check below and the wait cannot miss it. */
     struct timespec ts = ns_to_ts(deadline);
+    pthread_mutex_lock(&ep->cmu);
     ep->waiters++;
-    while (!req_done(req) && ep->driving &&
+    while (!req_done(req) && atomic_load(&ep->driving) &&
            pthread_cond_timedwait(&ep->ccv, &ep->cmu, &ts) != ETIMEDOUT) {
     }
     ep->waiters--;
@@ -419,7 +419,7 @@ static void *ep_main(void *arg) {
   nexar__ep_t *ep = arg;
   struct epoll_event evs[4];
   while (!atomic_load(&ep->stop)) {
-    if (ep->linger_ns && atomic_load(&ep->drivers) > 0 && !ops_queued(ep)) {
+    if (ep->linger_ns && atomic_load(&ep->driving) && !ops_queued(ep)) {
       /* A caller drives: it does all the work; back to sleep without
        * contending for the engine lock. */
       park_sleep(ep, NULL);
@@ -428,7 +428,7 @@ static void *ep_main(void *arg) {
     pthread_mutex_lock(&ep->emu);
     uint64_t now = nexar__now();
     uint64_t quiet = atomic_load(&ep->drv_end) + ep->linger_ns;
-    bool driven = atomic_load(&ep->drivers) > 0;
+    bool driven = atomic_load(&ep->driving);
     /* Parked: a caller drives (or just did), so stay off the socket and
      * run a pass only when something is due or work was queued. */
     bool park = ep->linger_ns && (driven || now < quiet);

@@ -34,13 +34,12 @@ nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id) {
 }
 
 /* The communicator |id| of this process (registry in the ctx), or NULL. */
-nexar_comm_t *nexar__find_comm(nexar_ctx_t *ctx, uint64_t id) {
+static nexar_comm_t *find_comm(nexar_ctx_t *ctx, uint64_t id) {
   if (id == 0) return ctx->world_comm;
   for (int i = 0; i < ctx->ncomms; i++)
     if (ctx->comms[i]->id == id) return ctx->comms[i];
   return NULL;
 }
-#define find_comm nexar__find_comm
 
 void nexar__omsg_free(nexar__omsg_t *m) {
   if (!m) return;

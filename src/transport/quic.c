@@ -433,12 +433,17 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
 
 /* ---- Sending ---- */
 
+/* Whether |m| has bytes to write that flow control does not hold back. */
+static bool unsent(const nexar__omsg_t *m) {
+  return m->sent < NEXAR__HDR_BYTES + m->len && !m->blocked;
+}
+
 /* The first message with bytes to write, control lane first; |nlanes| = 1
  * leaves the data lane out. */
 static nexar__omsg_t *next_sendable(nexar__conn_t *c, int nlanes, int *err) {
   for (int lane = 0; lane < nlanes; lane++) {
     for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
-      if (m->sent >= NEXAR__HDR_BYTES + m->len || m->blocked) continue;
+      if (!unsent(m)) continue;
       if (m->sid < 0) {
         /* Data messages use bidirectional streams (used one way) and
          * control messages unidirectional ones: the two kinds have
@@ -768,7 +773,7 @@ int nexar__conn_extend_stream(nexar__conn_t *c, int64_t sid, uint64_t n) {
 bool nexar__conn_tx_pending(const nexar__conn_t *c) {
   for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
     for (const nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
-      if (m->sent < NEXAR__HDR_BYTES + m->len && !m->blocked) return true;
+      if (unsent(m)) return true;
   return false;
 }
 
