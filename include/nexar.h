@@ -678,6 +678,8 @@ NEXAR_EXTERN int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
  * response length in *resp_bytes (may be NULL; set also with
  * NEXAR_ERR_TRUNCATE). The handler's code of a NEXAR_ERR_RPC_HANDLER is
  * in the message (use nexar_rpc_icall + nexar_wait to get it as a value).
+ * |timeout_ms| in milliseconds (<= 0: NEXAR_OP_TIMEOUT_MS). Thread safety
+ * as nexar_rpc_icall.
  */
 NEXAR_EXTERN int nexar_rpc_call(nexar_comm_t *comm, int rank, uint16_t fn_id,
                                 const void *req_buf, size_t req_bytes,
