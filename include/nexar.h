@@ -55,6 +55,8 @@ typedef enum nexar_result {
   NEXAR_ERR_RPC_UNKNOWN_FN = -16, /* no RPC handler for the function id */
   NEXAR_ERR_RPC_HANDLER = -17,    /* the RPC handler returned an error */
   NEXAR_ERR_RPC_BUSY = -18,       /* the callee's RPC queue was full */
+  NEXAR_ERR_ABORTED = -19,        /* nexar_abort ran: only finalize works */
+  NEXAR_ERR_EXCLUDED = -20,       /* this rank was declared failed (fenced) */
   NEXAR_ERR_INTERNAL = -100       /* bug in the library */
 } nexar_result_t;
 
@@ -193,6 +195,131 @@ NEXAR_EXTERN nexar_comm_t *nexar_comm_world(nexar_ctx_t *ctx);
 NEXAR_EXTERN int nexar_comm_rank(const nexar_comm_t *comm, int *rank);
 /* Number of ranks in |comm|. NEXAR_ERR_INVALID_ARG on NULL arguments. */
 NEXAR_EXTERN int nexar_comm_size(const nexar_comm_t *comm, int *size);
+
+/* ---- Failures, recovery and elastic membership (docs/fault-tolerance.md).
+ *
+ * Contract: no call that communicates blocks past its deadline. The first
+ * rank to see a peer fail (heartbeat timeout or lost connection) fails the
+ * operations that need it with NEXAR_ERR_PEER_FAILED naming the peer, and
+ * tells every other live process; their operations on every communicator
+ * that contains the failed rank fail with NEXAR_ERR_REVOKED within
+ * milliseconds of the notice (within two heartbeat timeouts at worst). After
+ * an error the contents of the failed operation's receive buffers are
+ * unspecified. What happens next is NEXAR_RECOVERY:
+ *   abort     every operation on every communicator fails (NEXAR_ERR_REVOKED)
+ *             and the process can only call nexar_finalize (the default);
+ *   manual    the application calls nexar_comm_shrink on the communicator;
+ *   automatic every call that returns NEXAR_ERR_PEER_FAILED or
+ *             NEXAR_ERR_REVOKED on a communicator has already rebuilt it in
+ *             place: the survivors agreed on the failed set, the ranks are
+ *             contiguous in the old order and the epoch advanced (ask
+ *             nexar_comm_rank, nexar_comm_size, nexar_comm_epoch). A call on
+ *             a communicator revoked while this process was elsewhere
+ *             rebuilds it and returns NEXAR_ERR_REVOKED without running.
+ * A process declared failed by another (say after SIGSTOP) is fenced: once
+ * it runs again its operations fail with NEXAR_ERR_EXCLUDED. */
+
+/* Why a process was declared failed. */
+typedef enum nexar_failure_reason {
+  NEXAR_FAIL_HEARTBEAT =
+      1, /* nothing received for NEXAR_HEARTBEAT_TIMEOUT_MS */
+  NEXAR_FAIL_CONNECTION = 2, /* its connection closed or broke */
+  NEXAR_FAIL_REPORTED = 3    /* another member declared it failed */
+} nexar_failure_reason_t;
+
+/* One failed process, as this process learnt of it. */
+typedef struct nexar_failure {
+  int id;           /* stable process id: its world rank when it joined */
+  int reporter;     /* id of the process whose detector declared it */
+  int reason;       /* nexar_failure_reason_t */
+  uint64_t when_ns; /* CLOCK_MONOTONIC time this process learnt it (ns) */
+  char addr[64];    /* its UDP address, "ip:port" */
+} nexar_failure_t;
+
+/* Called once per failed process, on a library-owned thread (the RPC service
+ * thread), off the progress engine: it may call any nexar function,
+ * nexar_abort included. */
+typedef void (*nexar_failure_fn)(nexar_ctx_t *ctx, const nexar_failure_t *f,
+                                 void *user_data);
+
+/*
+ * Installs |fn| (NULL removes it). Failures known before the call are not
+ * replayed (read them with nexar_failures). Returns NEXAR_OK or
+ * NEXAR_ERR_INVALID_ARG. Thread-safe.
+ */
+NEXAR_EXTERN int nexar_set_failure_handler(nexar_ctx_t *ctx,
+                                           nexar_failure_fn fn,
+                                           void *user_data);
+/*
+ * The failures this process knows of, in the order it learnt them: copies
+ * up to |max| into |out| (may be NULL when max is 0) and sets *count to the
+ * total. Returns NEXAR_OK or NEXAR_ERR_INVALID_ARG. Thread-safe.
+ */
+NEXAR_EXTERN int nexar_failures(nexar_ctx_t *ctx, nexar_failure_t *out, int max,
+                                int *count);
+/*
+ * Stable id of rank |rank| of |comm| (the world rank its process got when it
+ * joined; ids are never reused). NEXAR_ERR_INVALID_ARG for a bad rank.
+ */
+NEXAR_EXTERN int nexar_comm_id_of(const nexar_comm_t *comm, int rank, int *id);
+/* Epoch of |comm|: 0 at creation, +1 at each rebuild (shrink, grow). */
+NEXAR_EXTERN int nexar_comm_epoch(const nexar_comm_t *comm, uint32_t *epoch);
+
+/*
+ * Builds a new communicator of the live members of |comm| (which may be
+ * revoked), ranked in their old order (ULFM's MPIX_Comm_shrink). Collective
+ * over the live members. The members first agree on the failed set with a
+ * flooding consensus that tolerates further failures during the round
+ * (Guerraoui & Rodrigues, "Introduction to Reliable and Secure Distributed
+ * Programming", 2011, alg. 5.1, over the heartbeat detector made perfect by
+ * fencing), then on the new communicator id, then check that every member
+ * has it. A failure during the call restarts the agreement without the
+ * failed process. |comm| stays revoked; free it with nexar_comm_free.
+ *
+ * Returns NEXAR_OK; NEXAR_ERR_EXCLUDED when the others declared this process
+ * failed; NEXAR_ERR_TIMEOUT past NEXAR_OP_TIMEOUT_MS; NEXAR_ERR_INVALID_ARG
+ * when fewer than NEXAR_MIN_WORLD_SIZE ranks would remain (for the world);
+ * NEXAR_ERR_ABORTED; NEXAR_ERR_NOMEM. Not thread-safe with other calls on
+ * |comm|.
+ */
+NEXAR_EXTERN int nexar_comm_shrink(nexar_comm_t *comm, nexar_comm_t **newcomm);
+
+/*
+ * Ends every operation of this process at once: pending and later calls fail
+ * with NEXAR_ERR_ABORTED, connections are closed with the reason "rank R
+ * aborted" (peers see the failure at once, not after a timeout). Local: never
+ * waits for a peer; returns within 1 s; idempotent; callable from any thread,
+ * also while other threads are inside nexar calls. Only nexar_finalize may
+ * follow. Returns NEXAR_OK or NEXAR_ERR_INVALID_ARG.
+ */
+NEXAR_EXTERN int nexar_abort(nexar_ctx_t *ctx);
+
+/* Result of an elastic membership change, from one process's view. */
+typedef struct nexar_membership {
+  uint32_t epoch;         /* epoch of the world communicator after the change */
+  int old_rank, old_size; /* -1 / 0 on a process that just joined */
+  int new_rank, new_size; /* new_rank is -1 on a process that left */
+  int joined, left;       /* processes admitted, processes that left */
+} nexar_membership_t;
+
+/*
+ * Elastic checkpoint: collective over the world communicator, at a point the
+ * application chooses. Each member says whether it leaves (|leave| != 0);
+ * processes waiting at the seed to join (nexar_init with NEXAR_JOIN=1 against
+ * a seed started with an elastic maximum) are admitted up to
+ * NEXAR_MAX_WORLD_SIZE. The world is rebuilt in place: the staying members
+ * keep their order, the newcomers follow in arrival order, the epoch
+ * advances, and every collective, p2p call and barrier works on it when the
+ * call returns (newcomers return from nexar_init at the same point). With no
+ * joiner and no leaver it is a barrier. A process that left may only call
+ * nexar_finalize. |out| may be NULL.
+ *
+ * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG when fewer than
+ * NEXAR_MIN_WORLD_SIZE would remain (nobody leaves then); NEXAR_ERR_TIMEOUT;
+ * NEXAR_ERR_PEER_FAILED / NEXAR_ERR_REVOKED (see the recovery policy).
+ */
+NEXAR_EXTERN int nexar_elastic_checkpoint(nexar_ctx_t *ctx, int leave,
+                                          nexar_membership_t *out);
 
 /*
  * Splits |comm| into disjoint communicators, one per |color| (>= 0): the

@@ -231,10 +231,9 @@ struct nexar_comm {
   nexar_ctx_t *ctx;
   uint64_t id;
   int rank, size;
-  int *world_ranks;       /* comm rank -> world rank */
-  uint64_t coll_seq;      /* next collective number (progress thread) */
-  uint64_t user_coll_seq; /* collectives started (user side, atomic) */
-  nexar__req_t *posted;   /* posted receives, in post order */
+  int *world_ranks;     /* comm rank -> world rank */
+  uint64_t coll_seq;    /* next collective number (progress thread) */
+  nexar__req_t *posted; /* posted receives, in post order */
   nexar__req_t *posted_tail;
   nexar__imsg_t *unexp; /* unexpected messages, in arrival order */
   nexar__imsg_t *unexp_tail;
@@ -244,8 +243,15 @@ struct nexar_comm {
   nexar__sched_t *active;              /* running schedules */
   nexar__fp_t fp_ring[NEXAR__FP_RING]; /* fingerprints of recent calls */
   uint64_t fp_seq[NEXAR__FP_RING];     /* their coll_seq + 1 (0: empty) */
-  int coll_poison;                     /* sticky NEXAR_ERR_MISMATCH */
-  uint64_t poison_seq;                 /* from this collective on */
+  /* Failures (engine, emu): 0, or the code every operation on the comm
+   * fails with (NEXAR_ERR_REVOKED, _PEER_FAILED, _ABORTED, _EXCLUDED) until
+   * it is rebuilt; revoke_msg says why. */
+  _Atomic int revoked;
+  char revoke_msg[NEXAR__ERRMSG_MAX];
+  uint32_t epoch;          /* +1 at each rebuild (shrink, grow) */
+  struct nexar__agree *ag; /* the agreement that retires this id, or NULL */
+  int coll_poison;         /* sticky NEXAR_ERR_MISMATCH */
+  uint64_t poison_seq;     /* from this collective on */
   char poison_msg[NEXAR__ERRMSG_MAX];
 };
 
@@ -499,6 +505,8 @@ nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id);
  * dropped). */
 int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm);
 void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm);
+/* Fails every p2p request of |comm| (posted, matched, queued) with |err|. */
+void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err);
 /* Builds and enqueues a message to world rank |peer| for |req| (a send). */
 int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req);
 
@@ -561,6 +569,19 @@ int nexar__coll_final_barrier(nexar_comm_t *comm);
 int nexar__coll_params_check(const nexar__params_t *p, char *err, size_t len);
 
 /* ---------------- cluster ---------------- */
+/* Communicator objects (core/api.c). */
+nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx);
+void nexar__comm_free(nexar_comm_t *c);
+/* membership.c (engine, emu held). Revokes |comm|: every pending and later
+ * operation on it fails with |code| (the first reason sticks) and |why|
+ * becomes its error text, until it is rebuilt. */
+void nexar__comm_revoke(nexar_comm_t *comm, int code, const char *why);
+/* Rebuilds |comm| in place: members |ids| (stable ids, in new rank order),
+ * wire id |new_id| (never used before), epoch + 1; the old epoch's pending
+ * operations fail and its messages are dropped. Returns 0,
+ * NEXAR_ERR_EXCLUDED when this process is not in |ids|, NEXAR_ERR_NOMEM. */
+int nexar__comm_rebuild(nexar_ctx_t *ctx, nexar_comm_t *comm, const int *ids,
+                        int n, uint64_t new_id);
 int nexar__bootstrap(nexar_ctx_t *ctx);
 extern const nexar__ep_ops_t nexar__worker_ops;
 

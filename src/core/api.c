@@ -13,7 +13,7 @@
 #include "coll/sched.h"
 #include "nexar_int.h"
 
-static nexar_comm_t *comm_new(nexar_ctx_t *ctx) {
+nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx) {
   nexar_comm_t *c = calloc(1, sizeof(*c));
   if (!c) return NULL;
   c->ctx = ctx;
@@ -21,7 +21,7 @@ static nexar_comm_t *comm_new(nexar_ctx_t *ctx) {
   return c;
 }
 
-static void comm_free(nexar_comm_t *c) {
+void nexar__comm_free(nexar_comm_t *c) {
   if (!c) return;
   pthread_mutex_destroy(&c->err_mu);
   free(c->world_ranks);
@@ -46,11 +46,11 @@ static void ctx_free(nexar_ctx_t *ctx) {
   nexar__rpc_fini(ctx);
   nexar__dev_fini(&ctx->dev);
   comm_free_self_unexp(ctx->world_comm);
-  comm_free(ctx->world_comm);
+  nexar__comm_free(ctx->world_comm);
   /* Communicators the application did not free. */
   for (int i = 0; i < ctx->ncomms; i++) {
     comm_free_self_unexp(ctx->comms[i]);
-    comm_free(ctx->comms[i]);
+    nexar__comm_free(ctx->comms[i]);
   }
   free(ctx->comms);
   free(ctx->roster);
@@ -112,7 +112,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     free(ctx);
     return rc;
   }
-  ctx->world_comm = comm_new(ctx);
+  ctx->world_comm = nexar__comm_new(ctx);
   if (!ctx->world_comm) {
     nexar__dev_fini(&ctx->dev);
     free(ctx);
@@ -231,10 +231,10 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
   nexar_comm_t *c = NULL;
   if (color != NEXAR_UNDEFINED) {
     qsort(mem, (size_t)cnt, sizeof(*mem), member_cmp);
-    c = comm_new(ctx);
+    c = nexar__comm_new(ctx);
     if (c) c->world_ranks = malloc((size_t)cnt * sizeof(int));
     if (!c || !c->world_ranks) {
-      comm_free(c);
+      nexar__comm_free(c);
       c = NULL;
       rc = NEXAR_ERR_NOMEM;
     } else {
@@ -246,7 +246,7 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
       }
       rc = nexar__ep_call(&ctx->ep, register_fn, c, UINT64_MAX);
       if (rc < 0) {
-        comm_free(c);
+        nexar__comm_free(c);
         c = NULL;
       }
     }
@@ -259,7 +259,7 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
   if (rc < 0) {
     if (c) {
       nexar__ep_call(&ctx->ep, unregister_fn, c, UINT64_MAX);
-      comm_free(c);
+      nexar__comm_free(c);
     }
     return rc;
   }
@@ -283,7 +283,7 @@ int nexar_comm_free(nexar_comm_t **pcomm) {
   /* Collective: once every member is here, nothing more is sent on it. */
   int rc = c->size > 1 ? nexar_barrier(c) : NEXAR_OK;
   nexar__ep_call(&c->ctx->ep, unregister_fn, c, UINT64_MAX);
-  comm_free(c);
+  nexar__comm_free(c);
   *pcomm = NULL;
   return rc < 0 ? rc : NEXAR_OK;
 }

@@ -5,27 +5,29 @@
 
 #include "nexar_int.h"
 
-#define NEXAR__ERRORS(X)                                            \
-  X(NEXAR_OK, "success")                                            \
-  X(NEXAR_INPROGRESS, "operation in progress")                      \
-  X(NEXAR_ERR_INVALID_ARG, "invalid argument")                      \
-  X(NEXAR_ERR_INVALID_USAGE, "invalid usage")                       \
-  X(NEXAR_ERR_NOMEM, "out of memory")                               \
-  X(NEXAR_ERR_TIMEOUT, "deadline passed")                           \
-  X(NEXAR_ERR_PEER_FAILED, "a peer failed or is unreachable")       \
-  X(NEXAR_ERR_REVOKED, "communicator revoked")                      \
-  X(NEXAR_ERR_MISMATCH, "ranks called mismatched collectives")      \
-  X(NEXAR_ERR_AUTH, "authentication failed")                        \
-  X(NEXAR_ERR_PROTO, "protocol error")                              \
-  X(NEXAR_ERR_TRANSPORT, "transport error")                         \
-  X(NEXAR_ERR_CLOSED, "object closed")                              \
-  X(NEXAR_ERR_UNSUPPORTED, "unsupported")                           \
-  X(NEXAR_ERR_SYS, "operating-system error")                        \
-  X(NEXAR_ERR_TRUNCATE, "message truncated")                        \
-  X(NEXAR_ERR_DEVICE, "device adapter operation failed")            \
-  X(NEXAR_ERR_RPC_UNKNOWN_FN, "no RPC handler for the function id") \
-  X(NEXAR_ERR_RPC_HANDLER, "RPC handler returned an error")         \
-  X(NEXAR_ERR_RPC_BUSY, "RPC queue of the callee is full")          \
+#define NEXAR__ERRORS(X)                                               \
+  X(NEXAR_OK, "success")                                               \
+  X(NEXAR_INPROGRESS, "operation in progress")                         \
+  X(NEXAR_ERR_INVALID_ARG, "invalid argument")                         \
+  X(NEXAR_ERR_INVALID_USAGE, "invalid usage")                          \
+  X(NEXAR_ERR_NOMEM, "out of memory")                                  \
+  X(NEXAR_ERR_TIMEOUT, "deadline passed")                              \
+  X(NEXAR_ERR_PEER_FAILED, "a peer failed or is unreachable")          \
+  X(NEXAR_ERR_REVOKED, "communicator revoked")                         \
+  X(NEXAR_ERR_MISMATCH, "ranks called mismatched collectives")         \
+  X(NEXAR_ERR_AUTH, "authentication failed")                           \
+  X(NEXAR_ERR_PROTO, "protocol error")                                 \
+  X(NEXAR_ERR_TRANSPORT, "transport error")                            \
+  X(NEXAR_ERR_CLOSED, "object closed")                                 \
+  X(NEXAR_ERR_UNSUPPORTED, "unsupported")                              \
+  X(NEXAR_ERR_SYS, "operating-system error")                           \
+  X(NEXAR_ERR_TRUNCATE, "message truncated")                           \
+  X(NEXAR_ERR_DEVICE, "device adapter operation failed")               \
+  X(NEXAR_ERR_RPC_UNKNOWN_FN, "no RPC handler for the function id")    \
+  X(NEXAR_ERR_RPC_HANDLER, "RPC handler returned an error")            \
+  X(NEXAR_ERR_RPC_BUSY, "RPC queue of the callee is full")             \
+  X(NEXAR_ERR_ABORTED, "nexar_abort was called")                       \
+  X(NEXAR_ERR_EXCLUDED, "this process was declared failed and fenced") \
   X(NEXAR_ERR_INTERNAL, "internal error")
 
 const char *nexar_strerror(int code) {

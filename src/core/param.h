@@ -62,6 +62,18 @@
     "largest RPC request or response payload")                                 \
   X(INT, rpc_queue, "NEXAR_RPC_QUEUE", 1024, 1, 1 << 20,                       \
     "RPC requests waiting for the service thread before callers get busy")     \
+  X(INT, heartbeat_ms, "NEXAR_HEARTBEAT_MS", 1000, 10, 3600000,                \
+    "heartbeat interval: a connection idle this long sends a PING")            \
+  X(INT, heartbeat_timeout_ms, "NEXAR_HEARTBEAT_TIMEOUT_MS", 5000, 20,         \
+    86400000, "a peer nothing is received from for this long has failed")      \
+  X(STR, recovery, "NEXAR_RECOVERY", "abort", 0, 0,                            \
+    "after a failure: abort, manual (nexar_comm_shrink) or automatic")         \
+  X(INT, min_world_size, "NEXAR_MIN_WORLD_SIZE", 1, 1, 1 << 20,                \
+    "shrink or leave below this many ranks is refused")                        \
+  X(INT, max_world_size, "NEXAR_MAX_WORLD_SIZE", 0, 0, 1 << 20,                \
+    "elastic checkpoints admit joiners up to this size (0: no limit)")         \
+  X(INT, join, "NEXAR_JOIN", 0, 0, 1,                                          \
+    "1: join a running elastic job at its next nexar_elastic_checkpoint")      \
   X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
     "QUIC idle timeout (0: off)")                                              \
   X(INT, keepalive_ms, "NEXAR_KEEPALIVE_MS", 5000, 0, 86400000,                \

@@ -35,7 +35,7 @@ nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id) {
 
 /* The communicator |id| of this process (registry in the ctx), or NULL. */
 static nexar_comm_t *find_comm(nexar_ctx_t *ctx, uint64_t id) {
-  if (id == 0) return ctx->world_comm;
+  if (ctx->world_comm && id == ctx->world_comm->id) return ctx->world_comm;
   for (int i = 0; i < ctx->ncomms; i++)
     if (ctx->comms[i]->id == id) return ctx->comms[i];
   return NULL;
@@ -642,6 +642,22 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
       nexar__comm_set_error(r->comm, "rank %d: recv from %s", ctx->rank, why);
       nexar__req_complete(r, err);
     }
+  }
+}
+
+void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
+  while (comm->posted) nexar__p2p_cancel(comm->posted, err);
+  for (int k = 0; ctx->peers && k < comm->size; k++) {
+    int w = comm->world_ranks[k];
+    nexar__conn_t *c = w == ctx->rank ? NULL : ctx->peers[w];
+    if (!c) continue;
+    /* Cancelling stops the stream, so nothing reads a user buffer after
+     * its request has ended. */
+    for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
+      for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
+        if (m->req && m->req->comm == comm) nexar__p2p_cancel(m->req, err);
+    for (nexar__imsg_t *m = c->imsgs; m; m = m->anext)
+      if (m->req && m->req->comm == comm) nexar__p2p_cancel(m->req, err);
   }
 }
 
