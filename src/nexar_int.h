@@ -365,9 +365,15 @@ struct nexar_ctx {
   nexar__params_t prm;
   nexar__dev_t dev; /* device adapter and bounce cache */
   nexar__rpc_t rpc; /* RPC handlers, service thread, pending calls */
+  /* This process's stable id (its world rank when it joined; ranks in a
+   * communicator are comm->rank) and the number of ids ever assigned: the
+   * size of roster, peers and dead. */
   int rank, world;
   nexar__roster_entry_t *roster;
-  nexar__conn_t **peers; /* world rank -> connection */
+  nexar__conn_t **peers; /* stable id -> connection */
+  /* Stable id -> 0 member or candidate, 1 declared failed, 2 departed (left
+   * gracefully, or never a member of this process's world). Engine. */
+  uint8_t *dead;
   nexar_comm_t *world_comm;
   /* Communicators other than the world (engine, emu): id -> comm. */
   nexar_comm_t **comms;

@@ -109,7 +109,8 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
   ctx->world = (int)w.world_size;
   ctx->roster = calloc(w.world_size, sizeof(*ctx->roster));
   ctx->peers = calloc(w.world_size, sizeof(*ctx->peers));
-  if (!ctx->roster || !ctx->peers) return NEXAR_ERR_NOMEM;
+  ctx->dead = calloc(w.world_size, 1);
+  if (!ctx->roster || !ctx->peers || !ctx->dead) return NEXAR_ERR_NOMEM;
   for (uint32_t i = 0; i < w.world_size; i++)
     if (nexar__welcome_entry(&w, i, &ctx->roster[i]) < 0)
       return NEXAR_ERR_PROTO;

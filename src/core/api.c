@@ -55,6 +55,7 @@ static void ctx_free(nexar_ctx_t *ctx) {
   free(ctx->comms);
   free(ctx->roster);
   free(ctx->peers);
+  free(ctx->dead);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
   free(ctx);
 }
