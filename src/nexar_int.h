@@ -403,9 +403,10 @@ struct nexar_ctx {
   nexar_failure_fn fail_fn;
   void *fail_ud;
   _Atomic bool aborted;
-  bool fenced;                /* another member declared this process failed */
-  uint64_t hb_timeout_ns;     /* NEXAR_HEARTBEAT_TIMEOUT_MS in ns */
-  struct nexar__agree *ags;   /* agreements in progress (agree.c, engine) */
+  bool fenced;              /* another member declared this process failed */
+  uint64_t hb_timeout_ns;   /* NEXAR_HEARTBEAT_TIMEOUT_MS in ns */
+  uint64_t last_tick;       /* when the detector last ran (engine) */
+  struct nexar__agree *ags; /* agreements in progress (agree.c, engine) */
 };
 
 /* ---------------- clock and small helpers ---------------- */

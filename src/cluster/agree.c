@@ -54,8 +54,8 @@ typedef struct nexar__agree {
   uint64_t *nid;  /* [maxr]: largest id proposed in round r */
   uint64_t my_id; /* the id this process proposes */
   bool decided;
-  uint8_t *dset; /* [n] decided failed set */
-  uint64_t did;  /* decided id */
+  uint8_t *dset;  /* [n] decided failed set */
+  uint64_t did;   /* decided id */
   uint8_t *ready; /* [n] */
   nexar_comm_t *newc;
   bool done;
@@ -221,6 +221,18 @@ static void apply_decision(nexar__agree_t *ag) {
   for (int k = 0; k < ag->n; k++)
     if (!ag->dset[k]) surv[ns++] = ag->ids[k];
   nexar_comm_t *comm = ag->comm;
+  if (ag->in_place && 2 * ns <= ag->n) {
+    /* Automatic recovery continues only on a majority of the old epoch,
+     * so the two sides of a partition can never both go on. */
+    free(surv);
+    finish(ag, NEXAR_ERR_PEER_FAILED,
+           "rank %d: only %d of %d ranks of communicator %llu survive, no "
+           "majority: NEXAR_RECOVERY=automatic stops here (nexar_comm_shrink "
+           "can still build a communicator of the survivors)",
+           comm->rank, ns, ag->n,
+           (unsigned long long)(ag->wid & ~NEXAR__AGREE_BIT));
+    return;
+  }
   if (comm == ctx->world_comm && ns < ctx->prm.min_world_size) {
     free(surv);
     finish(ag, NEXAR_ERR_INVALID_ARG,
@@ -260,8 +272,8 @@ static void apply_decision(nexar__agree_t *ag) {
   }
   free(surv);
   if (rc < 0) {
-    finish(ag, rc, "rank %d: cannot build the new communicator: %s",
-           ag->me, nexar_strerror(rc));
+    finish(ag, rc, "rank %d: cannot build the new communicator: %s", ag->me,
+           nexar_strerror(rc));
     return;
   }
   /* A member that failed after the decision: the new epoch starts

@@ -107,14 +107,13 @@ static bool comm_has(const nexar_comm_t *comm, int id) {
 }
 
 /* Applies |fn| to the world and every registered communicator. */
-#define FOR_EACH_COMM(ctx, cm, body)                  \
-  do {                                                \
-    for (int i_ = -1; i_ < (ctx)->ncomms; i_++) {     \
-      nexar_comm_t *cm =                              \
-          i_ < 0 ? (ctx)->world_comm : (ctx)->comms[i_]; \
-      if (!cm) continue;                              \
-      body;                                           \
-    }                                                 \
+#define FOR_EACH_COMM(ctx, cm, body)                                    \
+  do {                                                                  \
+    for (int i_ = -1; i_ < (ctx)->ncomms; i_++) {                       \
+      nexar_comm_t *cm = i_ < 0 ? (ctx)->world_comm : (ctx)->comms[i_]; \
+      if (!cm) continue;                                                \
+      body;                                                             \
+    }                                                                   \
   } while (0)
 
 /* Another member declared this process failed: it is fenced out. */
@@ -140,8 +139,8 @@ static void fence_self(nexar_ctx_t *ctx, int by, const char *detail) {
 
 void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
                            const char *detail) {
-  if (id < 0 || id >= ctx->world || ctx->fenced ||
-      atomic_load(&ctx->aborted) || ctx->finalizing)
+  if (id < 0 || id >= ctx->world || ctx->fenced || atomic_load(&ctx->aborted) ||
+      ctx->finalizing)
     return;
   if (id == ctx->rank) {
     fence_self(ctx, reporter, detail);
@@ -164,17 +163,17 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
     nexar__conn_fail(c, NEXAR_ERR_PEER_FAILED, what);
   }
   nexar__p2p_fail_peer(ctx, id, NEXAR_ERR_PEER_FAILED, what);
-  int code = reason == NEXAR_FAIL_REPORTED ? NEXAR_ERR_REVOKED
-                                           : NEXAR_ERR_PEER_FAILED;
+  int code =
+      reason == NEXAR_FAIL_REPORTED ? NEXAR_ERR_REVOKED : NEXAR_ERR_PEER_FAILED;
   bool all = ctx->recovery == NEXAR__RECOVERY_ABORT;
   FOR_EACH_COMM(ctx, cm, {
     if (!all && !comm_has(cm, id)) continue;
-    snprintf(why, sizeof(why),
-             "rank %d of communicator %llu (epoch %u): %s; the operation "
-             "failed (its receive buffers are unspecified)%s",
-             cm->rank, (unsigned long long)cm->id, cm->epoch, what,
-             all ? " and NEXAR_RECOVERY=abort: only nexar_finalize may follow"
-                 : "");
+    snprintf(
+        why, sizeof(why),
+        "rank %d of communicator %llu (epoch %u): %s; the operation "
+        "failed (its receive buffers are unspecified)%s",
+        cm->rank, (unsigned long long)cm->id, cm->epoch, what,
+        all ? " and NEXAR_RECOVERY=abort: only nexar_finalize may follow" : "");
     nexar__comm_revoke(cm, code, why);
   });
   /* Tell every other live process (each forwards once: the notice reaches
@@ -216,6 +215,23 @@ void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c) {
 
 void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
   if (ctx->fenced || atomic_load(&ctx->aborted) || ctx->finalizing) return;
+  /* Judge only once what is queued has been read: the peers' verdict on
+   * this process (a fencing close) may be waiting in the socket. */
+  if (ctx->ep.rx_more) return;
+  uint64_t last = ctx->last_tick;
+  ctx->last_tick = now;
+  if (last && now - last > ctx->hb_timeout_ns / 2) {
+    /* This process itself did not run (SIGSTOP, a paused VM): silence
+     * from the peers meanwhile proves nothing. Give them a full timeout
+     * from now. */
+    NEXAR__WARN(NEXAR__SUB_INIT,
+                "rank %d: this process did not run for %llu ms; peers get a "
+                "fresh heartbeat timeout",
+                ctx->rank, (unsigned long long)((now - last) / 1000000ull));
+    for (int id = 0; id < ctx->world; id++)
+      if (ctx->peers[id]) ctx->peers[id]->last_rx = now;
+    return;
+  }
   for (int id = 0; id < ctx->world; id++) {
     nexar__conn_t *c = ctx->peers[id];
     if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY) continue;
@@ -261,8 +277,7 @@ void nexar__ft_dispatch(nexar_ctx_t *ctx, int *seen) {
 int nexar__ft_after(nexar_comm_t *comm, int rc) {
   if (rc != NEXAR_ERR_PEER_FAILED && rc != NEXAR_ERR_REVOKED) return rc;
   nexar_ctx_t *ctx = comm->ctx;
-  if (ctx->recovery != NEXAR__RECOVERY_AUTOMATIC || ctx->no_recovery)
-    return rc;
+  if (ctx->recovery != NEXAR__RECOVERY_AUTOMATIC || ctx->no_recovery) return rc;
   /* Each round removes at least one process, so size rounds suffice. */
   for (int i = 0; i <= comm->size; i++) {
     int why = atomic_load(&comm->revoked);

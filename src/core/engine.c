@@ -310,11 +310,15 @@ static void run_ops(nexar__ep_t *ep) {
   while (q) {
     nexar__req_t *next = q->next;
     q->next = NULL;
-    int revoked = q->kind == NEXAR__REQ_CTRL ? 0 : atomic_load(&q->comm->revoked);
+    int revoked =
+        q->kind == NEXAR__REQ_CTRL ? 0 : atomic_load(&q->comm->revoked);
     if (revoked) {
-      /* A revoked communicator runs nothing until it is rebuilt. */
+      /* A revoked communicator runs nothing until it is rebuilt: later
+       * operations fail with NEXAR_ERR_REVOKED (or the process-wide
+       * reason: aborted, excluded). */
       nexar__comm_set_error(q->comm, "%s", q->comm->revoke_msg);
-      nexar__req_complete(q, revoked);
+      nexar__req_complete(
+          q, revoked == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_REVOKED : revoked);
       q = next;
       continue;
     }

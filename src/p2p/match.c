@@ -57,6 +57,14 @@ void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m) {
   }
 }
 
+/* What an operation needing the peer of the dead connection |c| fails
+ * with: the peer's verdict that this process is fenced, if it sent one. */
+static int gone_code(const nexar__conn_t *c) {
+  return c && c->peer_closed && c->close_code == NEXAR__CLOSE_FENCED
+             ? NEXAR_ERR_EXCLUDED
+             : NEXAR_ERR_PEER_FAILED;
+}
+
 int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
   nexar__conn_t *c = ctx->peers ? ctx->peers[req->peer] : NULL;
   if (!c || c->state == NEXAR__CS_DEAD) {
@@ -65,7 +73,7 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
                           "(%s)",
                           ctx->rank, req->peer,
                           c ? c->close_reason : "peer not connected");
-    return NEXAR_ERR_PEER_FAILED;
+    return gone_code(c);
   }
   nexar__seqs_t *sq = nexar__conn_seqs(c, req->hdr.comm_id);
   if (!sq) return NEXAR_ERR_INTERNAL;
@@ -594,7 +602,11 @@ void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m) {
     imsg_free(m);
     return;
   }
-  if (!m->fin && m->state == NEXAR__IM_MATCHED && m->req) {
+  /* A stream cut by the connection's end: the request fails when the
+   * connection's end is handled (bootstrap.c on_closed), with its cause. */
+  if (!m->fin && m->state == NEXAR__IM_MATCHED && m->req && c->qc &&
+      !ngtcp2_conn_is_in_draining_period(c->qc) &&
+      !ngtcp2_conn_is_in_closing_period(c->qc) && c->state == NEXAR__CS_READY) {
     nexar__req_t *r = m->req;
     m->req = NULL;
     r->msg = NULL;
@@ -650,7 +662,7 @@ static void start_recv(nexar__req_t *r) {
     posted_remove(comm, r);
     nexar__comm_set_error(comm, "rank %d: recv from rank %d: peer is gone",
                           ctx->rank, r->peer);
-    nexar__req_complete(r, NEXAR_ERR_PEER_FAILED);
+    nexar__req_complete(r, gone_code(ctx->peers[r->peer]));
   }
 }
 

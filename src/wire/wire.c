@@ -116,7 +116,8 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
       return fail(why, "payload_len");
     if (d.kind == NEXAR__KIND_AGREE &&
         (d.step < NEXAR__AG_PROPOSE || d.step > NEXAR__AG_READY ||
-         d.payload_len < 12 || d.payload_len > 12 + 4ull * NEXAR__AGREE_MAX_IDS ||
+         d.payload_len < 12 ||
+         d.payload_len > 12 + 4ull * NEXAR__AGREE_MAX_IDS ||
          (d.payload_len - 12) % 4))
       return fail(why, d.kind == NEXAR__KIND_AGREE && (d.step < 1 || d.step > 3)
                            ? "step"
