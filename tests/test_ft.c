@@ -21,6 +21,7 @@
  * workers are forked.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -393,6 +394,245 @@ static int aborting(int index, void *arg) {
   return 0;
 }
 
+/* ---- randomized trials ---- */
+
+#define TRIAL_WORLD 8
+#define KILLS_PER_WORLD 5 /* 8 -> 3: each step keeps a majority */
+#define MAX_TRIALS 1000
+#define TRIAL_HB_TIMEOUT_MS 600
+#define TRIAL_ENV                                            \
+  "NEXAR_HEARTBEAT_MS=100\nNEXAR_HEARTBEAT_TIMEOUT_MS=600\n" \
+  "NEXAR_OP_TIMEOUT_MS=20000\nNEXAR_RECOVERY=automatic\n"
+
+enum {
+  OP_ALLREDUCE,
+  OP_BCAST,
+  OP_ALLGATHER,
+  OP_ALLTOALL,
+  OP_BARRIER,
+  OP_RING,
+  OP_COUNT
+};
+static const char *op_names[] = {"allreduce", "bcast",   "allgather",
+                                 "alltoall",  "barrier", "p2p ring"};
+
+typedef struct trial {
+  int victim, op, count, delay_ms; /* delay -1: killed before the op */
+} trial_t;
+
+typedef struct trials {
+  trial_t t[KILLS_PER_WORLD];
+  double det[KILLS_PER_WORLD][TRIAL_WORLD]; /* detection ms per survivor */
+} trials_t;
+
+static trials_t *tr;
+
+static int64_t tv(int id, int i) {
+  return (int64_t)id * 1000003 + i;
+}
+
+/* Posts trial |p|'s operation on |w| (buffers sized for its size now). */
+static int post_op(nexar_comm_t *w, const trial_t *p, int64_t *a, int64_t *b,
+                   int32_t *ring, nexar_req_t **q) {
+  int r, n, id;
+  nexar_comm_rank(w, &r);
+  nexar_comm_size(w, &n);
+  nexar_comm_id_of(w, r, &id);
+  size_t c = (size_t)p->count;
+  for (size_t i = 0; i < c * (size_t)n; i++) a[i] = tv(id, (int)i);
+  switch (p->op) {
+    case OP_ALLREDUCE:
+      return nexar_iallreduce(w, a, b, c, NEXAR_INT64, NEXAR_SUM, q);
+    case OP_BCAST:
+      return nexar_ibcast(w, a, c, NEXAR_INT64, (int)(c % (size_t)n), q);
+    case OP_ALLGATHER:
+      return nexar_iallgather(w, a, b, c, NEXAR_INT64, q);
+    case OP_ALLTOALL:
+      return nexar_ialltoall(w, a, b, c, NEXAR_INT64, q);
+    case OP_BARRIER:
+      return nexar_ibarrier(w, q);
+    default:
+      q[1] = NULL;
+      ring[0] = id;
+      NT_OKC(w, nexar_irecv(w, ring + 1, 1, NEXAR_INT32, (r + n - 1) % n, 5,
+                            &q[1]));
+      return nexar_isend(w, ring, 1, NEXAR_INT32, (r + 1) % n, 5, q);
+  }
+}
+
+/* Checks a trial operation that completed before the failure hit it. */
+static int check_op(nexar_comm_t *w, const trial_t *p, int64_t *a, int64_t *b,
+                    const int32_t *ring) {
+  int r, n;
+  nexar_comm_rank(w, &r);
+  nexar_comm_size(w, &n);
+  size_t c = (size_t)p->count;
+  int ids[TRIAL_WORLD];
+  for (int k = 0; k < n; k++) nexar_comm_id_of(w, k, &ids[k]);
+  for (size_t i = 0; i < c; i++) {
+    int64_t want = 0;
+    switch (p->op) {
+      case OP_ALLREDUCE:
+        for (int k = 0; k < n; k++) want += tv(ids[k], (int)i);
+        NT_CHECK(b[i] == want);
+        break;
+      case OP_BCAST:
+        NT_CHECK(a[i] == tv(ids[c % (size_t)n], (int)i));
+        break;
+      case OP_ALLGATHER:
+        for (int k = 0; k < n; k++)
+          NT_CHECK(b[k * c + i] == tv(ids[k], (int)i));
+        break;
+      case OP_ALLTOALL:
+        for (int k = 0; k < n; k++)
+          NT_CHECK(b[k * c + i] == tv(ids[k], (int)(r * c + i)));
+        break;
+      default:
+        break;
+    }
+  }
+  if (p->op == OP_RING) NT_CHECK(ring[1] == ids[(r + n - 1) % n]);
+  return 0;
+}
+
+static int trials_worker(int index, void *arg) {
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  if (share_pids(w, r)) return 1;
+  size_t cap = 1u << 17; /* elements per rank and block */
+  int64_t *a = malloc(cap * TRIAL_WORLD * sizeof(int64_t));
+  int64_t *b = malloc(cap * TRIAL_WORLD * sizeof(int64_t));
+  NT_CHECK(a && b);
+  int32_t ring[2];
+  for (int t = 0; t < KILLS_PER_WORLD; t++) {
+    const trial_t *p = &tr->t[t];
+    int size0;
+    uint32_t ep0;
+    nexar_comm_size(w, &size0);
+    nexar_comm_epoch(w, &ep0);
+    int killer = -1;
+    for (int k = 0; k < size0 && killer < 0; k++) {
+      int id;
+      nexar_comm_id_of(w, k, &id);
+      if (id != p->victim) killer = id;
+    }
+    /* The killer may leave this barrier (and kill) before the others have:
+     * then their barrier is what fails. */
+    int rc = nexar_barrier(w);
+    nexar_req_t *q[2] = {NULL, NULL};
+    bool posted = false;
+    if (rc == NEXAR_OK) {
+      if (index == killer && p->delay_ms < 0) kill_rank(p->victim);
+      rc = post_op(w, p, a, b, ring, q);
+      posted = rc == NEXAR_OK;
+      if (index == killer && p->delay_ms >= 0) {
+        sleep_ms(p->delay_ms);
+        kill_rank(p->victim);
+      }
+      if (rc == NEXAR_OK) rc = nexar_wait(&q[0], NULL);
+      if (q[1]) {
+        int rc2 = nexar_wait(&q[1], NULL);
+        if (rc == NEXAR_OK) rc = rc2;
+      }
+    }
+    if (rc == NEXAR_OK && posted) {
+      if (index != p->victim && check_op(w, p, a, b, ring)) return 1;
+      /* The failure has not reached this rank yet: it will. */
+      double t0 = nt_now_ms();
+      while (rc == NEXAR_OK && nt_now_ms() - t0 < 10000) rc = nexar_barrier(w);
+    }
+    NT_CHECKF(index != p->victim, "trial %d: the victim survived", t);
+    if (check_failed(ctx, w, rc, p->victim, index, 1)) {
+      fprintf(stderr, "[%d] trial %d: %s of %d elements, victim %d, %d ms\n",
+              index, t, op_names[p->op], p->count, p->victim, p->delay_ms);
+      return 1;
+    }
+    tr->det[t][index] = sh->detect_ms[index];
+    int size1;
+    uint32_t ep1;
+    nexar_comm_size(w, &size1);
+    nexar_comm_epoch(w, &ep1);
+    NT_CHECKF(size1 == size0 - 1 && ep1 == ep0 + 1,
+              "trial %d: size %d -> %d, epoch %u -> %u", t, size0, size1, ep0,
+              ep1);
+    for (int k = 0; k < size1; k++) {
+      int id;
+      nexar_comm_id_of(w, k, &id);
+      NT_CHECK(id != p->victim);
+    }
+    int64_t v, s = 0;
+    int me;
+    nexar_comm_id_of(w, (nexar_comm_rank(w, &me), me), &me);
+    v = me + 1;
+    NT_OKC(w, nexar_allreduce(w, &v, &s, 1, NEXAR_INT64, NEXAR_SUM));
+    NT_CHECKF(s == members_sum(w), "trial %d: allreduce after recovery", t);
+  }
+  free(a);
+  free(b);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* Worlds of TRIAL_WORLD processes, KILLS_PER_WORLD random trials each. */
+static int run_trials(int ntrials, unsigned seed) {
+  tr = mmap(NULL, sizeof(*tr), PROT_READ | PROT_WRITE,
+            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  double *dets = malloc((size_t)ntrials * TRIAL_WORLD * sizeof(double));
+  if (tr == MAP_FAILED || !dets) return 1;
+  srand(seed);
+  int fails = 0, done = 0, nd = 0;
+  while (done < ntrials) {
+    memset(tr, 0, sizeof(*tr));
+    memset(sh, 0, sizeof(*sh));
+    int alive[TRIAL_WORLD], na = TRIAL_WORLD;
+    for (int i = 0; i < TRIAL_WORLD; i++) alive[i] = i;
+    for (int t = 0; t < KILLS_PER_WORLD; t++) {
+      int k = rand() % na;
+      tr->t[t].victim = alive[k];
+      alive[k] = alive[--na];
+      tr->t[t].op = rand() % OP_COUNT;
+      static const int counts[] = {1, 7, 1000, 16384, 131072};
+      tr->t[t].count = counts[rand() % 5];
+      tr->t[t].delay_ms = rand() % 4 == 0 ? -1 : rand() % 30;
+    }
+    nt_opts_t o = {.world_size = TRIAL_WORLD,
+                   .timeout_ms = 120000,
+                   .env = TRIAL_ENV,
+                   .tolerate_kill = 1};
+    int rc = nt_run(&o, trials_worker, NULL);
+    if (rc) {
+      fails++;
+      printf("FAIL trials world (seed %u): plan", seed);
+      for (int t = 0; t < KILLS_PER_WORLD; t++)
+        printf(" [victim %d %s x%d at %d ms]", tr->t[t].victim,
+               op_names[tr->t[t].op], tr->t[t].count, tr->t[t].delay_ms);
+      printf("\n");
+    }
+    for (int t = 0; t < KILLS_PER_WORLD; t++)
+      for (int k = 0; k < TRIAL_WORLD; k++)
+        if (tr->det[t][k] > 0) dets[nd++] = tr->det[t][k];
+    done += KILLS_PER_WORLD;
+  }
+  qsort(dets, (size_t)nd, sizeof(double), cmp_double);
+  printf(
+      "%s trials: %d kills (seed %u, %d worlds failed); detection over %d "
+      "survivor verdicts: median %.0f ms, max %.0f ms "
+      "(NEXAR_HEARTBEAT_TIMEOUT_MS=%d)\n",
+      fails ? "FAIL" : "ok", done, seed, fails, nd, nd ? dets[nd / 2] : 0.0,
+      nd ? dets[nd - 1] : 0.0, TRIAL_HB_TIMEOUT_MS);
+  free(dets);
+  munmap(tr, sizeof(*tr));
+  return fails;
+}
+
 typedef struct scenario {
   const char *name;
   int world;
@@ -435,6 +675,14 @@ int main(void) {
       printf(" (slowest survivor failed %.0f ms after the fault)", mx);
     printf("\n");
     fails += rc ? 1 : 0;
+  }
+  if (!only || !strcmp(only, "trials")) {
+    const char *e = getenv("NEXAR_FT_TRIALS");
+    int n = e ? atoi(e) : 50;
+    const char *se = getenv("NEXAR_FT_SEED");
+    unsigned seed = se ? (unsigned)strtoul(se, NULL, 10) : (unsigned)time(NULL);
+    if (n > MAX_TRIALS) n = MAX_TRIALS;
+    if (n > 0) fails += run_trials(n, seed);
   }
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
