@@ -62,6 +62,9 @@ static void usage(FILE *f) {
           "  -t, --timeout S     stop everything after S seconds (default 0: "
           "none)\n"
           "      --no-prefix     do not prefix output lines with the rank\n"
+          "      --tolerate-kill a process killed by SIGKILL is not a "
+          "failure: the\n"
+          "                      others go on (fault-tolerance demos)\n"
           "  -h, --help          print this help\n"
           "\n"
           "Each process gets NEXAR_SEED, NEXAR_SECRET, NEXAR_WORLD_SIZE and "
@@ -114,10 +117,11 @@ int main(int argc, char **argv) {
       {"np", required_argument, NULL, 'n'},
       {"timeout", required_argument, NULL, 't'},
       {"no-prefix", no_argument, NULL, 'P'},
+      {"tolerate-kill", no_argument, NULL, 'K'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  int nprocs = 0, timeout_ms = 0, no_prefix = 0, c;
+  int nprocs = 0, timeout_ms = 0, no_prefix = 0, tolerate_kill = 0, c;
   /* "+": stop at the first non-option, so the program's own options are
    * left alone even without "--". */
   while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
@@ -142,6 +146,9 @@ int main(int argc, char **argv) {
         break;
       case 'P':
         no_prefix = 1;
+        break;
+      case 'K':
+        tolerate_kill = 1;
         break;
       case 'h':
         usage(stdout);
@@ -180,6 +187,7 @@ int main(int argc, char **argv) {
   o.nprocs = nprocs;
   o.capture = 1;
   o.no_prefix = no_prefix;
+  o.tolerate_kill = tolerate_kill;
   o.timeout_ms = timeout_ms;
   o.argv = argv + optind;
   o.interrupt = &g_interrupt;
