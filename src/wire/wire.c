@@ -112,16 +112,15 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
     if (d.lane != NEXAR__LANE_CONTROL) return fail(why, "lane");
     if (!(d.comm_id >> 63)) return fail(why, "comm_id");
     if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
-    if (d.kind == NEXAR__KIND_FAILED && d.payload_len != NEXAR__FAILED_BYTES)
+  }
+  if (d.kind == NEXAR__KIND_FAILED && d.payload_len != NEXAR__FAILED_BYTES)
+    return fail(why, "payload_len");
+  if (d.kind == NEXAR__KIND_AGREE) {
+    if (d.step < NEXAR__AG_PROPOSE || d.step > NEXAR__AG_READY)
+      return fail(why, "step");
+    if (d.payload_len < 12 || (d.payload_len - 12) % 4 ||
+        (d.payload_len - 12) / 4 > NEXAR__AGREE_MAX_IDS)
       return fail(why, "payload_len");
-    if (d.kind == NEXAR__KIND_AGREE &&
-        (d.step < NEXAR__AG_PROPOSE || d.step > NEXAR__AG_READY ||
-         d.payload_len < 12 ||
-         d.payload_len > 12 + 4ull * NEXAR__AGREE_MAX_IDS ||
-         (d.payload_len - 12) % 4))
-      return fail(why, d.kind == NEXAR__KIND_AGREE && (d.step < 1 || d.step > 3)
-                           ? "step"
-                           : "payload_len");
   }
   if (d.kind == NEXAR__KIND_RPC) {
     if (d.tag > 0xffffu) return fail(why, "tag");
