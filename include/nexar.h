@@ -154,12 +154,16 @@ typedef struct nexar_config {
   int bootstrap_timeout_ms; /* whole bootstrap deadline
                                (NEXAR_BOOTSTRAP_TIMEOUT_MS) */
   int op_timeout_ms; /* deadline of each blocking call (NEXAR_OP_TIMEOUT_MS) */
+  /* Connection graph (NEXAR_TOPOLOGY): "full", "kregular:K" or "hypercube"
+   * (docs/topology.md). Last field: read only when |size| covers it, so
+   * callers built against an older header keep working. */
+  const char *topology;
 } nexar_config_t;
 
-#define NEXAR_CONFIG_INIT                                              \
-  {                                                                    \
-    sizeof(nexar_config_t), NEXAR_CONFIG_VERSION, NULL, NULL, NULL,    \
-        NEXAR_UNSET, NEXAR_UNSET, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET \
+#define NEXAR_CONFIG_INIT                                                    \
+  {                                                                          \
+    sizeof(nexar_config_t), NEXAR_CONFIG_VERSION, NULL, NULL, NULL,          \
+        NEXAR_UNSET, NEXAR_UNSET, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET, NULL \
   }
 
 /*

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -74,26 +75,49 @@ typedef struct nexar__sched nexar__sched_t;
 typedef struct nexar__identity {
   gnutls_certificate_credentials_t cred;
   uint8_t fingerprint[NEXAR__FP_BYTES];
+  /* The certificate (DER), sent in HELLO so that the roster binds the
+   * relay key below to the fingerprint. */
+  uint8_t cert[NEXAR__CERT_MAX];
+  uint16_t cert_len;
+  /* X25519 key pair for relay pair keys (docs/topology.md); the public
+   * half is in the certificate's subjectAltName. Never leaves the process
+   * otherwise. */
+  uint8_t relay_sk[32], relay_pk[32];
 } nexar__identity_t;
 
-/* ---- Outgoing message: one unidirectional stream. */
+typedef struct nexar__fwd nexar__fwd_t;
+
+/* ---- Outgoing message: one stream carrying hdr, then pre, then data
+ * (a frame forwarded for others carries hdr, then bytes of fwd's ring). */
 struct nexar__omsg {
   nexar__omsg_t *next;
   uint8_t hdr[NEXAR__HDR_BYTES];
   const uint8_t *data; /* payload: the user's buffer or |owned| */
   uint8_t *owned;      /* eager copy, freed when the stream closes */
   uint64_t len;        /* payload bytes */
-  uint64_t sent;       /* stream bytes handed to ngtcp2 (header included) */
-  uint64_t acked;      /* stream bytes acknowledged */
-  int64_t sid;         /* -1 until opened */
+  uint8_t *pre;        /* relay envelope + inner header (owned), or NULL */
+  uint32_t pre_len;
+  uint64_t sent;  /* stream bytes handed to ngtcp2 (header included) */
+  uint64_t acked; /* stream bytes acknowledged */
+  int64_t sid;    /* -1 until opened */
   int lane;
-  bool blocked;      /* stream flow control blocked */
-  nexar__req_t *req; /* completed when acked; NULL when already done */
+  int dest;            /* stable id of the final destination */
+  nexar__conn_t *conn; /* the link it is queued on (nexar__conn_send) */
+  nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
+  bool blocked;        /* stream flow control blocked */
+  nexar__req_t *req;   /* completed when acked; NULL when already done */
 };
+
+/* Stream bytes of |m|: header, relay prefix and payload. */
+static inline uint64_t nexar__omsg_total(const nexar__omsg_t *m) {
+  return NEXAR__HDR_BYTES + m->pre_len + m->len;
+}
 
 /* ---- Incoming message: one remote unidirectional stream. */
 enum nexar__imsg_state {
   NEXAR__IM_HDR,        /* reading the 64-byte header */
+  NEXAR__IM_RELAY,      /* reading a relay envelope and inner header */
+  NEXAR__IM_FWD,        /* a relay frame flowing on to the next hop */
   NEXAR__IM_ORDER,      /* header read, waiting for earlier seq numbers */
   NEXAR__IM_UNEXPECTED, /* in the unexpected store (prefix buffered) */
   NEXAR__IM_MATCHED,    /* payload flows into a request's buffer */
@@ -117,6 +141,19 @@ struct nexar__imsg {
   bool fin;          /* stream finished */
   bool stream_closed;
   bool credited; /* stream window extended to the whole message */
+  /* The sender: the link's peer, or a relayed message's origin (stable
+   * id); this process for a message to itself. */
+  int origin;
+  /* Relay frames (p2p/relay.c): bytes between the first header and the
+   * payload (the envelope and inner header), read into rbuf. */
+  uint32_t pre, pre_got;
+  uint8_t rbuf[NEXAR__RELAY_PRE_BYTES];
+  bool relayed;   /* delivered here from a relay frame (hdr is the inner) */
+  bool unordered; /* relayed FAILED/AGREE: idempotent, taken as they come */
+  bool bad_hash;  /* the payload does not match the authenticated digest */
+  gnutls_hash_hd_t hash; /* relayed: digest of the payload so far */
+  uint8_t want[32];      /* relayed: the authenticated digest */
+  nexar__fwd_t *fwd;     /* forwarded to the next hop, or NULL */
 };
 
 /* ---- A QUIC connection (to a peer rank, to the seed, or from a worker). */
@@ -134,6 +171,17 @@ typedef struct nexar__seqs {
   uint64_t next_tx[NEXAR__LANE_COUNT];
   uint64_t next_rx[NEXAR__LANE_COUNT];
 } nexar__seqs_t;
+
+/* End-to-end state of this process with one other process (by stable id),
+ * whichever links its messages take: sequence numbers are assigned by the
+ * origin and checked by the destination, so the order per (sender,
+ * receiver, comm, lane) holds across relays and reroutes. */
+#define NEXAR__MAX_SEQS 16 /* live communicators shared with one process */
+typedef struct nexar__peer {
+  nexar__seqs_t seqs[NEXAR__MAX_SEQS];
+  int nseqs;
+  nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
+} nexar__peer_t;
 
 struct nexar__conn {
   nexar__ep_t *ep;
@@ -165,14 +213,11 @@ struct nexar__conn {
   nexar__omsg_t *outq_tail[NEXAR__LANE_COUNT];
   size_t eager_bytes; /* bytes of eager copies not yet acknowledged */
   /* Receive side. */
-  nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
-  nexar__imsg_t *imsgs;   /* all live incoming messages (for teardown) */
+  nexar__imsg_t *imsgs; /* all live incoming messages (for teardown) */
   /* Streams of delivered messages not yet returned to the peer as
    * MAX_STREAMS credit: returned in batches, so that a message does not
    * cost a packet of its own for the credit. [0] uni, [1] bidi. */
   uint32_t streams_owed[2];
-  nexar__seqs_t seqs[16]; /* one per live communicator shared with the peer */
-  int nseqs;
   /* Seed role: frame reassembly on the single remote stream. */
   uint8_t *sbuf;
   size_t sbuf_len, sbuf_cap;
@@ -363,6 +408,42 @@ typedef struct nexar__rpc {
   nexar__req_t *pending[NEXAR__RPC_BUCKETS];
 } nexar__rpc_t;
 
+/* ---- Topology: the connection graph over stable ids, next hops, relay
+ * keys (cluster/topology.c, p2p/relay.c; docs/topology.md). */
+enum nexar__topo_kind {
+  NEXAR__TOPO_FULL = 0,      /* every pair connected */
+  NEXAR__TOPO_KREGULAR = 1,  /* circulant graph of degree k */
+  NEXAR__TOPO_HYPERCUBE = 2, /* i ~ i ^ 2^b, for ids below n */
+};
+typedef struct nexar__topo_stats {
+  uint64_t sent;      /* relay frames this process originated */
+  uint64_t forwarded; /* frames passed on to a next hop */
+  uint64_t delivered; /* relayed messages accepted here */
+  uint64_t rejected;  /* relayed messages refused (bad tag, bad origin) */
+  uint64_t dropped;   /* frames dropped (hop limit, no route) */
+  uint64_t rerouted;  /* frames moved off a failed link */
+} nexar__topo_stats_t;
+typedef struct nexar__topo {
+  int kind;
+  int k;                          /* kregular: the degree */
+  int n;                          /* stable ids the graph spans */
+  char name[NEXAR__TOPO_MAX + 1]; /* canonical spelling, e.g. "kregular:4" */
+  /* Routes from this process (engine): next hop and hop count per stable
+   * id (-1: unreachable), over the processes not known failed or gone. */
+  int *next, *dist, *queue;
+  int degree; /* neighbours in the graph (connections when all live) */
+  /* Relay keys: each id's X25519 public key from its roster certificate,
+   * and the pair keys derived on first use (relay.c). */
+  uint8_t (*pub)[32];
+  uint8_t (*ktx)[32], (*krx)[32];
+  uint8_t *key_state; /* 0 not derived, 1 ready, 2 unusable */
+  nexar__topo_stats_t st;
+  /* Frames for a neighbour whose link is not up yet here (mesh forming),
+   * FIFO per stable id (relay.c). */
+  nexar__omsg_t **parked;
+  int forge_as; /* test hook (nexar__topo_test_forge): -1 */
+} nexar__topo_t;
+
 /* ---- Process context. */
 struct nexar_ctx {
   nexar__ep_t ep;
@@ -374,7 +455,9 @@ struct nexar_ctx {
    * size of roster, peers and dead. */
   int rank, world;
   nexar__roster_entry_t *roster;
-  nexar__conn_t **peers; /* stable id -> connection */
+  nexar__conn_t **peers; /* stable id -> connection (neighbours only) */
+  nexar__peer_t *ps;     /* stable id -> end-to-end sequence state */
+  nexar__topo_t topo;    /* connection graph and routes (engine) */
   /* Stable id -> 0 member or candidate, 1 declared failed, 2 departed (left
    * gracefully, or never a member of this process's world). Engine. */
   uint8_t *dead;
@@ -432,6 +515,25 @@ int nexar__tls_exporter(nexar__conn_t *c, uint8_t out[32]);
 void nexar__mac(const uint8_t key[32], const char *label,
                 const uint8_t exporter[32], uint8_t out[32]);
 int nexar__ct_equal(const uint8_t *a, const uint8_t *b, size_t n);
+/* Checks that SHA-256(|der|) is |fp| and reads the relay public key from
+ * the certificate (subjectAltName URI NEXAR__RELAY_KEY_URI + 64 hex
+ * digits). Returns 0, NEXAR_ERR_AUTH when the digest differs,
+ * NEXAR_ERR_PROTO when the certificate does not parse or has no key. */
+#define NEXAR__RELAY_KEY_URI "urn:nexar:relay-x25519:"
+int nexar__cert_relay_key(const uint8_t *der, size_t len, const uint8_t fp[32],
+                          uint8_t pub[32]);
+/* Pair keys of this process (|me|) with |peer| whose relay public key is
+ * |pub|: X25519 of the two static keys, HKDF-SHA256 (RFC 5869) with salt
+ * "nexar pair v1", expanded to one key per direction (info "nexar relay v1"
+ * || u32 from || u32 to). Returns 0, or NEXAR_ERR_AUTH when the shared
+ * secret is all zero (a low-order public key). */
+int nexar__pair_keys(const nexar__identity_t *id, uint32_t me, uint32_t peer,
+                     const uint8_t pub[32], uint8_t tx[32], uint8_t rx[32]);
+/* The relay tag: HMAC-SHA256(key, "nexar relay v1" || u32 origin ||
+ * u32 dest || inner header || payload hash). */
+void nexar__relay_tag(const uint8_t key[32], uint32_t origin, uint32_t dest,
+                      const uint8_t hdr[NEXAR__HDR_BYTES],
+                      const uint8_t hash[32], uint8_t tag[32]);
 
 /* ---------------- udp.c ---------------- */
 int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
@@ -466,6 +568,8 @@ void nexar__conn_free(nexar__conn_t *c);
 void nexar__conn_settle(nexar__conn_t *c);
 /* Enqueues an outgoing message; the stream opens when credit allows. */
 void nexar__conn_send(nexar__conn_t *c, nexar__omsg_t *m);
+/* Takes |m| off |c|'s queue (it stays allocated). */
+void nexar__conn_unqueue(nexar__conn_t *c, nexar__omsg_t *m);
 /* Whether a queued message has bytes not yet written (blocked ones
  * excluded). */
 bool nexar__conn_tx_pending(const nexar__conn_t *c);
@@ -523,9 +627,23 @@ void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine);
 void nexar__p2p_cancel(nexar__req_t *req, int rc);
 void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
 void nexar__omsg_free(nexar__omsg_t *m);
-nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id);
-/* Drops the sequence state of |id| on |c| (a finished agreement). */
-void nexar__conn_forget_seqs(nexar__conn_t *c, uint64_t id);
+/* Sequence state of (this process, stable id |peer|, comm |comm_id|), made
+ * on first use; NULL when NEXAR__MAX_SEQS communicators are live. */
+nexar__seqs_t *nexar__peer_seqs(nexar_ctx_t *ctx, int peer, uint64_t comm_id);
+/* Drops the sequence state of |id| with |peer| (a finished agreement). */
+void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id);
+/* Whether stable id |peer| can no longer be reached: known failed or gone,
+ * or a neighbour whose link is down. */
+bool nexar__peer_gone(nexar_ctx_t *ctx, int peer);
+/* Continues an incoming stream after its first header (relay.c hands a
+ * relayed message back here once it is authenticated): source checks,
+ * ordering, matching. */
+void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m);
+/* Refuses message |m| from link |c|: a direct message is a protocol error
+ * (the link closes); a relayed one is dropped and logged, since the link's
+ * peer may only have passed it on. */
+void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
+                       const char *why);
 /* Communicator registry (engine, emu held): add, remove (the comm's
  * unexpected messages, waiting headers and per-connection sequence state are
  * dropped). */
@@ -542,6 +660,94 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req);
 void nexar__p2p_bind(nexar__imsg_t *m, nexar__req_t *r);
 /* Lets the rest of |m| arrive and drops it. */
 void nexar__p2p_discard(nexar_ctx_t *ctx, nexar__imsg_t *m);
+/* |m| needs nothing more: freed once its stream has ended (credit is
+ * returned to the peer then). */
+void nexar__imsg_release(nexar__imsg_t *m);
+
+/* ---------------- p2p/relay.c ---------------- */
+/* Turns |m| (hdr = the message's own header, pre NULL) into a relay frame
+ * for stable id |dest| with hop limit |limit|: the envelope (payload digest
+ * and the pair-key tag) and inner header go to m->pre, the outer header to
+ * m->hdr. |payload| is the |m->len| bytes to digest. Returns 0,
+ * NEXAR_ERR_AUTH (no usable key for |dest|), NEXAR_ERR_NOMEM. */
+int nexar__relay_wrap(nexar_ctx_t *ctx, int dest, int limit, nexar__omsg_t *m,
+                      const uint8_t *payload);
+/* A relay frame's envelope and inner header are in m->rbuf (m->hdr is the
+ * outer header): forwards it, or delivers it here after checking its tag,
+ * or drops it. */
+void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__conn_t *c,
+                            nexar__imsg_t *m);
+/* Bytes of a frame being forwarded; returns false when |c| failed. */
+bool nexar__relay_fwd_data(nexar__conn_t *c, nexar__imsg_t *m, const uint8_t *d,
+                           size_t n, bool fin);
+/* A relayed message's payload bytes in stream order (digest). */
+void nexar__relay_digest(nexar__imsg_t *m, const uint8_t *d, size_t n);
+/* Stream bytes of |m| from m->sent on, up to what is available: at most
+ * |max| vectors; *fin when they reach the end of the stream. */
+size_t nexar__omsg_vecs(const nexar__omsg_t *m, ngtcp2_vec *v, size_t max,
+                        bool *fin);
+/* Whether |m| has stream bytes available beyond m->sent. */
+bool nexar__omsg_more(const nexar__omsg_t *m);
+/* The downstream link acknowledged more of forwarded frame |m|. */
+void nexar__relay_acked(nexar__omsg_t *m);
+/* Cut the links between a forwarded frame and its streams as either side
+ * goes away (omsg freed, imsg freed). */
+void nexar__relay_out_gone(nexar__omsg_t *m);
+void nexar__relay_in_gone(nexar__imsg_t *m);
+/* Frames queued on failed links that the failed neighbour never
+ * acknowledged go out again along the new routes; the others are lost
+ * (their sends fail). */
+void nexar__relay_reroute(nexar_ctx_t *ctx);
+/* The link to neighbour |id| is up: frames parked for it are queued. */
+void nexar__relay_unpark(nexar_ctx_t *ctx, int id);
+/* Frees what is still parked (context teardown, before the endpoint). */
+void nexar__relay_fini(nexar_ctx_t *ctx);
+
+/* ---------------- cluster/topology.c ---------------- */
+/* Reads NEXAR_TOPOLOGY for a world of |n| ids (n 0: syntax only) into
+ * |t|'s kind, k and name. Returns 0, or NEXAR_ERR_INVALID_ARG with |err|
+ * naming the variable and the rule broken. */
+int nexar__topo_parse(const char *spec, int n, nexar__topo_t *t, char *err,
+                      size_t len);
+/* Sets up ctx->topo for a world of |n| stable ids (after the roster): the
+ * graph, routes, and each id's relay key from |certs| (may be NULL on a
+ * full mesh). Returns 0, NEXAR_ERR_INVALID_ARG (err set), NEXAR_ERR_NOMEM,
+ * NEXAR_ERR_AUTH / _PROTO (a certificate that is not its fingerprint's). */
+int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len);
+void nexar__topo_fini(nexar_ctx_t *ctx);
+/* Whether stable ids |a| != |b| are neighbours. */
+bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b);
+/* Neighbours of |id| in increasing order into |out| (room for t->n);
+ * returns their number. */
+int nexar__topo_neighbours(const nexar__topo_t *t, int id, int *out);
+/* Next hop towards |dest| (itself when a neighbour), or -1. */
+int nexar__topo_next(nexar_ctx_t *ctx, int dest);
+/* A process was declared failed or left (engine): routes are recomputed,
+ * frames on dead links rerouted, processes no route reaches declared
+ * failed, and running agreements re-sent to the members behind relays. */
+void nexar__topo_on_failure(nexar_ctx_t *ctx);
+/* Whether some pair of |comm|'s members are not neighbours (their messages
+ * cross other processes). */
+bool nexar__topo_comm_relayed(const nexar_comm_t *comm);
+/* Which exchanges of |comm| are links: NEXAR__SHAPE_RING (r, r + 1 for
+ * every r) and NEXAR__SHAPE_XOR (size a power of two and r, r ^ 2^b for
+ * every r, b). Every member computes the same. */
+#define NEXAR__SHAPE_RING 1u
+#define NEXAR__SHAPE_XOR 2u
+unsigned nexar__topo_comm_shape(const nexar_comm_t *comm);
+/* Rounds of the neighbour barrier of |comm| (at least the diameter of the
+ * graph its members span; the same on every member). */
+int nexar__topo_flood_rounds(const nexar_comm_t *comm);
+/* Comm ranks of |comm|'s members that are this process's neighbours, in
+ * increasing order; returns their number. */
+int nexar__topo_comm_neighbours(const nexar_comm_t *comm, int *out);
+/* For tests: mesh links of this process that are up, and the relay
+ * counters (engine copies; thread-safe). */
+int nexar__topo_links(nexar_ctx_t *ctx);
+void nexar__topo_stats(nexar_ctx_t *ctx, nexar__topo_stats_t *out);
+/* Test hook: relay frames this process originates from now on claim to
+ * come from stable id |as| (-1: off), which their destinations must refuse. */
+void nexar__topo_test_forge(nexar_ctx_t *ctx, int as);
 
 /* ---------------- rpc/rpc.c ---------------- */
 /* Sets up the RPC state of |ctx| (before the endpoint starts). */
@@ -640,6 +846,10 @@ int nexar__ft_after(nexar_comm_t *comm, int rc);
 void nexar__agree_on_failure(nexar_ctx_t *ctx);
 void nexar__agree_on_msg(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
                          const uint8_t *payload, size_t len);
+/* Engine, on a sparse topology after a route changed: re-sends every
+ * message of the running agreements to the members reached through
+ * relays (one may have been lost with a failed relay). */
+void nexar__agree_resend(nexar_ctx_t *ctx);
 /* Frees the agreement attached to |comm| (its id is retired). */
 void nexar__agree_release(nexar_ctx_t *ctx, nexar_comm_t *comm);
 /* Frees every agreement (context teardown). */

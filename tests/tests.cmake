@@ -40,3 +40,6 @@ nexar_test(test_comm 300 test_comm.c)
 # Real failures: SIGKILL and SIGSTOP during collectives, the recovery
 # policies, nexar_abort (docs/fault-tolerance.md).
 nexar_test(test_ft 300 test_ft.c)
+# Sparse topologies: links per rank, relayed p2p, collectives, RPC, child
+# communicators, a forged relay origin, a failed relay (docs/topology.md).
+nexar_test(test_topology 240 test_topology.c)

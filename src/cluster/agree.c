@@ -63,6 +63,12 @@ typedef struct nexar__agree {
   char err[NEXAR__ERRMSG_MAX];
   nexar__req_t *waiter; /* the user's wait, completed when done */
   bool busy, again;     /* re-entrancy guard of evaluate */
+  /* Every message this process sent for the agreement (u8 phase, u32
+   * round, u32 length, payload), re-sent to the members behind relays when
+   * a route changes, since a relay may fail with one in transit (see
+   * nexar__agree_resend). */
+  uint8_t *log;
+  size_t log_len, log_cap;
 } nexar__agree_t;
 
 static void evaluate(nexar__agree_t *ag);
@@ -87,6 +93,7 @@ static void ag_free(nexar__agree_t *ag) {
   free(ag->nid);
   free(ag->dset);
   free(ag->ready);
+  free(ag->log);
   free(ag);
 }
 
@@ -126,10 +133,9 @@ static void destroy(nexar_ctx_t *ctx, nexar__agree_t *ag) {
     *p = ag->next;
     break;
   }
-  for (int k = 0; ctx->peers && k < ag->n; k++) {
-    nexar__conn_t *c = ag->ids[k] == ctx->rank ? NULL : ctx->peers[ag->ids[k]];
-    if (c) nexar__conn_forget_seqs(c, ag->wid);
-  }
+  for (int k = 0; ctx->ps && k < ag->n; k++)
+    if (ag->ids[k] != ctx->rank)
+      nexar__peer_forget_seqs(ctx, ag->ids[k], ag->wid);
   if (ag->comm && ag->comm->ag == ag) ag->comm->ag = NULL;
   ag_free(ag);
 }
@@ -151,6 +157,28 @@ static void finish(nexar__agree_t *ag, int rc, const char *fmt, ...) {
 
 static bool member_dead(const nexar__agree_t *ag, int k) {
   return ag->ctx->dead[ag->ids[k]] == 1;
+}
+
+/* Records a message sent (see nexar__agree_t.log); on a sparse topology
+ * only. Out of memory, the message is just not re-sent. */
+static void log_sent(nexar__agree_t *ag, int phase, int round,
+                     const uint8_t *pl, size_t len) {
+  if (ag->ctx->topo.kind == NEXAR__TOPO_FULL) return;
+  size_t need = ag->log_len + 9 + len;
+  if (need > ag->log_cap) {
+    size_t cap = ag->log_cap ? 2 * ag->log_cap : 256;
+    while (cap < need) cap *= 2;
+    uint8_t *l = realloc(ag->log, cap);
+    if (!l) return;
+    ag->log = l;
+    ag->log_cap = cap;
+  }
+  uint8_t *p = ag->log + ag->log_len;
+  p[0] = (uint8_t)phase;
+  nexar__put_u32(p + 1, (uint32_t)round);
+  nexar__put_u32(p + 5, (uint32_t)len);
+  memcpy(p + 9, pl, len);
+  ag->log_len = need;
 }
 
 /* Sends phase |phase| of round |round| with |set| and |id| to every member
@@ -178,6 +206,7 @@ static void send_all(nexar__agree_t *ag, int phase, int round,
   for (int k = 0; k < ag->n; k++)
     if (k != ag->me && !member_dead(ag, k))
       nexar__ctl_send(ctx, ag->ids[k], &h, pl, len);
+  log_sent(ag, phase, round, pl, len);
   free(pl);
 }
 
@@ -413,6 +442,30 @@ void nexar__agree_on_msg(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
                             "named in an agreement proposal");
   free(set);
   evaluate(ag);
+}
+
+void nexar__agree_resend(nexar_ctx_t *ctx) {
+  /* Agreement messages are idempotent (a round's proposal is the same
+   * bytes every time, DECIDE and READY are adopted once), so sending them
+   * again is harmless, and it recovers one lost with a failed relay. Links
+   * between neighbours lose nothing while both ends live. */
+  for (nexar__agree_t *ag = ctx->ags; ag; ag = ag->next) {
+    if (!ag->started) continue;
+    for (size_t o = 0; o + 9 <= ag->log_len;) {
+      const uint8_t *p = ag->log + o;
+      uint32_t len = nexar__get_u32(p + 5);
+      nexar__hdr_t h = {.kind = NEXAR__KIND_AGREE,
+                        .comm_id = ag->wid,
+                        .src_rank = (uint32_t)ctx->rank,
+                        .step = p[0],
+                        .coll_seq = nexar__get_u32(p + 1)};
+      for (int k = 0; k < ag->n; k++)
+        if (k != ag->me && !member_dead(ag, k) &&
+            !nexar__topo_adjacent(&ctx->topo, ctx->rank, ag->ids[k]))
+          nexar__ctl_send(ctx, ag->ids[k], &h, p + 9, len);
+      o += 9u + len;
+    }
+  }
 }
 
 void nexar__agree_release(nexar_ctx_t *ctx, nexar_comm_t *comm) {

@@ -4,9 +4,11 @@
  * Phases (one deadline, NEXAR_BOOTSTRAP_TIMEOUT_MS, covers them all):
  *   SEED  - QUIC to the seed; check its PROOF, send HELLO.
  *   ROSTER- wait for WELCOME (or REJECT, which ends the bootstrap).
- *   MESH  - dial every higher rank (pinning its certificate fingerprint),
- *           accept every lower rank (whose certificate must be its roster
- *           entry), until all world-1 connections are up.
+ *   MESH  - dial every higher neighbour (pinning its certificate
+ *           fingerprint), accept every lower neighbour (whose certificate
+ *           must be its roster entry), until the links to all neighbours of
+ *           the topology are up (every other rank on a full mesh, K on
+ *           kregular:K; docs/topology.md).
  * Runs on the progress thread; nexar_init waits on ctx->boot_state.
  */
 #include <stdarg.h>
@@ -41,12 +43,6 @@ static void boot_fail(nexar_ctx_t *ctx, int rc, const char *fmt, ...) {
   boot_set(ctx, BOOT_FAILED);
 }
 
-static void boot_done(nexar_ctx_t *ctx) {
-  boot_set(ctx, BOOT_DONE);
-  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "rank %d: mesh of %d formed", ctx->rank,
-              ctx->world);
-}
-
 static int connected_peers(nexar_ctx_t *ctx) {
   int n = 0;
   for (int r = 0; r < ctx->world; r++)
@@ -54,8 +50,19 @@ static int connected_peers(nexar_ctx_t *ctx) {
   return n;
 }
 
+static void boot_done(nexar_ctx_t *ctx) {
+  boot_set(ctx, BOOT_DONE);
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
+              "rank %d: mesh of %d formed (topology %s): %d links", ctx->rank,
+              ctx->world, ctx->topo.name, connected_peers(ctx));
+}
+
+static bool neighbour(nexar_ctx_t *ctx, int r) {
+  return nexar__topo_adjacent(&ctx->topo, ctx->rank, r);
+}
+
 static void check_mesh(nexar_ctx_t *ctx) {
-  if (ctx->boot_state == BOOT_MESH && connected_peers(ctx) == ctx->world - 1)
+  if (ctx->boot_state == BOOT_MESH && connected_peers(ctx) == ctx->topo.degree)
     boot_done(ctx);
 }
 
@@ -77,11 +84,17 @@ static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c) {
     h.has_addr = 1;
   }
   memcpy(h.fingerprint, ctx->ep.id.fingerprint, NEXAR__FP_BYTES);
+  /* The certificate (so that the roster carries the relay key bound to the
+   * fingerprint) and the topology (which the seed checks is the same for
+   * every worker). */
+  memcpy(h.cert, ctx->ep.id.cert, ctx->ep.id.cert_len);
+  h.cert_len = ctx->ep.id.cert_len;
+  snprintf(h.topo, sizeof(h.topo), "%s", ctx->topo.name);
   h.pid = (uint32_t)getpid();
   gethostname(h.host, NEXAR__HOST_MAX);
   for (char *p = h.host; *p; p++)
     if (*p < 33 || *p > 126) *p = '_';
-  uint8_t frame[512];
+  uint8_t frame[512 + NEXAR__CERT_MAX];
   int n = nexar__seed_hello_encode(&h, frame, sizeof(frame));
   if (n < 0) return n;
   return nexar__conn_seed_send(c, frame, (size_t)n);
@@ -89,6 +102,7 @@ static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c) {
 
 static int dial_peers(nexar_ctx_t *ctx) {
   for (int r = ctx->rank + 1; r < ctx->world; r++) {
+    if (!neighbour(ctx, r)) continue;
     struct sockaddr_storage ss;
     socklen_t sl;
     if (nexar__wire_to_addr(&ctx->roster[r].addr, &ss, &sl) < 0)
@@ -101,6 +115,40 @@ static int dial_peers(nexar_ctx_t *ctx) {
   return 0;
 }
 
+/* Sparse topologies: every other rank's relay key, from its certificate in
+ * the roster, which must hash to the fingerprint the roster pins. */
+static int roster_keys(nexar_ctx_t *ctx, const nexar__seed_welcome_t *w,
+                       char *err, size_t len) {
+  nexar__topo_t *t = &ctx->topo;
+  if (t->kind == NEXAR__TOPO_FULL) return 0;
+  if (!w->certs) {
+    snprintf(err, len,
+             "NEXAR_TOPOLOGY=%s needs the ranks' certificates in the roster, "
+             "and the seed sent none",
+             t->name);
+    return NEXAR_ERR_PROTO;
+  }
+  size_t pos = 0;
+  for (uint32_t i = 0; i < w->world_size; i++) {
+    const uint8_t *der;
+    uint16_t cl;
+    if (nexar__welcome_cert(w, &pos, &der, &cl) < 0) return NEXAR_ERR_PROTO;
+    if ((int)i == ctx->rank) continue;
+    int rc = cl ? nexar__cert_relay_key(der, cl, ctx->roster[i].fingerprint,
+                                        t->pub[i])
+                : NEXAR_ERR_PROTO;
+    if (rc < 0) {
+      snprintf(err, len, "the roster's certificate for rank %u (%u bytes) %s",
+               i, cl,
+               rc == NEXAR_ERR_AUTH ? "is not the one its fingerprint pins"
+                                    : "carries no relay key");
+      return rc == NEXAR_ERR_AUTH ? rc : NEXAR_ERR_PROTO;
+    }
+    t->key_state[i] = 0; /* the pair key is derived on first use */
+  }
+  return 0;
+}
+
 static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
                       size_t len) {
   nexar__seed_welcome_t w;
@@ -109,14 +157,25 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
   ctx->world = (int)w.world_size;
   ctx->roster = calloc(w.world_size, sizeof(*ctx->roster));
   ctx->peers = calloc(w.world_size, sizeof(*ctx->peers));
+  ctx->ps = calloc(w.world_size, sizeof(*ctx->ps));
   ctx->dead = calloc(w.world_size, 1);
-  if (!ctx->roster || !ctx->peers || !ctx->dead) return NEXAR_ERR_NOMEM;
+  if (!ctx->roster || !ctx->peers || !ctx->ps || !ctx->dead)
+    return NEXAR_ERR_NOMEM;
   for (uint32_t i = 0; i < w.world_size; i++)
     if (nexar__welcome_entry(&w, i, &ctx->roster[i]) < 0)
       return NEXAR_ERR_PROTO;
   if (!nexar__ct_equal(ctx->roster[ctx->rank].fingerprint,
                        ctx->ep.id.fingerprint, NEXAR__FP_BYTES))
     return NEXAR_ERR_PROTO;
+  char err[NEXAR__ERRMSG_MAX];
+  int rc = nexar__topo_init(ctx, ctx->world, err, sizeof(err));
+  if (rc == 0) rc = roster_keys(ctx, &w, err, sizeof(err));
+  if (rc < 0) {
+    nexar__conn_close(c, NEXAR__CLOSE_OK, "welcome received");
+    nexar__conn_fail(c, NEXAR_ERR_CLOSED, "welcome received");
+    boot_fail(ctx, rc, "rank %d: %s", ctx->rank, err);
+    return 0;
+  }
   nexar_comm_t *wc = ctx->world_comm;
   wc->world_ranks = malloc(w.world_size * sizeof(int));
   if (!wc->world_ranks) return NEXAR_ERR_NOMEM;
@@ -178,6 +237,7 @@ static void worker_on_ready(nexar__conn_t *c) {
       return;
     }
     ctx->peers[c->peer] = c;
+    nexar__relay_unpark(ctx, c->peer);
   }
   check_mesh(ctx);
 }
@@ -245,7 +305,7 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   char missing[256] = "";
   size_t o = 0;
   for (int r = 0; r < ctx->world && o < sizeof(missing) - 32; r++) {
-    if (r == ctx->rank ||
+    if (r == ctx->rank || !neighbour(ctx, r) ||
         (ctx->peers[r] && ctx->peers[r]->state == NEXAR__CS_READY))
       continue;
     char a[64];
@@ -258,17 +318,18 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   }
   boot_fail(ctx, NEXAR_ERR_TIMEOUT,
             "rank %d: mesh formation timed out after %lld ms: %d of %d "
-            "peers connected; missing rank %s",
+            "neighbours (topology %s) connected; missing rank %s",
             ctx->rank, (long long)ctx->prm.bootstrap_timeout_ms,
-            connected_peers(ctx), ctx->world - 1, missing);
+            connected_peers(ctx), ctx->topo.degree, ctx->topo.name, missing);
 }
 
 static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
   nexar_ctx_t *ctx = ep->owner;
   if (!ctx->roster) return -1;
-  /* Only lower ranks dial us. */
+  /* Only lower neighbours dial us. */
   for (int r = 0; r < ctx->rank; r++)
-    if (nexar__ct_equal(ctx->roster[r].fingerprint, fp, NEXAR__FP_BYTES))
+    if (neighbour(ctx, r) &&
+        nexar__ct_equal(ctx->roster[r].fingerprint, fp, NEXAR__FP_BYTES))
       return r;
   return -1;
 }

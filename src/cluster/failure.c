@@ -169,9 +169,14 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
   bool all = ctx->recovery == NEXAR__RECOVERY_ABORT;
   FOR_EACH_COMM(ctx, cm, {
     int pr = rank_in(cm, id);
-    if (!all && pr < 0) continue;
-    char peer[32] = "";
+    /* Sparse topology: a communicator whose messages cross other processes
+     * may have lost some with the failed one (docs/topology.md). */
+    bool relayed = pr < 0 && nexar__topo_comm_relayed(cm);
+    if (!all && pr < 0 && !relayed) continue;
+    char peer[48] = "";
     if (pr >= 0) snprintf(peer, sizeof(peer), " (its rank %d here)", pr);
+    if (relayed)
+      snprintf(peer, sizeof(peer), " (it may have relayed messages here)");
     snprintf(
         why, sizeof(why),
         "rank %d of communicator %llu (epoch %u): %s%s; the operation "
@@ -189,9 +194,13 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
                     .comm_id = NEXAR__PROC_ID,
                     .src_rank = (uint32_t)ctx->rank};
   for (int p = 0; p < ctx->world; p++)
-    if (p != ctx->rank && !ctx->dead[p])
+    if (p != ctx->rank && !ctx->dead[p] &&
+        nexar__topo_adjacent(&ctx->topo, ctx->rank, p))
       nexar__ctl_send(ctx, p, &h, pl, sizeof(pl));
   nexar__agree_on_failure(ctx);
+  /* New routes around it (topology.c); on a sparse graph the notice above
+   * went to the neighbours only and floods on from each of them. */
+  nexar__topo_on_failure(ctx);
 }
 
 void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c) {
@@ -212,6 +221,7 @@ void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c) {
     char why[256];
     snprintf(why, sizeof(why), "rank %d at %s: %s", id, c->remote_str, detail);
     nexar__p2p_fail_peer(ctx, id, NEXAR_ERR_PEER_FAILED, why);
+    nexar__topo_on_failure(ctx);
     return;
   }
   nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank, detail);

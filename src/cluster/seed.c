@@ -112,9 +112,15 @@ static void form(nexar_seed_t *s) {
   /* Requested ranks first, then arrival order fills the free ranks. */
   int *owner = malloc((size_t)s->world * sizeof(int));
   nexar__roster_entry_t *roster = calloc((size_t)s->world, sizeof(*roster));
-  size_t cap = 16 + (size_t)s->world * 64;
+  /* A full mesh pins each peer's certificate by its fingerprint during the
+   * TLS handshake; sparse topologies also need every rank's certificate
+   * (its relay key) for the ranks they never connect to. */
+  bool certs = s->nw && strcmp(s->w[0].hello.topo, "full") != 0;
+  const uint8_t **der = calloc((size_t)s->world, sizeof(*der));
+  uint16_t *der_len = calloc((size_t)s->world, sizeof(*der_len));
+  size_t cap = 16 + (size_t)s->world * (64 + (certs ? 2 + NEXAR__CERT_MAX : 0));
   uint8_t *frame = malloc(cap);
-  if (!owner || !roster || !frame) {
+  if (!owner || !roster || !frame || !der || !der_len) {
     finish(s, NEXAR_ERR_NOMEM, "out of memory forming the cluster");
     goto out;
   }
@@ -153,10 +159,13 @@ static void form(nexar_seed_t *s) {
     worker_t *w = &s->w[owner[r]];
     roster[r].addr = w->addr;
     memcpy(roster[r].fingerprint, w->hello.fingerprint, NEXAR__FP_BYTES);
+    der[r] = w->hello.cert;
+    der_len[r] = w->hello.cert_len;
   }
   for (int i = 0; i < s->nw; i++) {
-    int n = nexar__seed_welcome_encode((uint32_t)s->w[i].rank,
-                                       (uint32_t)s->world, roster, frame, cap);
+    int n = nexar__seed_welcome_encode_certs(
+        (uint32_t)s->w[i].rank, (uint32_t)s->world, roster, certs ? der : NULL,
+        certs ? der_len : NULL, frame, cap);
     if (n < 0 || nexar__conn_seed_send(s->w[i].conn, frame, (size_t)n) < 0) {
       finish(s, NEXAR_ERR_INTERNAL, "cannot encode the welcome");
       goto out;
@@ -168,7 +177,18 @@ static void form(nexar_seed_t *s) {
 out:
   free(owner);
   free(roster);
+  free(der);
+  free(der_len);
   free(frame);
+}
+
+/* The HELLO's certificate must be the one its fingerprint names and carry
+ * a relay key (the roster hands it to the other workers on sparse
+ * topologies, docs/topology.md). Returns 0 or a NEXAR_ERR_* code. */
+static int hello_cert_check(const nexar__seed_hello_t *h) {
+  uint8_t pub[32];
+  if (!h->cert_len) return NEXAR_ERR_PROTO;
+  return nexar__cert_relay_key(h->cert, h->cert_len, h->fingerprint, pub);
 }
 
 static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
@@ -189,13 +209,26 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
   if (nexar__tls_exporter(c, exp) < 0) return NEXAR_ERR_TRANSPORT;
   nexar__mac(s->key, "nexar worker proof v1", exp, mac);
   char why[NEXAR__REASON_MAX];
-  int code = 0;
+  int code = 0, cert_rc;
   if (!nexar__ct_equal(mac, h.proof, 32)) {
     code = NEXAR_ERR_AUTH;
     snprintf(why, sizeof(why), "wrong cluster secret");
   } else if (s->formed) {
     code = NEXAR_ERR_INVALID_USAGE;
     snprintf(why, sizeof(why), "the cluster of %d is already formed", s->world);
+  } else if ((cert_rc = hello_cert_check(&h)) != 0) {
+    code = cert_rc;
+    snprintf(why, sizeof(why), "the worker's certificate (%u bytes) %s",
+             h.cert_len,
+             cert_rc == NEXAR_ERR_AUTH ? "does not hash to its fingerprint"
+                                       : "is missing or carries no relay key");
+  } else if (s->nw && strcmp(h.topo, s->w[0].hello.topo) != 0) {
+    code = NEXAR_ERR_INVALID_ARG;
+    snprintf(why, sizeof(why),
+             "NEXAR_TOPOLOGY differs: this worker (%s pid %u) has '%s', the "
+             "first worker (%s pid %u) '%s'; every worker needs the same",
+             h.host, h.pid, h.topo, s->w[0].hello.host, s->w[0].hello.pid,
+             s->w[0].hello.topo);
   } else if (h.world_size && h.world_size != s->world) {
     code = NEXAR_ERR_INVALID_ARG;
     snprintf(why, sizeof(why),

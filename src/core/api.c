@@ -43,6 +43,7 @@ static void comm_free_self_unexp(nexar_comm_t *c) {
 static void ctx_free(nexar_ctx_t *ctx) {
   nexar__rpc_stop(ctx);
   nexar__ep_fini(&ctx->ep);
+  nexar__relay_fini(ctx);
   nexar__agree_fini(ctx);
   nexar__rpc_fini(ctx);
   nexar__dev_fini(&ctx->dev);
@@ -56,7 +57,9 @@ static void ctx_free(nexar_ctx_t *ctx) {
   free(ctx->comms);
   free(ctx->roster);
   free(ctx->peers);
+  free(ctx->ps);
   free(ctx->dead);
+  nexar__topo_fini(ctx);
   nexar__ft_fini(ctx);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
   free(ctx);
@@ -77,6 +80,11 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   }
   if (rc == 0) rc = nexar__coll_params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0) rc = nexar__ft_init(ctx, err, sizeof(err));
+  /* The topology's spelling now, and against the world size when it is
+   * known here (else once the roster arrives). */
+  if (rc == 0)
+    rc = nexar__topo_parse(ctx->prm.topology, (int)ctx->prm.world_size,
+                           &ctx->topo, err, sizeof(err));
   if (rc < 0) {
     nexar__set_init_error("nexar_init: %s", err);
     free(ctx);

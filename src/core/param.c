@@ -82,6 +82,11 @@ int nexar__params_load(nexar__params_t *p, const struct nexar_config *cfg,
     CFG_STR(advertise_addr)
     CFG_INT(bootstrap_timeout_ms, 100, 86400000)
     CFG_INT(op_timeout_ms, 1, 86400000)
+    /* Fields added after version 1's first layout: present only when the
+     * caller's struct is large enough to hold them. */
+    if (cfg->size >=
+        offsetof(struct nexar_config, topology) + sizeof(cfg->topology))
+      CFG_STR(topology)
 #undef CFG_STR
 #undef CFG_INT
   }

@@ -74,6 +74,8 @@
     "elastic checkpoints admit joiners up to this size (0: no limit)")         \
   X(INT, join, "NEXAR_JOIN", 0, 0, 1,                                          \
     "1: join a running elastic job at its next nexar_elastic_checkpoint")      \
+  X(STR, topology, "NEXAR_TOPOLOGY", "full", 0, 0,                             \
+    "connection graph: full, kregular:K or hypercube (docs/topology.md)")      \
   X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
     "QUIC idle timeout (0: off)")                                              \
   X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,      \

@@ -23,14 +23,23 @@
 
 #define EAGER_COPY_CAP (16u << 20) /* eager copies in flight per peer */
 
-nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id) {
-  for (int i = 0; i < c->nseqs; i++)
-    if (c->seqs[i].comm_id == comm_id) return &c->seqs[i];
-  if (c->nseqs == (int)(sizeof(c->seqs) / sizeof(c->seqs[0]))) return NULL;
-  nexar__seqs_t *s = &c->seqs[c->nseqs++];
+nexar__seqs_t *nexar__peer_seqs(nexar_ctx_t *ctx, int peer, uint64_t comm_id) {
+  nexar__peer_t *p = &ctx->ps[peer];
+  for (int i = 0; i < p->nseqs; i++)
+    if (p->seqs[i].comm_id == comm_id) return &p->seqs[i];
+  if (p->nseqs == NEXAR__MAX_SEQS) return NULL;
+  nexar__seqs_t *s = &p->seqs[p->nseqs++];
   memset(s, 0, sizeof(*s));
   s->comm_id = comm_id;
   return s;
+}
+
+bool nexar__peer_gone(nexar_ctx_t *ctx, int peer) {
+  if (ctx->dead && ctx->dead[peer]) return true;
+  if (!nexar__topo_adjacent(&ctx->topo, ctx->rank, peer))
+    return nexar__topo_next(ctx, peer) < 0;
+  nexar__conn_t *c = ctx->peers ? ctx->peers[peer] : NULL;
+  return !c || c->state == NEXAR__CS_DEAD;
 }
 
 /* The communicator |id| of this process (registry in the ctx), or NULL. */
@@ -43,7 +52,9 @@ nexar_comm_t *nexar__find_comm(nexar_ctx_t *ctx, uint64_t id) {
 
 void nexar__omsg_free(nexar__omsg_t *m) {
   if (!m) return;
+  if (m->fwd) nexar__relay_out_gone(m);
   free(m->owned);
+  free(m->pre);
   free(m);
 }
 
@@ -65,48 +76,106 @@ static int gone_code(const nexar__conn_t *c) {
              : NEXAR_ERR_PEER_FAILED;
 }
 
-int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
-  nexar__conn_t *c = ctx->peers ? ctx->peers[req->peer] : NULL;
-  if (!c || c->state == NEXAR__CS_DEAD) {
-    nexar__comm_set_error(req->comm,
-                          "rank %d: send to rank %d failed: no connection "
-                          "(%s)",
-                          ctx->rank, req->peer,
-                          c ? c->close_reason : "peer not connected");
-    return gone_code(c);
+/* The link a message to stable id |dest| leaves on (the next hop), or NULL
+ * with *why set. */
+static nexar__conn_t *route(nexar_ctx_t *ctx, int dest, const char **why) {
+  if (dest < 0 || dest >= ctx->world || !ctx->peers) {
+    *why = "no such process";
+    return NULL;
   }
-  nexar__seqs_t *sq = nexar__conn_seqs(c, req->hdr.comm_id);
+  if (ctx->dead[dest]) {
+    *why = ctx->dead[dest] == 1 ? "it was declared failed" : "it has left";
+    return NULL;
+  }
+  int hop = nexar__topo_next(ctx, dest);
+  nexar__conn_t *c = hop >= 0 ? ctx->peers[hop] : NULL;
+  if (!c || c->state == NEXAR__CS_DEAD) {
+    *why = c         ? c->close_reason
+           : hop < 0 ? "no route: every path crosses failed processes"
+                     : "peer not connected";
+    return NULL;
+  }
+  return c;
+}
+
+/* Queues one message to stable id |dest| with header |h| (seq, lane and
+ * length are set here) and payload |data| of |len| bytes: copied when
+ * |copy|, else read from |data| until acknowledged, which completes
+ * |req|. A non-neighbour's message leaves as a relay frame on the first
+ * link of its route, end-to-end sequenced and tagged. */
+static int emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
+                const uint8_t *data, uint64_t len, bool copy, nexar__req_t *req,
+                nexar_comm_t *comm) {
+  const char *why = NULL;
+  nexar__conn_t *c = route(ctx, dest, &why);
+  if (!c) {
+    if (comm)
+      nexar__comm_set_error(comm, "rank %d: send to process %d failed: %s",
+                            ctx->rank, dest, why);
+    nexar__conn_t *d = ctx->peers ? ctx->peers[dest] : NULL;
+    return gone_code(
+        d && nexar__topo_adjacent(&ctx->topo, ctx->rank, dest) ? d : NULL);
+  }
+  nexar__seqs_t *sq = nexar__peer_seqs(ctx, dest, h->comm_id);
   if (!sq) return NEXAR_ERR_INTERNAL;
   nexar__omsg_t *m = calloc(1, sizeof(*m));
   if (!m) return NEXAR_ERR_NOMEM;
-  req->hdr.seq = sq->next_tx[req->lane]++;
-  req->hdr.lane = (uint8_t)req->lane;
-  req->hdr.payload_len = req->cap;
-  nexar__hdr_encode(&req->hdr, m->hdr);
-  m->len = req->cap;
+  h->lane = (uint8_t)lane;
+  h->payload_len = len;
+  h->seq = sq->next_tx[lane];
+  nexar__hdr_encode(h, m->hdr);
+  m->len = len;
   m->sid = -1;
-  m->lane = req->lane;
-  bool copy = req->cap <= (uint64_t)ctx->prm.eager_bytes &&
-              c->eager_bytes + req->cap <= EAGER_COPY_CAP;
-  if (copy && req->cap) {
-    m->owned = malloc(req->cap);
+  m->lane = lane;
+  m->dest = dest;
+  int rc = 0;
+  if (copy && len) {
+    m->owned = malloc(len);
     if (!m->owned) {
-      free(m);
-      return NEXAR_ERR_NOMEM;
+      rc = NEXAR_ERR_NOMEM;
+      goto fail;
     }
-    memcpy(m->owned, req->buf, req->cap);
-    c->eager_bytes += req->cap;
+    memcpy(m->owned, data, len);
   }
-  m->data = copy ? m->owned : req->buf;
+  m->data = copy ? m->owned : data;
+  if (c->peer != dest) {
+    int limit = 2 * ctx->topo.dist[dest] + 2;
+    rc = nexar__relay_wrap(
+        ctx, dest,
+        limit < (int)NEXAR__RELAY_MAX_HOPS ? limit : (int)NEXAR__RELAY_MAX_HOPS,
+        m, m->data);
+    if (rc < 0) {
+      if (comm)
+        nexar__comm_set_error(comm,
+                              "rank %d: send to process %d failed: no relay "
+                              "key for it (%s)",
+                              ctx->rank, dest, nexar_strerror(rc));
+      goto fail;
+    }
+  }
+  sq->next_tx[lane]++;
+  if (copy) c->eager_bytes += len;
   nexar__conn_send(c, m);
-  if (copy) {
-    req->st.bytes = req->cap;
-    nexar__req_complete(req, NEXAR_OK);
-  } else {
+  if (!copy) {
     m->req = req;
-    req->omsg = m;
+    if (req) req->omsg = m;
+  } else if (req) {
+    req->st.bytes = len;
+    nexar__req_complete(req, NEXAR_OK);
   }
   return 0;
+fail:
+  nexar__omsg_free(m);
+  return rc;
+}
+
+int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
+  const char *why = NULL;
+  nexar__conn_t *c = route(ctx, req->peer, &why);
+  bool copy = c && req->cap <= (uint64_t)ctx->prm.eager_bytes &&
+              c->eager_bytes + req->cap <= EAGER_COPY_CAP;
+  return emit(ctx, req->peer, &req->hdr, req->lane, req->buf, req->cap, copy,
+              req, req->comm);
 }
 
 /* ---- Receive side ---- */
@@ -159,6 +228,9 @@ static bool finished(const nexar__imsg_t *m) {
 
 static void imsg_free(nexar__imsg_t *m) {
   nexar__conn_t *c = m->conn;
+  if (m->fwd) nexar__relay_in_gone(m);
+  if (m->hash) gnutls_hash_deinit(m->hash, NULL);
+  m->hash = NULL;
   if (c) {
     if (m->aprev)
       m->aprev->anext = m->anext;
@@ -202,7 +274,17 @@ static void deliver(nexar__imsg_t *m) {
     r->st.tag = (int)m->hdr.tag;
     r->st.bytes = m->hdr.payload_len;
     int rc = NEXAR_OK;
-    if (!r->is_coll && m->hdr.payload_len > r->cap) {
+    if (m->bad_hash) {
+      /* Authenticated header, altered payload: never delivered. */
+      rc = NEXAR_ERR_AUTH;
+      nexar__comm_set_error(
+          r->comm,
+          "rank %d: message from process %d (seq %llu) relayed through "
+          "rank %d: its payload does not match the digest its origin "
+          "authenticated; it was refused",
+          r->comm->rank, m->origin, (unsigned long long)m->hdr.seq,
+          m->conn ? m->conn->peer : -1);
+    } else if (!r->is_coll && m->hdr.payload_len > r->cap) {
       rc = NEXAR_ERR_TRUNCATE;
       /* An RPC call has its own message, set when it was bound. */
       if (r->kind != NEXAR__REQ_RPC)
@@ -237,8 +319,9 @@ static void open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
      * the eager size would stall: grant at least the eager size. The
      * header bounds what the peer may send, so the surplus is unused. */
     uint64_t win = (uint64_t)ctx->prm.eager_bytes;
-    if (m->hdr.payload_len > win) {
-      uint64_t need = m->hdr.payload_len - win;
+    uint64_t rest = m->pre + m->hdr.payload_len; /* after the first header */
+    if (rest > win) {
+      uint64_t need = rest - win;
       nexar__conn_extend_stream(m->conn, m->sid, need < win ? win : need);
     }
     m->credited = true;
@@ -344,7 +427,7 @@ static void ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     return;
   }
   x->hdr = m->hdr;
-  x->from = m->conn ? m->conn->peer : ctx->rank;
+  x->from = m->origin;
   nexar__req_t *r = &x->req;
   r->kind = NEXAR__REQ_RECV;
   r->comm = ctx->world_comm;
@@ -360,36 +443,17 @@ static void ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m) {
 int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
                     const void *payload, size_t len) {
   nexar__conn_t *c = ctx->peers ? ctx->peers[to] : NULL;
-  if (!c || c->state != NEXAR__CS_READY) return NEXAR_ERR_PEER_FAILED;
-  nexar__seqs_t *sq = nexar__conn_seqs(c, h->comm_id);
-  if (!sq) return NEXAR_ERR_INTERNAL;
-  nexar__omsg_t *m = calloc(1, sizeof(*m));
-  if (!m) return NEXAR_ERR_NOMEM;
+  if (c && c->state != NEXAR__CS_READY) return NEXAR_ERR_PEER_FAILED;
   nexar__hdr_t hd = *h;
-  hd.lane = NEXAR__LANE_CONTROL;
-  hd.seq = sq->next_tx[NEXAR__LANE_CONTROL]++;
-  hd.payload_len = len;
-  nexar__hdr_encode(&hd, m->hdr);
-  if (len) {
-    m->owned = malloc(len);
-    if (!m->owned) {
-      free(m);
-      return NEXAR_ERR_NOMEM;
-    }
-    memcpy(m->owned, payload, len);
-  }
-  m->data = m->owned;
-  m->len = len;
-  m->sid = -1;
-  m->lane = NEXAR__LANE_CONTROL;
-  nexar__conn_send(c, m);
-  return 0;
+  return emit(ctx, to, &hd, NEXAR__LANE_CONTROL, payload, len, true, NULL,
+              NULL);
 }
 
-void nexar__conn_forget_seqs(nexar__conn_t *c, uint64_t id) {
-  for (int i = 0; i < c->nseqs; i++) {
-    if (c->seqs[i].comm_id != id) continue;
-    c->seqs[i] = c->seqs[--c->nseqs];
+void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id) {
+  nexar__peer_t *p = &ctx->ps[peer];
+  for (int i = 0; i < p->nseqs; i++) {
+    if (p->seqs[i].comm_id != id) continue;
+    p->seqs[i] = p->seqs[--p->nseqs];
     return;
   }
 }
@@ -454,18 +518,24 @@ static void proto_error(nexar__conn_t *c, const char *why) {
   nexar__conn_fail(c, NEXAR_ERR_PROTO, why);
 }
 
-static void run_reorder(nexar_ctx_t *ctx, nexar__conn_t *c) {
+/* Unlinks |m| from the reorder list of its origin. */
+static void reorder_remove(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  nexar__peer_t *p = &ctx->ps[m->origin];
+  if (m->prev)
+    m->prev->next = m->next;
+  else
+    p->reorder = m->next;
+  if (m->next) m->next->prev = m->prev;
+  m->next = m->prev = NULL;
+}
+
+static void run_reorder(nexar_ctx_t *ctx, int origin) {
   for (bool progress = true; progress;) {
     progress = false;
-    for (nexar__imsg_t *m = c->reorder; m; m = m->next) {
-      nexar__seqs_t *sq = nexar__conn_seqs(c, m->hdr.comm_id);
+    for (nexar__imsg_t *m = ctx->ps[origin].reorder; m; m = m->next) {
+      nexar__seqs_t *sq = nexar__peer_seqs(ctx, origin, m->hdr.comm_id);
       if (m->hdr.seq != sq->next_rx[m->hdr.lane]) continue;
-      if (m->prev)
-        m->prev->next = m->next;
-      else
-        c->reorder = m->next;
-      if (m->next) m->next->prev = m->prev;
-      m->next = m->prev = NULL;
+      reorder_remove(ctx, m);
       sq->next_rx[m->hdr.lane]++;
       on_header(ctx, m);
       progress = true;
@@ -474,23 +544,39 @@ static void run_reorder(nexar_ctx_t *ctx, nexar__conn_t *c) {
   }
 }
 
-static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
-  const char *why = NULL;
-  int r = nexar__hdr_decode(&m->hdr, m->hdrbuf, NEXAR__HDR_BYTES,
-                            (uint64_t)ctx->prm.max_message_mb << 20, &why);
-  if (r < 0) {
-    proto_error(c, why ? why : "bad message header");
+void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
+                       const char *why) {
+  if (!m->relayed) {
+    proto_error(c, why);
     return;
   }
+  ctx->topo.st.rejected++;
+  NEXAR__WARN(NEXAR__SUB_INIT,
+              "rank %d: relayed message from process %d (kind %u, comm %llu, "
+              "seq %llu) that rank %d at %s passed on was dropped: %s",
+              ctx->rank, m->origin, m->hdr.kind,
+              (unsigned long long)m->hdr.comm_id,
+              (unsigned long long)m->hdr.seq, c->peer, c->remote_str, why);
+  discard(ctx, m);
+}
+
+void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
   if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE) {
     /* Process-level control: the source is the sender's stable id. */
-    if (m->hdr.src_rank != (uint32_t)c->peer) {
-      proto_error(c, "source id does not match the authenticated peer");
+    if (m->hdr.src_rank != (uint32_t)m->origin) {
+      nexar__p2p_refuse(ctx, c, m,
+                        "source id does not match the authenticated peer");
       return;
     }
     if (m->hdr.kind == NEXAR__KIND_AGREE &&
         nexar__agree_gone(ctx, m->hdr.comm_id)) {
       discard(ctx, m); /* a finished agreement */
+      return;
+    }
+    if (m->unordered) {
+      /* Relayed: idempotent messages taken as they come, so that one lost
+       * with a failed relay holds nothing back (docs/topology.md). */
+      on_header(ctx, m);
       return;
     }
     goto ordered;
@@ -503,33 +589,54 @@ static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
     return;
   }
   if (!comm) {
-    proto_error(c, "message for an unknown communicator");
+    nexar__p2p_refuse(ctx, c, m, "message for an unknown communicator");
     return;
   }
-  /* Never trust the claimed source: it must be the authenticated peer. */
+  /* Never trust the claimed source: it must be the authenticated peer
+   * (the link's, or the relayed message's authenticated origin). */
   if (m->hdr.kind == NEXAR__KIND_HEARTBEAT ||
-      (int)m->hdr.src_rank >= comm->size ||
-      comm->world_ranks[m->hdr.src_rank] != c->peer) {
-    proto_error(c, "source rank does not match the authenticated peer");
+      m->hdr.kind == NEXAR__KIND_RELAY || (int)m->hdr.src_rank >= comm->size ||
+      comm->world_ranks[m->hdr.src_rank] != m->origin) {
+    nexar__p2p_refuse(ctx, c, m,
+                      "source rank does not match the authenticated peer");
     return;
   }
 ordered:;
-  nexar__seqs_t *sq = nexar__conn_seqs(c, m->hdr.comm_id);
+  nexar__seqs_t *sq = nexar__peer_seqs(ctx, m->origin, m->hdr.comm_id);
   if (!sq || m->hdr.seq < sq->next_rx[m->hdr.lane]) {
-    proto_error(c, "duplicate or stale sequence number");
+    nexar__p2p_refuse(ctx, c, m, "duplicate or stale sequence number");
     return;
   }
   if (m->hdr.seq > sq->next_rx[m->hdr.lane]) {
+    nexar__peer_t *p = &ctx->ps[m->origin];
     m->state = NEXAR__IM_ORDER;
-    m->next = c->reorder;
+    m->next = p->reorder;
     m->prev = NULL;
-    if (c->reorder) c->reorder->prev = m;
-    c->reorder = m;
+    if (p->reorder) p->reorder->prev = m;
+    p->reorder = m;
     return;
   }
   sq->next_rx[m->hdr.lane]++;
   on_header(ctx, m);
-  run_reorder(ctx, c);
+  run_reorder(ctx, m->origin);
+}
+
+static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
+  const char *why = NULL;
+  int r = nexar__hdr_decode(&m->hdr, m->hdrbuf, NEXAR__HDR_BYTES,
+                            (uint64_t)ctx->prm.max_message_mb << 20, &why);
+  if (r < 0) {
+    proto_error(c, why ? why : "bad message header");
+    return;
+  }
+  m->origin = c->peer;
+  if (m->hdr.kind == NEXAR__KIND_RELAY) {
+    /* The envelope and the inner header follow (relay.c). */
+    m->state = NEXAR__IM_RELAY;
+    m->pre = NEXAR__RELAY_PRE_BYTES;
+    return;
+  }
+  nexar__p2p_admit(ctx, c, m);
 }
 
 void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
@@ -562,6 +669,23 @@ void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
     header_done(ctx, c, m);
     if (c->state == NEXAR__CS_DEAD) return;
   }
+  if (m->state == NEXAR__IM_RELAY) {
+    size_t k = m->pre - m->pre_got < n ? m->pre - m->pre_got : n;
+    memcpy(m->rbuf + m->pre_got, d, k);
+    m->pre_got += (uint32_t)k;
+    d += k;
+    n -= k;
+    if (m->pre_got < m->pre) {
+      if (fin) proto_error(c, "stream ended inside a relay envelope");
+      return;
+    }
+    nexar__relay_on_prefix(ctx, c, m);
+    if (c->state == NEXAR__CS_DEAD) return;
+  }
+  if (m->state == NEXAR__IM_FWD) {
+    nexar__relay_fwd_data(c, m, d, n, fin);
+    return;
+  }
   if (m->got + n > m->hdr.payload_len) {
     proto_error(c, "more payload than the header announced");
     return;
@@ -583,6 +707,7 @@ void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
       memcpy(m->buf + m->buf_len, d, n);
       m->buf_len += n;
     }
+    if (m->hash) nexar__relay_digest(m, d, n);
     m->got += n;
   }
   if (fin) m->fin = true;
@@ -596,9 +721,18 @@ void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
     maybe_free(m);
 }
 
+void nexar__imsg_release(nexar__imsg_t *m) {
+  m->state = NEXAR__IM_DONE;
+  maybe_free(m);
+}
+
 void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m) {
   m->stream_closed = true;
-  if (m->state == NEXAR__IM_DONE) {
+  if (m->state == NEXAR__IM_DONE ||
+      ((m->state == NEXAR__IM_FWD || m->state == NEXAR__IM_RELAY) && !m->fin)) {
+    /* Delivered, or a frame in passing whose stream was cut: whatever it
+     * still feeds downstream is abandoned (relay.c). */
+    m->state = NEXAR__IM_DONE;
     imsg_free(m);
     return;
   }
@@ -622,6 +756,7 @@ int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req) {
   if (!m) return NEXAR_ERR_NOMEM;
   m->hdr = req->hdr;
   m->hdr.payload_len = req->cap;
+  m->origin = ctx->rank;
   m->got = req->cap;
   m->fin = true;
   if (req->cap) {
@@ -658,7 +793,7 @@ static void start_recv(nexar__req_t *r) {
   /* A receive from a peer already known dead fails at once. */
   nexar_ctx_t *ctx = comm->ctx;
   if (r->peer >= 0 && r->peer != ctx->rank && ctx->peers &&
-      (!ctx->peers[r->peer] || ctx->peers[r->peer]->state == NEXAR__CS_DEAD)) {
+      nexar__peer_gone(ctx, r->peer)) {
     posted_remove(comm, r);
     nexar__comm_set_error(comm, "rank %d: recv from rank %d: peer is gone",
                           ctx->rank, r->peer);
@@ -688,14 +823,14 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
     }
   } else if (r->omsg) {
     nexar__omsg_t *m = r->omsg;
-    nexar__conn_t *c = r->comm->ctx->peers[r->peer];
+    nexar__conn_t *c = m->conn;
     m->req = NULL;
     r->omsg = NULL;
     /* Stop the stream so ngtcp2 never reads the user's buffer again. */
     if (c && c->qc && m->sid >= 0 && c->state != NEXAR__CS_DEAD)
       ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
     m->data = NULL;
-    m->sent = NEXAR__HDR_BYTES + m->len;
+    m->sent = nexar__omsg_total(m);
   }
   nexar__req_complete(r, rc);
 }
@@ -719,17 +854,20 @@ static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
 
 void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
                           const char *why) {
-  nexar__conn_t *c = ctx->peers[peer];
   nexar__rpc_fail_peer(ctx, peer, err, why);
-  /* Pending sends to the peer. */
-  for (int lane = 0; c && lane < NEXAR__LANE_COUNT; lane++) {
-    for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
-      if (!m->req) continue;
-      nexar__req_t *r = m->req;
-      m->req = NULL;
-      r->omsg = NULL;
-      nexar__comm_set_error(r->comm, "rank %d: send to %s", ctx->rank, why);
-      nexar__req_complete(r, err);
+  /* Pending sends to the peer, on whichever link they leave (relayed ones
+   * on the first link of their route). */
+  for (int id = 0; id < ctx->world; id++) {
+    nexar__conn_t *c = id == ctx->rank ? NULL : ctx->peers[id];
+    for (int lane = 0; c && lane < NEXAR__LANE_COUNT; lane++) {
+      for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
+        if (!m->req || m->dest != peer) continue;
+        nexar__req_t *r = m->req;
+        m->req = NULL;
+        r->omsg = NULL;
+        nexar__comm_set_error(r->comm, "rank %d: send to %s", ctx->rank, why);
+        nexar__req_complete(r, err);
+      }
     }
   }
   /* Receives that wait on the peer (ANY_SOURCE included: it could have
@@ -744,8 +882,11 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
       member = cm->world_ranks[k] == peer;
     if (member) fail_posted(ctx, cm, peer, err, why);
   }
-  for (nexar__imsg_t *m = c ? c->imsgs : NULL; m; m = m->anext) {
-    if (m->req) {
+  /* Messages from the peer still arriving (through relays too). */
+  for (int id = 0; id < ctx->world; id++) {
+    nexar__conn_t *c = id == ctx->rank ? NULL : ctx->peers[id];
+    for (nexar__imsg_t *m = c ? c->imsgs : NULL; m; m = m->anext) {
+      if (!m->req || m->origin != peer) continue;
       nexar__req_t *r = m->req;
       m->req = NULL;
       r->msg = NULL;
@@ -759,8 +900,8 @@ static void ctl_done(nexar__req_t *r);
 
 void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
   while (comm->posted) nexar__p2p_cancel(comm->posted, err);
-  for (int k = 0; ctx->peers && k < comm->size; k++) {
-    int w = comm->world_ranks[k];
+  /* Every link: a member's messages may travel on any of them. */
+  for (int w = 0; ctx->peers && w < ctx->world; w++) {
     nexar__conn_t *c = w == ctx->rank ? NULL : ctx->peers[w];
     if (!c) continue;
     /* Cancelling stops the stream, so nothing reads a user buffer after
@@ -780,6 +921,10 @@ void nexar__p2p_conn_teardown(nexar__conn_t *c) {
     nexar__imsg_t *m = c->imsgs;
     nexar_comm_t *cm = nexar__find_comm(ctx, m->hdr.comm_id);
     if (m->state == NEXAR__IM_UNEXPECTED && cm) unexp_remove(cm, m);
+    if (m->state == NEXAR__IM_ORDER) reorder_remove(ctx, m);
+    if (m->fwd) nexar__relay_in_gone(m);
+    if (m->hash) gnutls_hash_deinit(m->hash, NULL);
+    m->hash = NULL;
     if (m->req) {
       m->req->msg = NULL;
       nexar__req_complete(m->req, NEXAR_ERR_CLOSED);
@@ -790,7 +935,6 @@ void nexar__p2p_conn_teardown(nexar__conn_t *c) {
     free(m->buf);
     free(m);
   }
-  c->reorder = NULL;
 }
 
 /* ---- Communicator registry (engine, emu held) ---- */
@@ -827,26 +971,17 @@ void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm) {
     posted_remove(comm, r);
     nexar__req_complete(r, NEXAR_ERR_CLOSED);
   }
-  /* Per-connection state of the comm: waiting headers and sequences. */
-  for (int k = 0; ctx->peers && k < comm->size; k++) {
+  /* End-to-end state of the comm with each member: waiting headers and
+   * sequences. */
+  for (int k = 0; ctx->ps && k < comm->size; k++) {
     int w = comm->world_ranks[k];
-    nexar__conn_t *c = w == ctx->rank ? NULL : ctx->peers[w];
-    if (!c) continue;
-    for (nexar__imsg_t *m = c->reorder, *next; m; m = next) {
+    if (w == ctx->rank) continue;
+    for (nexar__imsg_t *m = ctx->ps[w].reorder, *next; m; m = next) {
       next = m->next;
       if (m->hdr.comm_id != comm->id) continue;
-      if (m->prev)
-        m->prev->next = m->next;
-      else
-        c->reorder = m->next;
-      if (m->next) m->next->prev = m->prev;
-      m->next = m->prev = NULL;
+      reorder_remove(ctx, m);
       discard(ctx, m);
     }
-    for (int i = 0; i < c->nseqs; i++) {
-      if (c->seqs[i].comm_id != comm->id) continue;
-      c->seqs[i] = c->seqs[--c->nseqs];
-      break;
-    }
+    nexar__peer_forget_seqs(ctx, w, comm->id);
   }
 }

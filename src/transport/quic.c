@@ -81,11 +81,12 @@ static int acked_cb(ngtcp2_conn *qc, int64_t sid, uint64_t offset, uint64_t len,
   nexar__omsg_t *m = sud;
   if (!m) return 0;
   m->acked += len;
-  if (m->acked >= NEXAR__HDR_BYTES + m->len) nexar__omsg_acked(ud, m);
+  if (m->fwd) nexar__relay_acked(m);
+  if (m->acked >= nexar__omsg_total(m)) nexar__omsg_acked(ud, m);
   return 0;
 }
 
-static void unlink_omsg(nexar__conn_t *c, nexar__omsg_t *m) {
+void nexar__conn_unqueue(nexar__conn_t *c, nexar__omsg_t *m) {
   nexar__omsg_t **pp = &c->outq[m->lane], *prev = NULL;
   while (*pp && *pp != m) {
     prev = *pp;
@@ -103,7 +104,7 @@ static int stream_close_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
   if (!sud) return 0;
   if (local) {
     nexar__omsg_t *m = sud;
-    unlink_omsg(c, m);
+    nexar__conn_unqueue(c, m);
     if (m->req) nexar__omsg_acked(c, m);
     if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
       c->eager_bytes -= m->len;
@@ -442,7 +443,7 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
 
 /* Whether |m| has bytes to write that flow control does not hold back. */
 static bool unsent(const nexar__omsg_t *m) {
-  return m->sent < NEXAR__HDR_BYTES + m->len && !m->blocked;
+  return nexar__omsg_more(m) && !m->blocked;
 }
 
 /* The first message with bytes to write, control lane first; |nlanes| = 1
@@ -548,25 +549,15 @@ void nexar__conn_flush(nexar__conn_t *c) {
       nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
       return;
     }
-    ngtcp2_vec vec[2];
+    ngtcp2_vec vec[4];
     size_t nvec = 0;
     uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
     int64_t sid = -1;
     if (m) {
+      bool fin;
       sid = m->sid;
-      if (m->sent < NEXAR__HDR_BYTES) {
-        vec[nvec].base = m->hdr + m->sent;
-        vec[nvec++].len = NEXAR__HDR_BYTES - m->sent;
-        if (m->len) {
-          vec[nvec].base = (uint8_t *)m->data;
-          vec[nvec++].len = m->len;
-        }
-      } else {
-        uint64_t po = m->sent - NEXAR__HDR_BYTES;
-        vec[nvec].base = (uint8_t *)m->data + po;
-        vec[nvec++].len = m->len - po;
-      }
-      flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+      nvec = nexar__omsg_vecs(m, vec, 4, &fin);
+      if (fin) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
     }
     ngtcp2_ssize ndata = -1;
     ngtcp2_ssize n =
@@ -582,7 +573,7 @@ void nexar__conn_flush(nexar__conn_t *c) {
         continue;
       }
       if (n == NGTCP2_ERR_STREAM_SHUT_WR && m) {
-        m->sent = NEXAR__HDR_BYTES + m->len;
+        m->sent = nexar__omsg_total(m);
         continue;
       }
       nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror((int)n));
@@ -739,6 +730,7 @@ void nexar__conn_free(nexar__conn_t *c) {
 
 void nexar__conn_send(nexar__conn_t *c, nexar__omsg_t *m) {
   m->next = NULL;
+  m->conn = c;
   if (c->outq_tail[m->lane])
     c->outq_tail[m->lane]->next = m;
   else

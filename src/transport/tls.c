@@ -5,7 +5,9 @@
  */
 #include <gnutls/crypto.h>
 #include <gnutls/x509.h>
+#include <nettle/curve25519.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -44,6 +46,17 @@ int nexar__identity_init(nexar__identity_t *id) {
           GNUTLS_CURVE_TO_BITS(GNUTLS_ECC_CURVE_SECP256R1), 0) < 0)
     goto fail;
   if (gnutls_x509_crt_init(&crt) < 0) goto fail;
+  /* The relay key (RFC 7748 X25519): a random clamped scalar and its
+   * public point, published in the certificate as a URI. */
+  gnutls_rnd(GNUTLS_RND_KEY, id->relay_sk, sizeof(id->relay_sk));
+  id->relay_sk[0] &= 248;
+  id->relay_sk[31] &= 127;
+  id->relay_sk[31] |= 64;
+  curve25519_mul_g(id->relay_pk, id->relay_sk);
+  char uri[sizeof(NEXAR__RELAY_KEY_URI) + 64];
+  int ul = snprintf(uri, sizeof(uri), "%s", NEXAR__RELAY_KEY_URI);
+  for (int i = 0; i < 32; i++)
+    ul += snprintf(uri + ul, sizeof(uri) - (size_t)ul, "%02x", id->relay_pk[i]);
   uint8_t serial[16];
   gnutls_rnd(GNUTLS_RND_NONCE, serial, sizeof(serial));
   serial[0] &= 0x7f;
@@ -57,13 +70,15 @@ int nexar__identity_init(nexar__identity_t *id) {
                                     "nexar", 5) < 0 ||
       gnutls_x509_crt_set_key(crt, key) < 0 ||
       gnutls_x509_crt_set_key_usage(crt, GNUTLS_KEY_DIGITAL_SIGNATURE) < 0 ||
+      gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_URI, uri,
+                                           (unsigned)ul, GNUTLS_FSAN_SET) < 0 ||
       gnutls_x509_crt_sign2(crt, crt, key, GNUTLS_DIG_SHA256, 0) < 0)
     goto fail;
-  uint8_t der[4096];
-  size_t derlen = sizeof(der);
-  if (gnutls_x509_crt_export(crt, GNUTLS_X509_FMT_DER, der, &derlen) < 0)
+  size_t derlen = sizeof(id->cert);
+  if (gnutls_x509_crt_export(crt, GNUTLS_X509_FMT_DER, id->cert, &derlen) < 0)
     goto fail;
-  gnutls_hash_fast(GNUTLS_DIG_SHA256, der, derlen, id->fingerprint);
+  id->cert_len = (uint16_t)derlen;
+  gnutls_hash_fast(GNUTLS_DIG_SHA256, id->cert, derlen, id->fingerprint);
   if (gnutls_certificate_set_x509_key(id->cred, &crt, 1, key) < 0) goto fail;
   rc = 0;
 fail:
@@ -79,6 +94,99 @@ fail:
 void nexar__identity_fini(nexar__identity_t *id) {
   if (id->cred) gnutls_certificate_free_credentials(id->cred);
   id->cred = NULL;
+  gnutls_memset(id->relay_sk, 0, sizeof(id->relay_sk));
+}
+
+static int hex_nibble(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+int nexar__cert_relay_key(const uint8_t *der, size_t len, const uint8_t fp[32],
+                          uint8_t pub[32]) {
+  uint8_t got[32];
+  gnutls_x509_crt_t crt = NULL;
+  int rc = NEXAR_ERR_PROTO;
+  if (!der || !len || len > NEXAR__CERT_MAX) return NEXAR_ERR_PROTO;
+  gnutls_hash_fast(GNUTLS_DIG_SHA256, der, len, got);
+  if (memcmp(got, fp, 32) != 0) return NEXAR_ERR_AUTH;
+  gnutls_datum_t d = {(unsigned char *)der, (unsigned)len};
+  if (gnutls_x509_crt_init(&crt) < 0) return NEXAR_ERR_NOMEM;
+  if (gnutls_x509_crt_import(crt, &d, GNUTLS_X509_FMT_DER) < 0) goto out;
+  const size_t pl = sizeof(NEXAR__RELAY_KEY_URI) - 1;
+  for (unsigned i = 0; i < 16; i++) {
+    char san[160];
+    size_t sl = sizeof(san) - 1;
+    unsigned crit;
+    int t = gnutls_x509_crt_get_subject_alt_name(crt, i, san, &sl, &crit);
+    if (t == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE) break;
+    if (t != GNUTLS_SAN_URI || sl != pl + 64 ||
+        memcmp(san, NEXAR__RELAY_KEY_URI, pl) != 0)
+      continue;
+    int ok = 1;
+    for (int k = 0; k < 32; k++) {
+      int hi = hex_nibble(san[pl + 2 * k]),
+          lo = hex_nibble(san[pl + 2 * k + 1]);
+      if (hi < 0 || lo < 0) ok = 0;
+      pub[k] = (uint8_t)((hi << 4) | (lo & 15));
+    }
+    if (ok) rc = 0;
+    break;
+  }
+out:
+  gnutls_x509_crt_deinit(crt);
+  return rc;
+}
+
+static const char kPairSalt[] = "nexar pair v1";
+static const char kRelayLabel[] = "nexar relay v1";
+
+static int expand(const gnutls_datum_t *prk, uint32_t from, uint32_t to,
+                  uint8_t out[32]) {
+  uint8_t info[sizeof(kRelayLabel) - 1 + 8];
+  memcpy(info, kRelayLabel, sizeof(kRelayLabel) - 1);
+  nexar__put_u32(info + sizeof(kRelayLabel) - 1, from);
+  nexar__put_u32(info + sizeof(kRelayLabel) + 3, to);
+  gnutls_datum_t i = {info, sizeof(info)};
+  return gnutls_hkdf_expand(GNUTLS_MAC_SHA256, prk, &i, out, 32) < 0
+             ? NEXAR_ERR_TRANSPORT
+             : 0;
+}
+
+int nexar__pair_keys(const nexar__identity_t *id, uint32_t me, uint32_t peer,
+                     const uint8_t pub[32], uint8_t tx[32], uint8_t rx[32]) {
+  uint8_t shared[32], prk[32];
+  int rc = NEXAR_ERR_AUTH;
+  curve25519_mul(shared, id->relay_sk, pub);
+  uint8_t acc = 0;
+  for (int i = 0; i < 32; i++) acc |= shared[i];
+  if (!acc) goto out; /* low-order point: no contribution from |peer| */
+  gnutls_datum_t ikm = {shared, 32};
+  gnutls_datum_t salt = {(unsigned char *)kPairSalt, sizeof(kPairSalt) - 1};
+  rc = NEXAR_ERR_TRANSPORT;
+  if (gnutls_hkdf_extract(GNUTLS_MAC_SHA256, &ikm, &salt, prk) < 0) goto out;
+  gnutls_datum_t p = {prk, 32};
+  NEXAR__CHECK_GOTO(expand(&p, me, peer, tx), rc, out);
+  NEXAR__CHECK_GOTO(expand(&p, peer, me, rx), rc, out);
+  rc = 0;
+out:
+  gnutls_memset(shared, 0, sizeof(shared));
+  gnutls_memset(prk, 0, sizeof(prk));
+  return rc;
+}
+
+void nexar__relay_tag(const uint8_t key[32], uint32_t origin, uint32_t dest,
+                      const uint8_t hdr[NEXAR__HDR_BYTES],
+                      const uint8_t hash[32], uint8_t tag[32]) {
+  uint8_t msg[sizeof(kRelayLabel) - 1 + 8 + NEXAR__HDR_BYTES + 32];
+  size_t o = sizeof(kRelayLabel) - 1;
+  memcpy(msg, kRelayLabel, o);
+  nexar__put_u32(msg + o, origin);
+  nexar__put_u32(msg + o + 4, dest);
+  memcpy(msg + o + 8, hdr, NEXAR__HDR_BYTES);
+  memcpy(msg + o + 8 + NEXAR__HDR_BYTES, hash, 32);
+  gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, 32, msg, sizeof(msg), tag);
 }
 
 /* Fingerprint (SHA-256 of the DER) of the peer's leaf certificate. */

@@ -5,6 +5,7 @@
  */
 #include "wire.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 /* Size of an address on the wire: family, port, 16 address bytes. */
@@ -14,6 +15,8 @@
 /* Fixed part of a HELLO body, before the host bytes. */
 #define HELLO_FIXED \
   (NEXAR__MAC_BYTES + 4u + 4u + 1u + WADDR_BYTES + NEXAR__FP_BYTES + 4u + 1u)
+/* Fixed part of the HELLO identity extension: u16 cert_len, u8 topo_len. */
+#define HELLO_EXT_FIXED 3u
 /* Fixed part of a WELCOME body, before the entries. */
 #define WELCOME_FIXED 8u
 /* Fixed part of a REJECT body, before the reason bytes. */
@@ -100,9 +103,26 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
   if (d.dtype >= NEXAR_NUM_DTYPES) return fail(why, "dtype");
   if (!redop_valid(d.redop)) return fail(why, "redop");
   d.algo = nexar__get_u32(in + OFF_ALGO);
-  if (d.algo > 255 || (d.kind != NEXAR__KIND_COLL && d.algo != 0))
+  bool hop_limit = d.kind == NEXAR__KIND_RELAY;
+  if (d.algo > 255 || (d.kind != NEXAR__KIND_COLL && !hop_limit && d.algo != 0))
     return fail(why, "algo");
-  if (d.payload_len > max_payload) return fail(why, "payload_len");
+  /* A relay frame carries a whole message after its envelope. */
+  uint64_t limit = max_payload;
+  if (hop_limit)
+    limit = max_payload > UINT64_MAX - NEXAR__RELAY_PRE_BYTES
+                ? UINT64_MAX
+                : max_payload + NEXAR__RELAY_PRE_BYTES;
+  if (d.payload_len > limit) return fail(why, "payload_len");
+  if (hop_limit) {
+    if (d.comm_id != 0) return fail(why, "comm_id");
+    if (d.coll_op || d.dtype || d.redop) return fail(why, "coll_op");
+    if (d.seq != 0) return fail(why, "seq");
+    if (d.coll_seq != 0) return fail(why, "coll_seq");
+    if (d.count != 0) return fail(why, "count");
+    if (d.algo < 1) return fail(why, "algo");
+    if (d.step < 1 || d.step > d.algo) return fail(why, "step");
+    if (d.payload_len < NEXAR__RELAY_PRE_BYTES) return fail(why, "payload_len");
+  }
   if (d.kind == NEXAR__KIND_HEARTBEAT && d.payload_len != 0)
     return fail(why, "payload_len");
   if (d.kind == NEXAR__KIND_MISMATCH &&
@@ -297,7 +317,14 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
       !printable((const uint8_t *)h->host, host_len))
     return NEXAR_ERR_INVALID_ARG;
 
-  n = frame_begin(out, cap, NEXAR__SEED_HELLO, HELLO_FIXED + host_len);
+  size_t topo_len = bounded_len(h->topo, NEXAR__TOPO_MAX);
+  if (h->cert_len > NEXAR__CERT_MAX || topo_len > NEXAR__TOPO_MAX ||
+      !printable((const uint8_t *)h->topo, topo_len) ||
+      (!h->cert_len && topo_len))
+    return NEXAR_ERR_INVALID_ARG;
+  size_t ext = h->cert_len ? HELLO_EXT_FIXED + h->cert_len + topo_len : 0;
+
+  n = frame_begin(out, cap, NEXAR__SEED_HELLO, HELLO_FIXED + host_len + ext);
   if (n < 0) return n;
   p = out + NEXAR__SEED_FRAME_HDR;
   memcpy(p, h->proof, NEXAR__MAC_BYTES);
@@ -318,6 +345,14 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
   p += 4;
   *p++ = (uint8_t)host_len;
   memcpy(p, h->host, host_len);
+  p += host_len;
+  if (ext) {
+    nexar__put_u16(p, h->cert_len);
+    memcpy(p + 2, h->cert, h->cert_len);
+    p += 2 + h->cert_len;
+    *p++ = (uint8_t)topo_len;
+    memcpy(p, h->topo, topo_len);
+  }
   return n;
 }
 
@@ -354,10 +389,28 @@ int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
   p += 4;
   host_len = *p++;
   if (host_len > NEXAR__HOST_MAX) return NEXAR_ERR_PROTO;
-  if (len != HELLO_FIXED + host_len) return NEXAR_ERR_PROTO;
+  if (len < HELLO_FIXED + host_len) return NEXAR_ERR_PROTO;
   if (!printable(p, host_len)) return NEXAR_ERR_PROTO;
   memcpy(d.host, p, host_len);
   d.host[host_len] = '\0';
+  p += host_len;
+  size_t rest = len - HELLO_FIXED - host_len;
+  if (rest) {
+    /* Identity extension: u16 cert_len (1..CERT_MAX), the certificate,
+     * u8 topo_len (0..TOPO_MAX), the topology; nothing after it. */
+    if (rest < HELLO_EXT_FIXED) return NEXAR_ERR_PROTO;
+    size_t cl = nexar__get_u16(p);
+    if (cl < 1 || cl > NEXAR__CERT_MAX || rest < HELLO_EXT_FIXED + cl)
+      return NEXAR_ERR_PROTO;
+    size_t tl = p[2 + cl];
+    if (tl > NEXAR__TOPO_MAX || rest != HELLO_EXT_FIXED + cl + tl ||
+        !printable(p + 3 + cl, tl))
+      return NEXAR_ERR_PROTO;
+    d.cert_len = (uint16_t)cl;
+    memcpy(d.cert, p + 2, cl);
+    memcpy(d.topo, p + 3 + cl, tl);
+    d.topo[tl] = '\0';
+  }
   *h = d;
   return 0;
 }
@@ -365,14 +418,29 @@ int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
 int nexar__seed_welcome_encode(uint32_t rank, uint32_t world_size,
                                const nexar__roster_entry_t *entries,
                                uint8_t *out, size_t cap) {
+  return nexar__seed_welcome_encode_certs(rank, world_size, entries, NULL, NULL,
+                                          out, cap);
+}
+
+int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
+                                     const nexar__roster_entry_t *entries,
+                                     const uint8_t *const *certs,
+                                     const uint16_t *cert_len, uint8_t *out,
+                                     size_t cap) {
   uint64_t body_len;
   uint8_t *p;
   int n;
 
-  if (world_size < 1 || rank >= world_size || !entries)
+  if (world_size < 1 || rank >= world_size || !entries || (!certs != !cert_len))
     return NEXAR_ERR_INVALID_ARG;
   body_len = WELCOME_FIXED + (uint64_t)world_size * ENTRY_BYTES;
   if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
+  for (uint32_t i = 0; certs && i < world_size; i++) {
+    if (cert_len[i] > NEXAR__CERT_MAX || (cert_len[i] && !certs[i]))
+      return NEXAR_ERR_INVALID_ARG;
+    body_len += 2u + cert_len[i];
+    if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
+  }
   for (uint32_t i = 0; i < world_size; i++)
     if (!waddr_valid(&entries[i].addr)) return NEXAR_ERR_INVALID_ARG;
 
@@ -387,6 +455,11 @@ int nexar__seed_welcome_encode(uint32_t rank, uint32_t world_size,
     memcpy(p + WADDR_BYTES, entries[i].fingerprint, NEXAR__FP_BYTES);
     p += ENTRY_BYTES;
   }
+  for (uint32_t i = 0; certs && i < world_size; i++) {
+    nexar__put_u16(p, cert_len[i]);
+    if (cert_len[i]) memcpy(p + 2, certs[i], cert_len[i]);
+    p += 2u + cert_len[i];
+  }
   return n;
 }
 
@@ -400,8 +473,20 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
   rank = nexar__get_u32(body);
   world_size = nexar__get_u32(body + 4);
   if (world_size < 1 || rank >= world_size) return NEXAR_ERR_PROTO;
-  if ((uint64_t)len != WELCOME_FIXED + (uint64_t)world_size * ENTRY_BYTES)
-    return NEXAR_ERR_PROTO;
+  uint64_t fixed = WELCOME_FIXED + (uint64_t)world_size * ENTRY_BYTES;
+  if ((uint64_t)len < fixed) return NEXAR_ERR_PROTO;
+  /* Optional certificate section: exactly world_size (u16 length, DER)
+   * entries, each at most NEXAR__CERT_MAX bytes, ending with the body. */
+  if ((uint64_t)len > fixed) {
+    uint64_t o = fixed;
+    for (uint32_t i = 0; i < world_size; i++) {
+      if (o + 2 > len) return NEXAR_ERR_PROTO;
+      uint16_t cl = nexar__get_u16(body + o);
+      if (cl > NEXAR__CERT_MAX || o + 2 + cl > len) return NEXAR_ERR_PROTO;
+      o += 2u + cl;
+    }
+    if (o != len) return NEXAR_ERR_PROTO;
+  }
   /* Validate every entry now, so that nexar__welcome_entry() cannot fail on
    * a welcome this function accepted. */
   for (uint32_t i = 0; i < world_size; i++)
@@ -410,7 +495,35 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
   w->rank = rank;
   w->world_size = world_size;
   w->entries = body + WELCOME_FIXED;
+  w->certs = (uint64_t)len > fixed ? body + fixed : NULL;
+  w->certs_len = (size_t)((uint64_t)len - fixed);
   return 0;
+}
+
+int nexar__welcome_cert(const nexar__seed_welcome_t *w, size_t *pos,
+                        const uint8_t **der, uint16_t *len) {
+  if (!w || !pos || !der || !len || !w->certs || *pos + 2 > w->certs_len)
+    return NEXAR_ERR_INVALID_ARG;
+  uint16_t cl = nexar__get_u16(w->certs + *pos);
+  if (*pos + 2 + cl > w->certs_len) return NEXAR_ERR_INVALID_ARG;
+  *der = cl ? w->certs + *pos + 2 : NULL;
+  *len = cl;
+  *pos += 2u + cl;
+  return 0;
+}
+
+/* ---- Relay envelope. */
+
+void nexar__relay_env_encode(const nexar__relay_env_t *e,
+                             uint8_t out[NEXAR__RELAY_ENV_BYTES]) {
+  memcpy(out, e->payload_hash, 32);
+  memcpy(out + 32, e->tag, 32);
+}
+
+void nexar__relay_env_decode(nexar__relay_env_t *e,
+                             const uint8_t in[NEXAR__RELAY_ENV_BYTES]) {
+  memcpy(e->payload_hash, in, 32);
+  memcpy(e->tag, in + 32, 32);
 }
 
 int nexar__welcome_entry(const nexar__seed_welcome_t *w, uint32_t i,

@@ -30,8 +30,26 @@ enum nexar__kind {
   NEXAR__KIND_RPC = 5,       /* RPC request or response (docs/rpc.md) */
   NEXAR__KIND_FAILED = 6,    /* failure notice: a process was declared failed */
   NEXAR__KIND_AGREE = 7,     /* failure agreement (docs/fault-tolerance.md) */
-  NEXAR__KIND_MAX = 7
+  NEXAR__KIND_RELAY = 8, /* a message for a non-neighbour (docs/topology.md) */
+  NEXAR__KIND_MAX = 8
 };
+
+/* Relay frames (kind RELAY): a message between two processes that are not
+ * neighbours, forwarded hop by hop. The stream carries this outer header,
+ * then the relay envelope (NEXAR__RELAY_ENV_BYTES), then the message's own
+ * 64-byte header as the origin built it (the inner header), then its
+ * payload. Outer header: lane = the inner lane; src_rank = the origin's
+ * stable id; tag = the destination's stable id; step = links crossed so
+ * far, counting the one it is on (1 on the origin's link); algo = the hop
+ * limit (step <= algo <= NEXAR__RELAY_MAX_HOPS); payload_len = envelope +
+ * inner header + inner payload; every other field zero.
+ * Envelope: 32-byte SHA-256 of the inner payload, then the 32-byte
+ * HMAC-SHA256 tag of the origin over ("nexar relay v1", origin, dest, inner
+ * header, payload hash) under the pair key of (origin, dest), which no
+ * relay knows (docs/wire-protocol.md section 2.6). */
+#define NEXAR__RELAY_ENV_BYTES 64u
+#define NEXAR__RELAY_PRE_BYTES (NEXAR__RELAY_ENV_BYTES + NEXAR__HDR_BYTES)
+#define NEXAR__RELAY_MAX_HOPS 255u
 
 /* Process-level control messages (kinds FAILED and AGREE) travel on the
  * control lane with comm_id's top bit set and src_rank = the sender's
@@ -142,6 +160,11 @@ int nexar__notice_decode(nexar__notice_t *n, const uint8_t *in, size_t len);
 #define NEXAR__FP_BYTES 32u             /* SHA-256 certificate fingerprint */
 #define NEXAR__HOST_MAX 64u
 #define NEXAR__REASON_MAX 256u
+/* A worker's DER certificate in HELLO and WELCOME (an ECDSA P-256
+ * self-signed certificate with the relay key extension is about 420 bytes),
+ * and the NEXAR_TOPOLOGY string a HELLO carries. */
+#define NEXAR__CERT_MAX 2048u
+#define NEXAR__TOPO_MAX 32u
 
 enum nexar__seed_type {
   NEXAR__SEED_PROOF = 1,   /* seed -> worker: proof of the secret */
@@ -167,6 +190,12 @@ typedef struct nexar__seed_hello {
   uint8_t fingerprint[NEXAR__FP_BYTES];
   uint32_t pid;
   char host[NEXAR__HOST_MAX + 1]; /* NUL-terminated */
+  /* Identity extension (optional on the wire; 0 / "" when absent): the
+   * worker's DER certificate, whose SHA-256 must be |fingerprint|, and its
+   * NEXAR_TOPOLOGY setting (printable ASCII). */
+  uint16_t cert_len;
+  uint8_t cert[NEXAR__CERT_MAX];
+  char topo[NEXAR__TOPO_MAX + 1]; /* NUL-terminated */
 } nexar__seed_hello_t;
 
 typedef struct nexar__roster_entry {
@@ -179,6 +208,10 @@ typedef struct nexar__seed_welcome {
   uint32_t world_size;
   /* Entries are decoded in place by nexar__welcome_entry(). */
   const uint8_t *entries;
+  /* Certificate section (optional): world_size x (u16 length, DER), read
+   * with nexar__welcome_cert(); NULL when the welcome has none. */
+  const uint8_t *certs;
+  size_t certs_len;
 } nexar__seed_welcome_t;
 
 typedef struct nexar__seed_reject {
@@ -203,6 +236,14 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
 int nexar__seed_welcome_encode(uint32_t rank, uint32_t world_size,
                                const nexar__roster_entry_t *entries,
                                uint8_t *out, size_t cap);
+/* As nexar__seed_welcome_encode, followed by the certificate section:
+ * certs[i] of cert_len[i] bytes (0 .. NEXAR__CERT_MAX; 0 = none) for every
+ * rank. */
+int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
+                                     const nexar__roster_entry_t *entries,
+                                     const uint8_t *const *certs,
+                                     const uint16_t *cert_len, uint8_t *out,
+                                     size_t cap);
 int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
                               size_t cap);
 
@@ -220,8 +261,25 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
  * NEXAR_ERR_PROTO (bad family). */
 int nexar__welcome_entry(const nexar__seed_welcome_t *w, uint32_t i,
                          nexar__roster_entry_t *e);
+/* Walks the certificate section: |*pos| starts at 0 and is advanced past
+ * one entry per call, which sets *der and *len (*len 0: none). Returns 0,
+ * or NEXAR_ERR_INVALID_ARG when the welcome has no certificate section or
+ * the walk is past its end (the decoder checked every length). */
+int nexar__welcome_cert(const nexar__seed_welcome_t *w, size_t *pos,
+                        const uint8_t **der, uint16_t *len);
 int nexar__seed_reject_decode(nexar__seed_reject_t *r, const uint8_t *body,
                               size_t len);
+
+/* ---- Relay envelope (kind RELAY, after the outer header). */
+typedef struct nexar__relay_env {
+  uint8_t payload_hash[32]; /* SHA-256 of the inner payload */
+  uint8_t tag[32];          /* HMAC-SHA256 of the origin (see above) */
+} nexar__relay_env_t;
+
+void nexar__relay_env_encode(const nexar__relay_env_t *e,
+                             uint8_t out[NEXAR__RELAY_ENV_BYTES]);
+void nexar__relay_env_decode(nexar__relay_env_t *e,
+                             const uint8_t in[NEXAR__RELAY_ENV_BYTES]);
 
 /* Little-endian helpers shared by the codecs. */
 static inline void nexar__put_u16(uint8_t *p, uint16_t v) {

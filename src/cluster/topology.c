@@ -1,0 +1,348 @@
+/*
+ * Connection graphs (NEXAR_TOPOLOGY, docs/topology.md) over stable ids and
+ * the routes from this process.
+ *
+ * - full: every pair of processes is connected (the default).
+ * - kregular:K: the circulant graph C_n(1, .., K/2) (Boesch & Tindell,
+ *   "Circulants and their connectivity", J. Graph Theory 8, 1984): i is
+ *   connected to i +- 1 .. i +- K/2 (mod n), and to i + n/2 when K is odd
+ *   (n must then be even). Every process has exactly K neighbours;
+ *   1 <= K <= n - 1, and K = 1 (a perfect matching) only for n = 2, since
+ *   the graph must be connected.
+ * - hypercube: i is connected to i ^ 2^b for every b with i ^ 2^b < n.
+ *   Connected for every n: clearing the highest set bit of i > 0 gives a
+ *   smaller id that is a neighbour, so every id reaches 0.
+ *
+ * Routes: breadth-first search from this process over the processes not
+ * known failed or gone, neighbours taken in increasing id order, so the
+ * tables are a function of the graph and the dead set alone (every process
+ * with the same knowledge computes the same paths). A next hop is on a
+ * shortest path, so each hop strictly lowers the distance left and, with
+ * consistent tables, a frame cannot loop; while failure knowledge differs
+ * between processes the hop limit ends any loop.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nexar_int.h"
+
+int nexar__topo_parse(const char *spec, int n, nexar__topo_t *t, char *err,
+                      size_t len) {
+  const char *s = spec && *spec ? spec : "full";
+  t->k = 0;
+  if (!strcmp(s, "full") || !strcmp(s, "full_mesh")) {
+    t->kind = NEXAR__TOPO_FULL;
+    snprintf(t->name, sizeof(t->name), "full");
+  } else if (!strcmp(s, "hypercube")) {
+    t->kind = NEXAR__TOPO_HYPERCUBE;
+    snprintf(t->name, sizeof(t->name), "hypercube");
+  } else if (!strncmp(s, "kregular:", 9)) {
+    char *end;
+    long k = strtol(s + 9, &end, 10);
+    if (end == s + 9 || *end || k < 1 || k > (1 << 20)) {
+      snprintf(err, len,
+               "NEXAR_TOPOLOGY='%s': the degree K of kregular:K must be a "
+               "positive integer",
+               s);
+      return NEXAR_ERR_INVALID_ARG;
+    }
+    t->kind = NEXAR__TOPO_KREGULAR;
+    t->k = (int)k;
+    snprintf(t->name, sizeof(t->name), "kregular:%d", t->k);
+  } else {
+    snprintf(err, len,
+             "NEXAR_TOPOLOGY='%s' is not one of full, kregular:K, hypercube",
+             s);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  if (n <= 0 || t->kind != NEXAR__TOPO_KREGULAR) return 0;
+  if (t->k > n - 1) {
+    snprintf(err, len,
+             "NEXAR_TOPOLOGY=%s: the degree K must be at most the world size "
+             "- 1 = %d",
+             t->name, n - 1);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  if (t->k % 2 && n % 2) {
+    snprintf(err, len,
+             "NEXAR_TOPOLOGY=%s: an odd degree needs an even world size "
+             "(each rank's odd neighbour is the opposite one, i + n/2), and "
+             "the world size is %d",
+             t->name, n);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  if (t->k == 1 && n > 2) {
+    snprintf(err, len,
+             "NEXAR_TOPOLOGY=%s: with %d ranks the graph is not connected "
+             "(only the pairs i, i + n/2); use K >= 2",
+             t->name, n);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  return 0;
+}
+
+bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b) {
+  if (a == b || a < 0 || b < 0 || a >= t->n || b >= t->n) return false;
+  switch (t->kind) {
+    case NEXAR__TOPO_KREGULAR: {
+      int d = (b - a + t->n) % t->n;
+      int ring = d < t->n - d ? d : t->n - d;
+      return ring <= t->k / 2 || (t->k % 2 && 2 * d == t->n);
+    }
+    case NEXAR__TOPO_HYPERCUBE: {
+      unsigned x = (unsigned)(a ^ b);
+      return (x & (x - 1)) == 0;
+    }
+    default:
+      return true;
+  }
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+int nexar__topo_neighbours(const nexar__topo_t *t, int id, int *out) {
+  int c = 0, n = t->n;
+  switch (t->kind) {
+    case NEXAR__TOPO_KREGULAR:
+      for (int d = 1; d <= t->k / 2; d++) {
+        out[c++] = (id + d) % n;
+        out[c++] = (id - d + n) % n;
+      }
+      if (t->k % 2) out[c++] = (id + n / 2) % n;
+      break;
+    case NEXAR__TOPO_HYPERCUBE:
+      for (int b = 1; b < n && b > 0; b <<= 1)
+        if ((id ^ b) < n) out[c++] = id ^ b;
+      break;
+    default:
+      for (int j = 0; j < n; j++)
+        if (j != id) out[c++] = j;
+      return c; /* already in order */
+  }
+  qsort(out, (size_t)c, sizeof(int), cmp_int);
+  return c;
+}
+
+/* Breadth-first search from |src| over the ids |alive| accepts; fills
+ * dist (-1: unreachable) and, when |next| is set, the first hop. */
+static void bfs(const nexar__topo_t *t, int src, const uint8_t *dead, int *dist,
+                int *next, int *queue, int *nb) {
+  for (int i = 0; i < t->n; i++) {
+    dist[i] = -1;
+    if (next) next[i] = -1;
+  }
+  int head = 0, tail = 0;
+  dist[src] = 0;
+  if (next) next[src] = src;
+  queue[tail++] = src;
+  while (head < tail) {
+    int u = queue[head++];
+    int c = nexar__topo_neighbours(t, u, nb);
+    for (int j = 0; j < c; j++) {
+      int v = nb[j];
+      if (dist[v] >= 0 || (dead && dead[v])) continue;
+      dist[v] = dist[u] + 1;
+      if (next) next[v] = u == src ? v : next[u];
+      queue[tail++] = v;
+    }
+  }
+}
+
+/* Recomputes this process's routes from ctx->dead. */
+static void routes(nexar_ctx_t *ctx) {
+  nexar__topo_t *t = &ctx->topo;
+  if (t->kind == NEXAR__TOPO_FULL) {
+    /* Every live process is one hop away. */
+    for (int i = 0; i < t->n; i++) {
+      bool up = i == ctx->rank || !ctx->dead[i];
+      t->next[i] = up ? i : -1;
+      t->dist[i] = i == ctx->rank ? 0 : up ? 1 : -1;
+    }
+    return;
+  }
+  int *nb = t->queue + t->n;
+  bfs(t, ctx->rank, ctx->dead, t->dist, t->next, t->queue, nb);
+}
+
+int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len) {
+  nexar__topo_t *t = &ctx->topo;
+  int rc = nexar__topo_parse(ctx->prm.topology, n, t, err, len);
+  if (rc < 0) return rc;
+  t->n = n;
+  t->forge_as = -1;
+  t->next = malloc((size_t)n * sizeof(int));
+  t->dist = malloc((size_t)n * sizeof(int));
+  t->queue = malloc((size_t)2 * (size_t)n * sizeof(int));
+  if (!t->next || !t->dist || !t->queue) return NEXAR_ERR_NOMEM;
+  if (t->kind != NEXAR__TOPO_FULL) {
+    t->pub = calloc((size_t)n, sizeof(*t->pub));
+    t->ktx = calloc((size_t)n, sizeof(*t->ktx));
+    t->krx = calloc((size_t)n, sizeof(*t->krx));
+    t->key_state = calloc((size_t)n, 1);
+    t->parked = calloc((size_t)n, sizeof(*t->parked));
+    if (!t->pub || !t->ktx || !t->krx || !t->key_state || !t->parked)
+      return NEXAR_ERR_NOMEM;
+    /* Until a roster key is read, an id has no usable key. */
+    memset(t->key_state, 2, (size_t)n);
+  }
+  t->degree = nexar__topo_neighbours(t, ctx->rank, t->queue);
+  routes(ctx);
+  return 0;
+}
+
+void nexar__topo_fini(nexar_ctx_t *ctx) {
+  nexar__topo_t *t = &ctx->topo;
+  free(t->next);
+  free(t->dist);
+  free(t->queue);
+  free(t->pub);
+  if (t->ktx) gnutls_memset(t->ktx, 0, (size_t)t->n * sizeof(*t->ktx));
+  if (t->krx) gnutls_memset(t->krx, 0, (size_t)t->n * sizeof(*t->krx));
+  free(t->ktx);
+  free(t->krx);
+  free(t->key_state);
+  free(t->parked);
+  memset(t, 0, sizeof(*t));
+}
+
+int nexar__topo_next(nexar_ctx_t *ctx, int dest) {
+  const nexar__topo_t *t = &ctx->topo;
+  if (dest < 0 || dest >= t->n || !t->next) return -1;
+  return t->next[dest];
+}
+
+void nexar__topo_on_failure(nexar_ctx_t *ctx) {
+  nexar__topo_t *t = &ctx->topo;
+  if (!t->next) return;
+  routes(ctx);
+  if (t->kind == NEXAR__TOPO_FULL) return;
+  nexar__relay_reroute(ctx);
+  /* A process no route reaches cannot be told apart from a failed one:
+   * it is declared failed (so fenced), as a silent peer would be. */
+  for (int id = 0; id < t->n; id++) {
+    if (id == ctx->rank || ctx->dead[id] || t->dist[id] >= 0) continue;
+    char detail[160];
+    snprintf(detail, sizeof(detail),
+             "unreachable: every path to it in the %s graph crosses failed "
+             "processes",
+             t->name);
+    nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank, detail);
+  }
+  nexar__agree_resend(ctx);
+}
+
+bool nexar__topo_comm_relayed(const nexar_comm_t *comm) {
+  const nexar__topo_t *t = &comm->ctx->topo;
+  if (t->kind == NEXAR__TOPO_FULL) return false;
+  for (int a = 0; a < comm->size; a++)
+    for (int b = a + 1; b < comm->size; b++)
+      if (!nexar__topo_adjacent(t, comm->world_ranks[a], comm->world_ranks[b]))
+        return true;
+  return false;
+}
+
+unsigned nexar__topo_comm_shape(const nexar_comm_t *comm) {
+  const nexar__topo_t *t = &comm->ctx->topo;
+  int n = comm->size;
+  const int *w = comm->world_ranks;
+  if (t->kind == NEXAR__TOPO_FULL) return NEXAR__SHAPE_RING | NEXAR__SHAPE_XOR;
+  unsigned shape = NEXAR__SHAPE_RING;
+  for (int r = 0; r < n && n > 1; r++)
+    if (!nexar__topo_adjacent(t, w[r], w[(r + 1) % n])) shape = 0;
+  if (n > 1 && (n & (n - 1)) == 0) {
+    bool ok = true;
+    for (int r = 0; r < n && ok; r++)
+      for (int b = 1; b < n && ok; b <<= 1)
+        ok = nexar__topo_adjacent(t, w[r], w[r ^ b]);
+    if (ok) shape |= NEXAR__SHAPE_XOR;
+  }
+  return shape;
+}
+
+int nexar__topo_comm_neighbours(const nexar_comm_t *comm, int *out) {
+  const nexar__topo_t *t = &comm->ctx->topo;
+  int c = 0;
+  for (int r = 0; r < comm->size; r++)
+    if (r != comm->rank &&
+        nexar__topo_adjacent(t, comm->world_ranks[comm->rank],
+                             comm->world_ranks[r]))
+      out[c++] = r;
+  return c;
+}
+
+int nexar__topo_flood_rounds(const nexar_comm_t *comm) {
+  /* Twice the eccentricity of the comm's rank 0 in the graph its members
+   * span bounds its diameter (d(a, b) <= d(a, 0) + d(0, b)), and every
+   * member computes the same. */
+  const nexar__topo_t *t = &comm->ctx->topo;
+  int n = t->n, rounds = comm->size - 1;
+  int *dist = malloc((size_t)n * sizeof(int));
+  int *queue = malloc((size_t)n * sizeof(int));
+  int *nb = malloc((size_t)n * sizeof(int));
+  uint8_t *out = malloc((size_t)n);
+  if (!dist || !queue || !nb || !out) goto done;
+  memset(out, 1, (size_t)n);
+  for (int r = 0; r < comm->size; r++) out[comm->world_ranks[r]] = 0;
+  bfs(t, comm->world_ranks[0], out, dist, NULL, queue, nb);
+  int ecc = 0;
+  for (int r = 0; r < comm->size; r++) {
+    int d = dist[comm->world_ranks[r]];
+    if (d < 0) goto done; /* not connected: the size bound */
+    if (d > ecc) ecc = d;
+  }
+  if (2 * ecc < rounds) rounds = 2 * ecc;
+done:
+  free(dist);
+  free(queue);
+  free(nb);
+  free(out);
+  return rounds;
+}
+
+/* ---- Test and diagnostic access (user threads, through the engine). */
+
+static int links_fn(nexar__req_t *ctl) {
+  nexar_ctx_t *ctx = ctl->cb_arg;
+  int c = 0;
+  for (int id = 0; ctx->peers && id < ctx->world; id++)
+    if (id != ctx->rank && ctx->peers[id] &&
+        ctx->peers[id]->state == NEXAR__CS_READY)
+      c++;
+  return c;
+}
+
+int nexar__topo_links(nexar_ctx_t *ctx) {
+  return nexar__ep_call(&ctx->ep, links_fn, ctx, UINT64_MAX);
+}
+
+typedef struct {
+  nexar_ctx_t *ctx;
+  nexar__topo_stats_t *out;
+  int as;
+} topo_arg_t;
+
+static int stats_fn(nexar__req_t *ctl) {
+  topo_arg_t *a = ctl->cb_arg;
+  *a->out = a->ctx->topo.st;
+  return 0;
+}
+
+void nexar__topo_stats(nexar_ctx_t *ctx, nexar__topo_stats_t *out) {
+  topo_arg_t a = {ctx, out, 0};
+  nexar__ep_call(&ctx->ep, stats_fn, &a, UINT64_MAX);
+}
+
+static int forge_fn(nexar__req_t *ctl) {
+  topo_arg_t *a = ctl->cb_arg;
+  a->ctx->topo.forge_as = a->as;
+  return 0;
+}
+
+void nexar__topo_test_forge(nexar_ctx_t *ctx, int as) {
+  topo_arg_t a = {ctx, NULL, as};
+  nexar__ep_call(&ctx->ep, forge_fn, &a, UINT64_MAX);
+}
