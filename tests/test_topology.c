@@ -97,6 +97,141 @@ static int pairs(nexar_comm_t *w, int r, int n) {
   return 0;
 }
 
+/* The core collectives, each checked exactly (integers, and floats whose
+ * sums are exact). */
+static int colls(nexar_comm_t *w, int r, int n) {
+  /* allreduce int64, small (recursive doubling) and large (ring or
+   * Rabenseifner), bit-exact. */
+  size_t counts[2] = {37, 200000};
+  for (int k = 0; k < 2; k++) {
+    size_t c = counts[k];
+    int64_t *v = malloc(c * sizeof(*v));
+    NT_CHECK(v);
+    for (size_t i = 0; i < c; i++) v[i] = (int64_t)(r + 1) * (int64_t)i - r;
+    NT_OKC(w, nexar_allreduce(w, NEXAR_IN_PLACE, v, c, NEXAR_INT64, NEXAR_SUM));
+    int64_t tri = (int64_t)n * (n + 1) / 2, rs = (int64_t)n * (n - 1) / 2;
+    for (size_t i = 0; i < c; i++)
+      NT_CHECKF(v[i] == tri * (int64_t)i - rs, "allreduce[%zu] = %lld", i,
+                (long long)v[i]);
+    free(v);
+  }
+  float f[1000];
+  for (int i = 0; i < 1000; i++) f[i] = (float)((r * 7 + i) % 13);
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, f, 1000, NEXAR_FLOAT32, NEXAR_SUM));
+  for (int i = 0; i < 1000; i++) {
+    float want = 0;
+    for (int q = 0; q < n; q++) want += (float)((q * 7 + i) % 13);
+    NT_CHECKF(f[i] == want, "f32 allreduce[%d] = %g, want %g", i, f[i], want);
+  }
+  /* bcast from several roots, small and large (scatter + allgather). */
+  int roots[3] = {0, n - 1, n / 2};
+  size_t bsz[2] = {100, 700000};
+  for (int k = 0; k < 3; k++)
+    for (int z = 0; z < 2; z++) {
+      uint8_t *b = malloc(bsz[z]);
+      NT_CHECK(b);
+      for (size_t i = 0; i < bsz[z]; i++)
+        b[i] = r == roots[k] ? pat(i, (unsigned)k) : 0;
+      NT_OKC(w, nexar_bcast(w, b, bsz[z], NEXAR_UINT8, roots[k]));
+      for (size_t i = 0; i < bsz[z]; i++)
+        NT_CHECKF(b[i] == pat(i, (unsigned)k), "bcast root %d byte %zu",
+                  roots[k], i);
+      free(b);
+    }
+  /* allgather, alltoall, reduce_scatter_block. */
+  int64_t mine[3] = {r, 10 * r, 100 * r};
+  int64_t *all = malloc((size_t)n * 3 * sizeof(int64_t));
+  NT_CHECK(all);
+  NT_OKC(w, nexar_allgather(w, mine, all, 3, NEXAR_INT64));
+  for (int q = 0; q < n; q++)
+    NT_CHECKF(all[3 * q] == q && all[3 * q + 1] == 10 * q &&
+                  all[3 * q + 2] == 100 * q,
+              "allgather block %d", q);
+  int64_t *out = malloc((size_t)n * 2 * sizeof(int64_t));
+  NT_CHECK(out);
+  for (int q = 0; q < n; q++) {
+    out[2 * q] = r * 1000 + q;
+    out[2 * q + 1] = -(r * 1000 + q);
+  }
+  NT_OKC(w, nexar_alltoall(w, out, all, 2, NEXAR_INT64));
+  for (int q = 0; q < n; q++)
+    NT_CHECKF(all[2 * q] == q * 1000 + r && all[2 * q + 1] == -(q * 1000 + r),
+              "alltoall from %d", q);
+  int64_t *rs_in = malloc((size_t)n * 5 * sizeof(int64_t)), rs_out[5];
+  NT_CHECK(rs_in);
+  for (int i = 0; i < 5 * n; i++) rs_in[i] = (int64_t)i * (r + 1);
+  NT_OKC(w, nexar_reduce_scatter_block(w, rs_in, rs_out, 5, NEXAR_INT64,
+                                       NEXAR_SUM));
+  for (int i = 0; i < 5; i++)
+    NT_CHECKF(rs_out[i] == (int64_t)(5 * r + i) * n * (n + 1) / 2,
+              "reduce_scatter_block[%d] = %lld", i, (long long)rs_out[i]);
+  free(rs_in);
+  free(out);
+  free(all);
+  for (int k = 0; k < 3; k++) NT_OKC(w, nexar_barrier(w));
+  return 0;
+}
+
+/* RPC handler: returns the request times 3 and the caller's rank. */
+static int triple(void *ud, int caller, uint16_t fn, const void *req,
+                  size_t req_bytes, void *resp, size_t resp_cap,
+                  size_t *resp_bytes) {
+  int64_t v;
+  if (req_bytes != sizeof(v) || resp_cap < 2 * sizeof(v)) return -1;
+  memcpy(&v, req, sizeof(v));
+  int64_t o[2] = {3 * v, caller};
+  memcpy(resp, o, sizeof(o));
+  *resp_bytes = sizeof(o);
+  return 0;
+}
+
+/* An RPC to the farthest rank (not a neighbour), then a child
+ * communicator of the even ranks in reverse order, whose members talk
+ * through the world's relays: p2p ring, allreduce, bcast, barrier. */
+static int rpc_and_child(nexar_comm_t *w, int r, int n) {
+  NT_OKC(w, nexar_rpc_register(w, 9, triple, NULL));
+  NT_OKC(w, nexar_barrier(w));
+  int64_t q = 1000 + r, resp[2] = {0, 0};
+  size_t got = 0;
+  int far = (r + n / 2) % n;
+  NT_OKC(w, nexar_rpc_call(w, far, 9, &q, sizeof(q), resp, sizeof(resp), &got,
+                           20000));
+  NT_CHECKF(got == sizeof(resp) && resp[0] == 3 * q && resp[1] == r,
+            "rpc to %d: %lld, caller %lld", far, (long long)resp[0],
+            (long long)resp[1]);
+  NT_OKC(w, nexar_barrier(w));
+  nexar_comm_t *c = NULL;
+  NT_OKC(w, nexar_comm_split(w, r % 2 ? NEXAR_UNDEFINED : 0, -r, &c));
+  if (r % 2) {
+    NT_CHECK(c == NULL);
+    return 0;
+  }
+  int cr, cn;
+  NT_OK(nexar_comm_rank(c, &cr));
+  NT_OK(nexar_comm_size(c, &cn));
+  NT_CHECKF(cn == (n + 1) / 2 && cr == (cn - 1) - r / 2, "child %d of %d", cr,
+            cn);
+  int64_t v = cr, from = -1;
+  nexar_req_t *rq[2];
+  NT_OKC(c,
+         nexar_irecv(c, &from, 1, NEXAR_INT64, (cr + cn - 1) % cn, 3, &rq[0]));
+  NT_OKC(c, nexar_isend(c, &v, 1, NEXAR_INT64, (cr + 1) % cn, 3, &rq[1]));
+  NT_OKC(c, nexar_waitall(2, rq, NULL));
+  NT_CHECKF(from == (cr + cn - 1) % cn, "child ring got %lld", (long long)from);
+  int64_t sum = cr;
+  NT_OKC(c,
+         nexar_allreduce(c, NEXAR_IN_PLACE, &sum, 1, NEXAR_INT64, NEXAR_SUM));
+  NT_CHECKF(sum == (int64_t)cn * (cn - 1) / 2, "child allreduce %lld",
+            (long long)sum);
+  int64_t b = cr == cn - 1 ? 77 : 0;
+  NT_OKC(c, nexar_bcast(c, &b, 1, NEXAR_INT64, cn - 1));
+  NT_CHECKF(b == 77, "child bcast %lld", (long long)b);
+  NT_OKC(c, nexar_barrier(c));
+  NT_OKC(c, nexar_comm_free(&c));
+  return 0;
+}
+
 static int worker_basic(int index, void *arg) {
   const cfg_t *c = arg;
   nexar_ctx_t *ctx;
@@ -106,7 +241,7 @@ static int worker_basic(int index, void *arg) {
   int links = nexar__topo_links(ctx);
   NT_CHECKF(links == degree_of(c->topo, r, n), "%s: rank %d holds %d links",
             c->topo, r, links);
-  if (pairs(w, r, n)) return 1;
+  if (pairs(w, r, n) || colls(w, r, n) || rpc_and_child(w, r, n)) return 1;
   NT_OK(nexar_finalize(ctx));
   return 0;
 }

@@ -409,8 +409,7 @@ static void on_request(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
 
 static void on_response(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   const nexar__hdr_t *h = &m->hdr;
-  nexar__req_t *r =
-      pending_take(ctx, m->conn ? m->conn->peer : ctx->rank, h->coll_seq);
+  nexar__req_t *r = pending_take(ctx, m->origin, h->coll_seq);
   if (!r) {
     /* A late response (the call timed out) or a stray one: dropped. */
     NEXAR__INFO(NEXAR__SUB_P2P,
