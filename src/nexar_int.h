@@ -745,6 +745,9 @@ int nexar__topo_comm_neighbours(const nexar_comm_t *comm, int *out);
  * counters (engine copies; thread-safe). */
 int nexar__topo_links(nexar_ctx_t *ctx);
 void nexar__topo_stats(nexar_ctx_t *ctx, nexar__topo_stats_t *out);
+/* The route to stable id |dest| now: next hop and hop count (-1, -1 when
+ * unreachable). Returns 0 or NEXAR_ERR_INVALID_ARG. */
+int nexar__topo_route(nexar_ctx_t *ctx, int dest, int *hop, int *hops);
 /* Test hook: relay frames this process originates from now on claim to
  * come from stable id |as| (-1: off), which their destinations must refuse. */
 void nexar__topo_test_forge(nexar_ctx_t *ctx, int as);

@@ -4,10 +4,13 @@
  * collectives, barrier, RPC and a child communicator, a forged relay
  * origin, and a failed relay routed around.
  */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "nexar.h"
@@ -242,6 +245,14 @@ static int worker_basic(int index, void *arg) {
   NT_CHECKF(links == degree_of(c->topo, r, n), "%s: rank %d holds %d links",
             c->topo, r, links);
   if (pairs(w, r, n) || colls(w, r, n) || rpc_and_child(w, r, n)) return 1;
+  /* Messages to non-neighbours did go through relays, none was lost. */
+  nexar__topo_stats_t st;
+  nexar__topo_stats(ctx, &st);
+  NT_CHECKF(st.sent > 0 && st.delivered > 0 && !st.rejected && !st.dropped,
+            "relay frames: %llu sent, %llu delivered, %llu refused, %llu "
+            "dropped",
+            (unsigned long long)st.sent, (unsigned long long)st.delivered,
+            (unsigned long long)st.rejected, (unsigned long long)st.dropped);
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
@@ -258,10 +269,200 @@ static int run_basic(const char *topo, int n) {
   return rc;
 }
 
+/* ---- A forged origin: on a ring of 6, rank 0 sends a relay frame to
+ * rank 3 (through 1 and 2) claiming to be rank 5. The destination must refuse
+ * it (tag check), log it, and not deliver it; a genuine message after it
+ * arrives. */
+static int worker_forge(int index, void *arg) {
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  int dest = n / 2, hop, hops;
+  NT_OK(nexar__topo_route(ctx, dest, &hop, &hops));
+  if (r == 0) NT_CHECKF(hops >= 2, "rank %d is a neighbour of 0", dest);
+  nexar_req_t *rq = NULL;
+  int64_t got = -1;
+  if (r == dest)
+    NT_OKC(w, nexar_irecv(w, &got, 1, NEXAR_INT64, NEXAR_ANY_SOURCE, 42, &rq));
+  NT_OKC(w, nexar_barrier(w));
+  if (r == 0) {
+    int64_t fake = 666, real = 777;
+    nexar__topo_test_forge(ctx, n - 1);
+    NT_OKC(w, nexar_send(w, &fake, 1, NEXAR_INT64, dest, 42));
+    nexar__topo_test_forge(ctx, -1);
+    NT_OKC(w, nexar_recv(w, NULL, 0, NEXAR_UINT8, dest, 43, NULL));
+    NT_OKC(w, nexar_send(w, &real, 1, NEXAR_INT64, dest, 42));
+  }
+  if (r == dest) {
+    nexar__topo_stats_t st = {0};
+    for (int i = 0; i < 500 && st.rejected == 0; i++) {
+      int done = 0;
+      NT_OKC(w, nexar_test(&rq, &done, NULL));
+      NT_CHECKF(!done, "the forged message was delivered: %lld",
+                (long long)got);
+      nexar__topo_stats(ctx, &st);
+      struct timespec ts = {0, 10000000};
+      nanosleep(&ts, NULL);
+    }
+    NT_CHECKF(st.rejected == 1, "%llu relay frames refused",
+              (unsigned long long)st.rejected);
+    /* The refusal is logged (NEXAR_DEBUG_FILE, one file per process). */
+    fflush(NULL);
+    char path[128], line[1024];
+    snprintf(path, sizeof(path), "/tmp/nexar-topo-forge-%d.log", (int)getpid());
+    FILE *f = fopen(path, "r");
+    NT_CHECK(f);
+    int logged = 0;
+    while (fgets(line, sizeof(line), f))
+      logged |= strstr(line, "forged origin") && strstr(line, "process 5");
+    fclose(f);
+    NT_CHECKF(logged, "no log line about the forged frame in %s", path);
+    NT_OKC(w, nexar_send(w, NULL, 0, NEXAR_UINT8, 0, 43));
+    nexar_status_t stt;
+    NT_OKC(w, nexar_wait(&rq, &stt));
+    NT_CHECKF(got == 777 && stt.source == 0, "got %lld from %d", (long long)got,
+              stt.source);
+  }
+  NT_OKC(w, nexar_barrier(w));
+  char path[128];
+  snprintf(path, sizeof(path), "/tmp/nexar-topo-forge-%d.log", (int)getpid());
+  unlink(path);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+/* ---- Invalid settings: a clear error naming the variable. */
+static int worker_invalid(int index, void *arg) {
+  const char *want = arg;
+  nexar_ctx_t *ctx = NULL;
+  int rc = nexar_init(NULL, &ctx);
+  NT_CHECKF(rc == NEXAR_ERR_INVALID_ARG, "nexar_init returned %d", rc);
+  const char *e = nexar_last_error();
+  NT_CHECKF(strstr(e, "NEXAR_TOPOLOGY") && strstr(e, want), "error: %s", e);
+  return 0;
+}
+
+static int run_invalid(const char *topo, int n, const char *want) {
+  char env[128];
+  snprintf(env, sizeof(env), "NEXAR_TOPOLOGY=%s", topo);
+  nt_opts_t o = {.world_size = n,
+                 .env = env,
+                 .timeout_ms = 20000,
+                 .seed_must_form = NT_SEED_OPTIONAL};
+  int rc = nt_run(&o, worker_invalid, (void *)want);
+  fprintf(stderr, "invalid %s with %d ranks refused: %s\n", topo, n,
+          rc ? "FAILED" : "ok");
+  return rc;
+}
+
+/* ---- A failed relay: on a ring of 6 (kregular:2), rank 1 carries the
+ * traffic between ranks 0 and 2. It is killed; under automatic recovery
+ * the survivors rebuild the world and 0 and 2 talk again, around it. */
+static int exchange(nexar_comm_t *w, int me, int peer, int64_t v) {
+  int64_t got = -1;
+  nexar_req_t *rq[2];
+  NT_OKC(w, nexar_irecv(w, &got, 1, NEXAR_INT64, peer, 21, &rq[0]));
+  NT_OKC(w, nexar_isend(w, &v, 1, NEXAR_INT64, peer, 21, &rq[1]));
+  NT_OKC(w, nexar_waitall(2, rq, NULL));
+  NT_CHECKF(got == 1000 + peer, "rank %d got %lld from %d", me, (long long)got,
+            peer);
+  return 0;
+}
+
+static int worker_kill(int index, void *arg) {
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n, hop, hops;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  const int victim = 1;
+  if (r == 0 || r == 2) {
+    NT_OK(nexar__topo_route(ctx, 2 - r, &hop, &hops));
+    NT_CHECKF(hop == victim && hops == 2, "route %d -> %d: via %d, %d hops", r,
+              2 - r, hop, hops);
+    if (exchange(w, r, 2 - r, 1000 + r)) return 1;
+  }
+  NT_OKC(w, nexar_barrier(w));
+  if (r == victim) raise(SIGKILL);
+  double t0 = nt_now_ms();
+  int64_t v = 1;
+  int rc;
+  while ((rc = nexar_allreduce(w, NEXAR_IN_PLACE, &v, 1, NEXAR_INT64,
+                               NEXAR_SUM)) == NEXAR_OK)
+    v = 1;
+  NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED, "rc %d",
+            rc);
+  int nf = 0;
+  nexar_failure_t f[4];
+  NT_OK(nexar_failures(ctx, f, 4, &nf));
+  NT_CHECKF(nf == 1 && f[0].id == victim, "%d failures, first id %d", nf,
+            nf ? f[0].id : -1);
+  /* Rebuilt in place: 5 ranks, ids 0, 2, 3, 4, 5. */
+  int nr, nn, id;
+  NT_OK(nexar_comm_rank(w, &nr));
+  NT_OK(nexar_comm_size(w, &nn));
+  NT_OK(nexar_comm_id_of(w, nr, &id));
+  NT_CHECKF(nn == n - 1 && id == r, "rank %d of %d, id %d", nr, nn, id);
+  if (r == 0 || r == 2) {
+    NT_OK(nexar__topo_route(ctx, 2 - r, &hop, &hops));
+    NT_CHECKF(hop == (r == 0 ? 5 : 3) && hops == 4,
+              "route %d -> %d after the failure: via %d, %d hops", r, 2 - r,
+              hop, hops);
+    if (exchange(w, nr, r == 0 ? 1 : 0, 1000 + nr)) return 1;
+  }
+  int64_t sum = nr;
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &sum, 1, NEXAR_INT64, NEXAR_SUM));
+  NT_CHECKF(sum == (int64_t)nn * (nn - 1) / 2, "allreduce %lld",
+            (long long)sum);
+  NT_OKC(w, nexar_barrier(w));
+  fprintf(stderr,
+          "[%d] relay failure: rebuilt and talking again after %.0f ms\n", r,
+          nt_now_ms() - t0);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int fails = 0;
   if (argc > 2) return run_basic(argv[1], atoi(argv[2]));
-  fails += run_basic("kregular:2", 7);
-  fails += run_basic("hypercube", 7);
+  const char *only = argc > 1 ? argv[1] : "";
+  static const cfg_t matrix[] = {
+      {"kregular:4", 7},  {"hypercube", 7},   {"kregular:3", 8},
+      {"hypercube", 8},   {"kregular:4", 12}, {"hypercube", 12},
+      {"kregular:4", 16}, {"hypercube", 16},  {"kregular:2", 12}};
+  if (!*only || !strcmp(only, "matrix"))
+    for (size_t i = 0; i < sizeof(matrix) / sizeof(matrix[0]); i++)
+      fails += run_basic(matrix[i].topo, matrix[i].n);
+  if (!*only || !strcmp(only, "invalid")) {
+    fails += run_invalid("kregular:3", 7, "odd degree needs an even world");
+    fails += run_invalid("kregular:8", 8, "at most the world size - 1 = 7");
+    fails += run_invalid("kregular:1", 6, "not connected");
+    fails += run_invalid("kregular:x", 4, "positive integer");
+    fails += run_invalid("torus", 4, "not one of full, kregular:K, hypercube");
+  }
+  if (!*only || !strcmp(only, "forge")) {
+    nt_opts_t o = {.world_size = 6,
+                   .timeout_ms = 60000,
+                   .env =
+                       "NEXAR_TOPOLOGY=kregular:2\n"
+                       "NEXAR_DEBUG_FILE=/tmp/nexar-topo-forge-%p.log"};
+    int rc = nt_run(&o, worker_forge, NULL);
+    fprintf(stderr, "forged relay origin refused: %s\n", rc ? "FAILED" : "ok");
+    fails += rc;
+  }
+  if (!*only || !strcmp(only, "kill")) {
+    nt_opts_t o = {.world_size = 6,
+                   .timeout_ms = 60000,
+                   .env =
+                       "NEXAR_TOPOLOGY=kregular:2\n"
+                       "NEXAR_RECOVERY=automatic\n"
+                       "NEXAR_HEARTBEAT_MS=100\n"
+                       "NEXAR_HEARTBEAT_TIMEOUT_MS=1000",
+                   .tolerate_kill = 1};
+    int rc = nt_run(&o, worker_kill, NULL);
+    fprintf(stderr, "failed relay routed around: %s\n", rc ? "FAILED" : "ok");
+    fails += rc;
+  }
   return fails ? 1 : 0;
 }

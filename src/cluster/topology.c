@@ -322,8 +322,26 @@ int nexar__topo_links(nexar_ctx_t *ctx) {
 typedef struct {
   nexar_ctx_t *ctx;
   nexar__topo_stats_t *out;
-  int as;
+  int as;        /* forge: the origin to claim; route: the destination */
+  int hop, hops; /* route: next hop and distance */
 } topo_arg_t;
+
+static int route_fn(nexar__req_t *ctl) {
+  topo_arg_t *a = ctl->cb_arg;
+  const nexar__topo_t *t = &a->ctx->topo;
+  if (a->as < 0 || a->as >= t->n || !t->next) return NEXAR_ERR_INVALID_ARG;
+  a->hop = t->next[a->as];
+  a->hops = t->dist[a->as];
+  return 0;
+}
+
+int nexar__topo_route(nexar_ctx_t *ctx, int dest, int *hop, int *hops) {
+  topo_arg_t a = {ctx, NULL, dest, -1, -1};
+  int rc = nexar__ep_call(&ctx->ep, route_fn, &a, UINT64_MAX);
+  *hop = a.hop;
+  *hops = a.hops;
+  return rc;
+}
 
 static int stats_fn(nexar__req_t *ctl) {
   topo_arg_t *a = ctl->cb_arg;
@@ -332,7 +350,7 @@ static int stats_fn(nexar__req_t *ctl) {
 }
 
 void nexar__topo_stats(nexar_ctx_t *ctx, nexar__topo_stats_t *out) {
-  topo_arg_t a = {ctx, out, 0};
+  topo_arg_t a = {ctx, out, 0, 0, 0};
   nexar__ep_call(&ctx->ep, stats_fn, &a, UINT64_MAX);
 }
 
@@ -343,6 +361,6 @@ static int forge_fn(nexar__req_t *ctl) {
 }
 
 void nexar__topo_test_forge(nexar_ctx_t *ctx, int as) {
-  topo_arg_t a = {ctx, NULL, as};
+  topo_arg_t a = {ctx, NULL, as, 0, 0};
   nexar__ep_call(&ctx->ep, forge_fn, &a, UINT64_MAX);
 }

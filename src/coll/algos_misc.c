@@ -1,6 +1,8 @@
 /*
  * Prefix reductions (scan, exscan) and the barrier as schedules.
  */
+#include <stdlib.h>
+
 #include "coll/algos.h"
 
 /*
@@ -79,9 +81,41 @@ int nexar__build_scan(nexar__sched_t *s) {
  */
 int nexar__build_barrier(nexar__sched_t *s) {
   int n = s->comm->size, r = s->comm->rank, algo = s->a.algo;
-  if (algo != NEXAR__ALGO_TWO_PHASE && algo != NEXAR__ALGO_DISSEMINATION)
+  if (algo != NEXAR__ALGO_TWO_PHASE && algo != NEXAR__ALGO_DISSEMINATION &&
+      algo != NEXAR__ALGO_RD && algo != NEXAR__ALGO_NEIGHBOUR)
     algo = n < 5 ? NEXAR__ALGO_TWO_PHASE : NEXAR__ALGO_DISSEMINATION;
   if (n == 1) return s->build_rc;
+  if (algo == NEXAR__ALGO_RD) {
+    /* Powers of two: in round k rank r and r ^ 2^k signal each other. */
+    for (int d = 1; d < n; d <<= 1) {
+      if (d > 1) nexar__sched_fence(s);
+      nexar__sched_send(s, NEXAR__BUF_WORK, 0, 0, r ^ d);
+      nexar__sched_recv(s, NEXAR__BUF_WORK, 0, 0, r ^ d);
+    }
+    return s->build_rc;
+  }
+  if (algo == NEXAR__ALGO_NEIGHBOUR) {
+    /* Flooding over the links between members: in each round every rank
+     * signals each neighbour and waits for each; after as many rounds as
+     * the graph's diameter every rank has heard, through its neighbours,
+     * from every other. */
+    int *nb = malloc((size_t)n * sizeof(int));
+    if (!nb) {
+      s->build_rc = NEXAR_ERR_NOMEM;
+      return s->build_rc;
+    }
+    int c = nexar__topo_comm_neighbours(s->comm, nb);
+    int rounds = nexar__topo_flood_rounds(s->comm);
+    for (int k = 0; k < rounds; k++) {
+      if (k) nexar__sched_fence(s);
+      for (int i = 0; i < c; i++)
+        nexar__sched_send(s, NEXAR__BUF_WORK, 0, 0, nb[i]);
+      for (int i = 0; i < c; i++)
+        nexar__sched_recv(s, NEXAR__BUF_WORK, 0, 0, nb[i]);
+    }
+    free(nb);
+    return s->build_rc;
+  }
   if (algo == NEXAR__ALGO_TWO_PHASE) {
     if (r != 0) {
       nexar__sched_send(s, NEXAR__BUF_WORK, 0, 0, 0);

@@ -51,6 +51,39 @@ int nexar__coll_params_check(const nexar__params_t *p, char *err, size_t len) {
   return 0;
 }
 
+/* Sparse topologies (docs/topology.md): where the comm's ring (r, r + 1)
+ * or its recursive-doubling partners (r, r ^ 2^b) are all links, the
+ * algorithm whose messages follow them is preferred, so nothing is
+ * relayed; the final barrier floods over links only, so that no process
+ * is needed as a relay once it has left it. An algorithm forced with
+ * NEXAR_ALGO_* is kept. The same on every member: it depends on the
+ * membership, the graph and the call. */
+static int sparse_plan(const nexar__sched_t *s, const nexar__params_t *p,
+                       int a) {
+  unsigned shape = nexar__topo_comm_shape(s->comm);
+  bool xor = (shape & NEXAR__SHAPE_XOR) != 0;
+  bool ring = (shape & NEXAR__SHAPE_RING) != 0;
+  uint64_t bytes = s->a.count * s->a.es;
+  switch (s->a.coll) {
+    case NEXAR__COLL_BARRIER:
+      if (s->a.final) return NEXAR__ALGO_NEIGHBOUR;
+      return xor? NEXAR__ALGO_RD : a;
+    case NEXAR__COLL_ALLREDUCE:
+      if (algo_from(p->algo_allreduce, ar_names, ar_ids, 4) !=
+          NEXAR__ALGO_DEFAULT)
+        return a;
+      /* Small vectors keep recursive doubling where its partners are not
+       * all links: log2(n) rounds, a few of them relayed, beat the ring's
+       * 2(n - 1) steps (docs/topology.md, measured). */
+      if (bytes <= (uint64_t)p->allreduce_rd_max_bytes) return NEXAR__ALGO_RD;
+      return xor? NEXAR__ALGO_RABENSEIFNER : ring ? NEXAR__ALGO_RING : a;
+    case NEXAR__COLL_ALLGATHER:
+      return xor? NEXAR__ALGO_RD : ring ? NEXAR__ALGO_RING : a;
+    default:
+      return a;
+  }
+}
+
 void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *p) {
   int n = s->comm->size;
   uint64_t bytes = s->a.count * s->a.es;
@@ -105,6 +138,7 @@ void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *p) {
     default: /* scan, exscan */
       a = NEXAR__ALGO_RD;
   }
+  if (s->comm->ctx->topo.kind != NEXAR__TOPO_FULL) a = sparse_plan(s, p, a);
   s->a.algo = a;
 }
 

@@ -82,7 +82,8 @@ enum nexar__algo {
   NEXAR__ALGO_PAIRWISE = 8,
   NEXAR__ALGO_DISSEMINATION = 9,
   NEXAR__ALGO_TWO_PHASE = 10, /* fan-in to rank 0, fan-out */
-  NEXAR__ALGO_MAX = 10
+  NEXAR__ALGO_NEIGHBOUR = 11, /* barrier over graph links only (topology) */
+  NEXAR__ALGO_MAX = 11
 };
 
 struct nexar__sched {
