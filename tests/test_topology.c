@@ -423,9 +423,77 @@ static int worker_kill(int index, void *arg) {
   return 0;
 }
 
+/* ---- Relay cost (test_topology bench): rank 0 with ranks 1, 2 and 4 of a
+ * ring of 8 (kregular:2: 1, 2 and 4 hops), and the same pairs on a full
+ * mesh: 8-byte round trips and 4 MiB one-way transfers. */
+static int worker_bench(int index, void *arg) {
+  const char *topo = arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  const int peers[3] = {1, 2, 4};
+  size_t big = 4u << 20;
+  uint8_t *buf = malloc(big);
+  NT_CHECK(buf);
+  memset(buf, 1, big);
+  for (int k = 0; k < 3; k++) {
+    int p = peers[k], hop, hops = 1;
+    if (r == 0) NT_OK(nexar__topo_route(ctx, p, &hop, &hops));
+    NT_OKC(w, nexar_barrier(w));
+    if (r != 0 && r != p) continue;
+    int other = r == 0 ? p : 0;
+    int64_t v = 0;
+    double t0 = 0;
+    for (int i = 0; i < 1100; i++) {
+      if (i == 100) t0 = nt_now_ms();
+      if (r == 0) {
+        NT_OKC(w, nexar_send(w, &v, 1, NEXAR_INT64, other, 1));
+        NT_OKC(w, nexar_recv(w, &v, 1, NEXAR_INT64, other, 1, NULL));
+      } else {
+        NT_OKC(w, nexar_recv(w, &v, 1, NEXAR_INT64, other, 1, NULL));
+        NT_OKC(w, nexar_send(w, &v, 1, NEXAR_INT64, other, 1));
+      }
+    }
+    double lat_us = (nt_now_ms() - t0) * 1000.0 / 2000.0;
+    t0 = nt_now_ms();
+    for (int i = 0; i < 20; i++) {
+      if (r == 0)
+        NT_OKC(w, nexar_send(w, buf, big, NEXAR_UINT8, other, 2));
+      else
+        NT_OKC(w, nexar_recv(w, buf, big, NEXAR_UINT8, other, 2, NULL));
+    }
+    if (r == 0)
+      NT_OKC(w, nexar_recv(w, NULL, 0, NEXAR_UINT8, other, 3, NULL));
+    else
+      NT_OKC(w, nexar_send(w, NULL, 0, NEXAR_UINT8, other, 3));
+    double mbs = 20.0 * (double)big / 1e6 / ((nt_now_ms() - t0) / 1000.0);
+    if (r == 0)
+      printf(
+          "bench %-10s rank 0 <-> %d: %d hop(s): 8 B one-way %.1f us, "
+          "4 MiB %.0f MB/s\n",
+          topo, p, hops, lat_us, mbs);
+  }
+  free(buf);
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int fails = 0;
   if (argc > 2) return run_basic(argv[1], atoi(argv[2]));
+  if (argc > 1 && !strcmp(argv[1], "bench")) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *topos[2] = {"kregular:2", "full"};
+    for (int i = 0; i < 2; i++) {
+      char env[64];
+      snprintf(env, sizeof(env), "NEXAR_TOPOLOGY=%s", topos[i]);
+      nt_opts_t o = {.world_size = 8, .env = env, .timeout_ms = 120000};
+      fails += nt_run(&o, worker_bench, (void *)topos[i]);
+    }
+    return fails ? 1 : 0;
+  }
   const char *only = argc > 1 ? argv[1] : "";
   static const cfg_t matrix[] = {
       {"kregular:4", 7},  {"hypercube", 7},   {"kregular:3", 8},

@@ -572,6 +572,107 @@ static void test_hdr_ctl(void **state) {
 
 /* ---- Seed frame header. */
 
+/* RELAY headers (docs/wire-protocol.md section 2.6): origin, destination,
+ * hops and hop limit; the bound on payload_len allows the envelope and the
+ * inner header on top of the largest message; every other field zero. */
+static nexar__hdr_t sample_relay(void) {
+  nexar__hdr_t h;
+  memset(&h, 0, sizeof h);
+  h.kind = NEXAR__KIND_RELAY;
+  h.lane = NEXAR__LANE_DATA;
+  h.src_rank = 5;
+  h.tag = 9;
+  h.step = 2;
+  h.algo = 6;
+  h.payload_len = NEXAR__RELAY_PRE_BYTES + 1000;
+  return h;
+}
+
+static void test_hdr_relay(void **state) {
+  (void)state;
+  uint8_t b[NEXAR__HDR_BYTES];
+  nexar__hdr_t h = sample_relay(), d;
+  const char *why;
+  hdr_roundtrip_one(&h, 1000);
+  /* The bound applies to the inner payload. */
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 999, &why),
+                   NEXAR_ERR_PROTO);
+  assert_string_equal(why, "payload_len");
+  h.payload_len = UINT64_MAX;
+  hdr_roundtrip_one(&h, UINT64_MAX);
+  h = sample_relay();
+  h.lane = NEXAR__LANE_CONTROL;
+  h.step = NEXAR__RELAY_MAX_HOPS;
+  h.algo = NEXAR__RELAY_MAX_HOPS;
+  h.payload_len = NEXAR__RELAY_PRE_BYTES;
+  hdr_roundtrip_one(&h, 0);
+
+  const struct {
+    int field;
+    const char *why;
+  } cases[] = {{0, "comm_id"},  {1, "coll_op"},     {2, "coll_op"}, {3, "seq"},
+               {4, "coll_seq"}, {5, "count"},       {6, "algo"},    {7, "step"},
+               {8, "step"},     {9, "payload_len"}, {10, "algo"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    h = sample_relay();
+    switch (cases[i].field) {
+      case 0:
+        h.comm_id = 1;
+        break;
+      case 1:
+        h.coll_op = NEXAR__COLL_BARRIER;
+        break;
+      case 2:
+        h.dtype = 1;
+        break;
+      case 3:
+        h.seq = 1;
+        break;
+      case 4:
+        h.coll_seq = 1;
+        break;
+      case 5:
+        h.count = 1;
+        break;
+      case 6:
+        h.algo = 0;
+        h.step = 0;
+        break;
+      case 7:
+        h.step = 0;
+        break;
+      case 8:
+        h.step = h.algo + 1; /* past the hop limit */
+        break;
+      case 9:
+        h.payload_len = NEXAR__RELAY_PRE_BYTES - 1;
+        break;
+      case 10:
+        h.algo = NEXAR__RELAY_MAX_HOPS + 1;
+        break;
+    }
+    nexar__hdr_encode(&h, b);
+    why = NULL;
+    assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                     NEXAR_ERR_PROTO);
+    assert_non_null(why);
+    assert_string_equal(why, cases[i].why);
+  }
+  /* The envelope: digest then tag, 64 bytes. */
+  nexar__relay_env_t e, e2;
+  uint8_t eb[NEXAR__RELAY_ENV_BYTES];
+  for (int i = 0; i < 32; i++) {
+    e.payload_hash[i] = (uint8_t)i;
+    e.tag[i] = (uint8_t)(0x80 + i);
+  }
+  nexar__relay_env_encode(&e, eb);
+  assert_int_equal(eb[0], 0);
+  assert_int_equal(eb[32], 0x80);
+  nexar__relay_env_decode(&e2, eb);
+  assert_memory_equal(&e, &e2, sizeof e);
+}
+
 static void test_seed_frame(void **state) {
   (void)state;
   uint8_t mac[NEXAR__MAC_BYTES] = {0};
@@ -779,6 +880,132 @@ static void test_hello_roundtrip(void **state) {
   assert_true(n > 0);
   for (unsigned i = 7; i < WADDR_BYTES; i++) assert_int_equal(b[8 + 41 + i], 0);
   assert_int_equal(nexar__seed_hello_decode(&d, b + 8, (size_t)n - 8), 0);
+}
+
+/* The identity extension of HELLO: certificate and topology after the
+ * host; a HELLO without it stays valid. */
+static void test_hello_identity(void **state) {
+  (void)state;
+  static uint8_t b[8 + 512 + NEXAR__CERT_MAX], c[sizeof b];
+  nexar__seed_hello_t h = sample_hello(), d;
+  for (unsigned i = 0; i < 300; i++) h.cert[i] = (uint8_t)(i * 7);
+  h.cert_len = 300;
+  strcpy(h.topo, "kregular:4");
+  int n = hello_frame(&h, b, sizeof b);
+  assert_int_equal(n, 8 + HELLO_FIXED + strlen(h.host) + 3 + 300 + 10);
+  size_t blen = (size_t)n - 8;
+  assert_int_equal(nexar__seed_hello_decode(&d, b + 8, blen), 0);
+  assert_hello_equal(&h, &d);
+  assert_int_equal(d.cert_len, 300);
+  assert_memory_equal(d.cert, h.cert, 300);
+  assert_string_equal(d.topo, "kregular:4");
+  /* Largest certificate and topology. */
+  h.cert_len = NEXAR__CERT_MAX;
+  memset(h.topo, 'k', NEXAR__TOPO_MAX);
+  h.topo[NEXAR__TOPO_MAX] = '\0';
+  n = hello_frame(&h, b, sizeof b);
+  assert_true(n > 0);
+  assert_int_equal(nexar__seed_hello_decode(&d, b + 8, (size_t)n - 8), 0);
+  assert_int_equal(d.cert_len, NEXAR__CERT_MAX);
+  /* Encoder: a topology without a certificate, too long, unprintable. */
+  h = sample_hello();
+  strcpy(h.topo, "hypercube");
+  assert_int_equal(nexar__seed_hello_encode(&h, b, sizeof b),
+                   NEXAR_ERR_INVALID_ARG);
+  h.cert_len = NEXAR__CERT_MAX + 1;
+  assert_int_equal(nexar__seed_hello_encode(&h, b, sizeof b),
+                   NEXAR_ERR_INVALID_ARG);
+  h.cert_len = 10;
+  h.topo[1] = '\n';
+  assert_int_equal(nexar__seed_hello_encode(&h, b, sizeof b),
+                   NEXAR_ERR_INVALID_ARG);
+  /* Decoder: every truncation of the extension, a byte too many, lengths
+   * out of range, an unprintable topology. */
+  h = sample_hello();
+  h.cert_len = 40;
+  strcpy(h.topo, "full");
+  n = hello_frame(&h, b, sizeof b);
+  blen = (size_t)n - 8;
+  size_t ext = HELLO_FIXED + strlen(h.host);
+  for (size_t k = ext + 1; k < blen; k++)
+    assert_int_equal(nexar__seed_hello_decode(&d, b + 8, k), NEXAR_ERR_PROTO);
+  memcpy(c, b + 8, blen);
+  c[blen] = 'x';
+  assert_int_equal(nexar__seed_hello_decode(&d, c, blen + 1), NEXAR_ERR_PROTO);
+  memcpy(c, b + 8, blen);
+  nexar__put_u16(c + ext, 0);
+  assert_int_equal(nexar__seed_hello_decode(&d, c, blen), NEXAR_ERR_PROTO);
+  nexar__put_u16(c + ext, NEXAR__CERT_MAX + 1);
+  assert_int_equal(nexar__seed_hello_decode(&d, c, blen), NEXAR_ERR_PROTO);
+  memcpy(c, b + 8, blen);
+  c[ext + 2 + 40] = NEXAR__TOPO_MAX + 1;
+  assert_int_equal(nexar__seed_hello_decode(&d, c, blen), NEXAR_ERR_PROTO);
+  memcpy(c, b + 8, blen);
+  c[blen - 1] = 0x7f;
+  assert_int_equal(nexar__seed_hello_decode(&d, c, blen), NEXAR_ERR_PROTO);
+}
+
+/* The certificate section of WELCOME: one (length, DER) per rank after the
+ * entries, lengths 0 .. NEXAR__CERT_MAX, ending exactly with the body. */
+static void test_welcome_certs(void **state) {
+  (void)state;
+  enum { WS = 5 };
+  static uint8_t certs[WS][NEXAR__CERT_MAX];
+  const uint8_t *pc[WS];
+  uint16_t cl[WS] = {3, 0, NEXAR__CERT_MAX, 1, 200};
+  for (int i = 0; i < WS; i++) {
+    memset(certs[i], 0x30 + i, sizeof certs[i]);
+    pc[i] = certs[i];
+  }
+  fill_roster(WS);
+  int n =
+      nexar__seed_welcome_encode_certs(2, WS, roster, pc, cl, big, sizeof big);
+  size_t want = 8 + 8 + WS * ENTRY_BYTES;
+  for (int i = 0; i < WS; i++) want += 2u + cl[i];
+  assert_int_equal(n, (int)want);
+  nexar__seed_welcome_t w;
+  size_t blen = (size_t)n - 8;
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, blen), 0);
+  assert_non_null(w.certs);
+  size_t pos = 0;
+  for (int i = 0; i < WS; i++) {
+    const uint8_t *der;
+    uint16_t len;
+    assert_int_equal(nexar__welcome_cert(&w, &pos, &der, &len), 0);
+    assert_int_equal(len, cl[i]);
+    if (len) assert_memory_equal(der, certs[i], len);
+  }
+  const uint8_t *der;
+  uint16_t len;
+  assert_int_equal(nexar__welcome_cert(&w, &pos, &der, &len),
+                   NEXAR_ERR_INVALID_ARG);
+  /* Truncations inside the section and one byte too many. */
+  size_t fixed = 8 + WS * ENTRY_BYTES;
+  for (size_t k = fixed + 1; k < blen; k += 97)
+    assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, k),
+                     NEXAR_ERR_PROTO);
+  big[8 + blen] = 0;
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, blen + 1),
+                   NEXAR_ERR_PROTO);
+  /* A length above the bound. */
+  nexar__put_u16(big + 8 + fixed, NEXAR__CERT_MAX + 1);
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, blen),
+                   NEXAR_ERR_PROTO);
+  /* Without the section: no certificates to walk. */
+  n = nexar__seed_welcome_encode(2, WS, roster, big, sizeof big);
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, (size_t)n - 8), 0);
+  assert_null(w.certs);
+  pos = 0;
+  assert_int_equal(nexar__welcome_cert(&w, &pos, &der, &len),
+                   NEXAR_ERR_INVALID_ARG);
+  /* Encoder: a length above the bound, certificates without lengths. */
+  cl[0] = NEXAR__CERT_MAX + 1;
+  assert_int_equal(
+      nexar__seed_welcome_encode_certs(2, WS, roster, pc, cl, big, sizeof big),
+      NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(nexar__seed_welcome_encode_certs(2, WS, roster, pc, NULL,
+                                                    big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
 }
 
 static void test_hello_encode_invalid(void **state) {
@@ -1301,14 +1528,17 @@ int main(void) {
       cmocka_unit_test(test_hdr_rules),
       cmocka_unit_test(test_hdr_rpc),
       cmocka_unit_test(test_hdr_ctl),
+      cmocka_unit_test(test_hdr_relay),
       cmocka_unit_test(test_seed_frame),
       cmocka_unit_test(test_notice),
       cmocka_unit_test(test_proof),
       cmocka_unit_test(test_hello_roundtrip),
+      cmocka_unit_test(test_hello_identity),
       cmocka_unit_test(test_hello_encode_invalid),
       cmocka_unit_test(test_hello_decode_invalid),
       cmocka_unit_test(test_welcome_roundtrip),
       cmocka_unit_test(test_welcome_invalid),
+      cmocka_unit_test(test_welcome_certs),
       cmocka_unit_test(test_reject),
       cmocka_unit_test(test_random_garbage),
       cmocka_unit_test(test_random_mutation),

@@ -221,17 +221,45 @@ void nexar__topo_on_failure(nexar_ctx_t *ctx) {
   routes(ctx);
   if (t->kind == NEXAR__TOPO_FULL) return;
   nexar__relay_reroute(ctx);
-  /* A process no route reaches cannot be told apart from a failed one:
-   * it is declared failed (so fenced), as a silent peer would be. */
+  /* A process no route reaches cannot be told apart from a failed one: it
+   * is declared failed (so fenced), as a silent peer would be; unless only
+   * processes that left cut it off (every process leaves at finalize,
+   * neighbours first or last), then it is gone as they are. The second
+   * search counts the departed as links. */
+  bool cut = false;
+  for (int id = 0; id < t->n && !cut; id++)
+    cut = id != ctx->rank && !ctx->dead[id] && t->dist[id] < 0;
+  if (!cut) goto resend;
+  uint8_t *failed = malloc((size_t)t->n);
+  int *via_left = malloc((size_t)t->n * sizeof(int));
+  if (!failed || !via_left) {
+    free(failed);
+    free(via_left);
+    goto resend;
+  }
+  for (int id = 0; id < t->n; id++) failed[id] = ctx->dead[id] == 1;
+  bfs(t, ctx->rank, failed, via_left, NULL, t->queue, t->queue + t->n);
   for (int id = 0; id < t->n; id++) {
     if (id == ctx->rank || ctx->dead[id] || t->dist[id] >= 0) continue;
     char detail[160];
+    if (via_left[id] >= 0) {
+      snprintf(detail, sizeof(detail),
+               "rank %d: process %d is unreachable: the processes on every "
+               "path to it have left",
+               ctx->rank, id);
+      ctx->dead[id] = 2;
+      nexar__p2p_fail_peer(ctx, id, NEXAR_ERR_PEER_FAILED, detail);
+      continue;
+    }
     snprintf(detail, sizeof(detail),
              "unreachable: every path to it in the %s graph crosses failed "
              "processes",
              t->name);
     nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank, detail);
   }
+  free(failed);
+  free(via_left);
+resend:
   nexar__agree_resend(ctx);
 }
 

@@ -76,6 +76,10 @@
     "1: join a running elastic job at its next nexar_elastic_checkpoint")      \
   X(STR, topology, "NEXAR_TOPOLOGY", "full", 0, 0,                             \
     "connection graph: full, kregular:K or hypercube (docs/topology.md)")      \
+  X(INT, relay_window_bytes, "NEXAR_RELAY_WINDOW_BYTES", 1048576, 1024,        \
+    1 << 30,                                                                   \
+    "bytes of one relayed message a relay holds in transit (at least the "     \
+    "eager size)")                                                             \
   X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
     "QUIC idle timeout (0: off)")                                              \
   X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,      \

@@ -146,8 +146,13 @@ static void forward(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
   }
   nexar__fwd_t *f = calloc(1, sizeof(*f));
   nexar__omsg_t *o = calloc(1, sizeof(*o));
+  /* The ring: the stream's initial window (the eager size), widened to
+   * NEXAR_RELAY_WINDOW_BYTES at once so that a large frame keeps a useful
+   * amount in flight on both links. */
   uint64_t total = m->hdr.payload_len, eager = (uint64_t)ctx->prm.eager_bytes;
-  uint64_t cap = total < eager ? total : eager;
+  uint64_t win = (uint64_t)ctx->prm.relay_window_bytes;
+  if (win < eager) win = eager;
+  uint64_t cap = total < win ? total : win;
   uint8_t *ring = f && o ? malloc(cap) : NULL;
   if (!ring) {
     free(f);
@@ -172,6 +177,7 @@ static void forward(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
   f->out = o;
   m->fwd = f;
   m->state = NEXAR__IM_FWD;
+  if (cap > eager) nexar__conn_extend_stream(c, m->sid, cap - eager);
   ctx->topo.st.forwarded++;
   if (!park) {
     nexar__conn_send(n, o);

@@ -187,7 +187,11 @@ static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
   st->cc_algo = NGTCP2_CC_ALGO_BBR2;
   st->initial_rtt = 10 * NGTCP2_MILLISECONDS;
   st->max_window = 64u << 20;
-  st->max_stream_window = 64u << 20;
+  /* No stream-window auto-tuning: a stream's window grows only as the
+   * application extends it (the whole rest of a matched message at once;
+   * a relayed frame as the next hop acknowledges, which bounds what a relay
+   * holds to its ring, relay.c). */
+  st->max_stream_window = 0;
   st->handshake_timeout = 30 * NGTCP2_SECONDS;
   /* Large packets on loopback (64 KB: +87 % measured); the Initial stays
    * small because shaping is only switched off for loopback paths. */
