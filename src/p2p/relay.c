@@ -456,7 +456,8 @@ void nexar__relay_reroute(nexar_ctx_t *ctx) {
         if (m->dest == id) continue; /* for the failed one: failed with it */
         /* Untouched by the failed neighbour (it acknowledged nothing), so
          * every byte is still here: send it again along the new route. */
-        bool intact = m->acked == 0 && (!m->fwd || m->fwd->done == 0);
+        bool intact = m->acked == 0 && (!m->fwd || m->fwd->done == 0) &&
+                      (m->fwd || m->data || !m->len); /* not cancelled */
         int hop = nexar__topo_next(ctx, m->dest);
         nexar__conn_t *n = hop >= 0 ? ctx->peers[hop] : NULL;
         nexar__conn_unqueue(c, m);
