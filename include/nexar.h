@@ -512,6 +512,9 @@ NEXAR_EXTERN int nexar_waitall(size_t n, nexar_req_t **reqs,
  *   pipeline through the ring.
  * Non-powers of two: the first 2(n - 2^k) ranks fold pairwise into 2^k
  * (Rabenseifner & Traeff 2004), the ring needs no fold.
+ * Sparse topologies (docs/topology.md): above the recursive-doubling size,
+ * Rabenseifner where every r, r ^ 2^k pair is a link, else the ring where
+ * every r, r + 1 pair is, so that nothing is relayed.
  */
 NEXAR_EXTERN int nexar_allreduce(nexar_comm_t *comm, const void *sendbuf,
                                  void *recvbuf, size_t count,
@@ -718,7 +721,9 @@ NEXAR_EXTERN int nexar_iexscan(nexar_comm_t *comm, const void *sendbuf,
  * control lane, so bulk data in flight does not delay it. Algorithms:
  * below 5 ranks two-phase (every rank signals rank 0, which then releases
  * all); otherwise dissemination (Hensgen, Finkel & Manber 1988), ceil(log2
- * n) rounds.
+ * n) rounds. On a sparse topology whose links include every r, r ^ 2^k
+ * pair of |comm| (a power-of-two hypercube), recursive doubling over those
+ * links (docs/topology.md).
  */
 NEXAR_EXTERN int nexar_barrier(nexar_comm_t *comm);
 NEXAR_EXTERN int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req);
