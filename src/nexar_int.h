@@ -626,6 +626,9 @@ void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine);
 /* Cancels a pending request (progress thread). */
 void nexar__p2p_cancel(nexar__req_t *req, int rc);
 void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
+/* Ends the send waiting on |m|, if any, with |err|; |why| becomes its
+ * communicator's error text. */
+void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why);
 void nexar__omsg_free(nexar__omsg_t *m);
 /* Sequence state of (this process, stable id |peer|, comm |comm_id|), made
  * on first use; NULL when NEXAR__MAX_SEQS communicators are live. */

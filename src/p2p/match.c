@@ -854,23 +854,28 @@ static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
   }
 }
 
+void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why) {
+  nexar__req_t *r = m->req;
+  if (!r) return;
+  m->req = NULL;
+  r->omsg = NULL;
+  nexar__comm_set_error(r->comm, "%s", why);
+  nexar__req_complete(r, err);
+}
+
 void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
                           const char *why) {
+  char send_why[NEXAR__ERRMSG_MAX], recv_why[NEXAR__ERRMSG_MAX];
+  snprintf(send_why, sizeof(send_why), "rank %d: send to %s", ctx->rank, why);
+  snprintf(recv_why, sizeof(recv_why), "rank %d: recv from %s", ctx->rank, why);
   nexar__rpc_fail_peer(ctx, peer, err, why);
   /* Pending sends to the peer, on whichever link they leave (relayed ones
    * on the first link of their route). */
   for (int id = 0; id < ctx->world; id++) {
     nexar__conn_t *c = id == ctx->rank ? NULL : ctx->peers[id];
-    for (int lane = 0; c && lane < NEXAR__LANE_COUNT; lane++) {
-      for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
-        if (!m->req || m->dest != peer) continue;
-        nexar__req_t *r = m->req;
-        m->req = NULL;
-        r->omsg = NULL;
-        nexar__comm_set_error(r->comm, "rank %d: send to %s", ctx->rank, why);
-        nexar__req_complete(r, err);
-      }
-    }
+    for (int lane = 0; c && lane < NEXAR__LANE_COUNT; lane++)
+      for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
+        if (m->dest == peer) nexar__omsg_fail(m, err, send_why);
   }
   /* Receives that wait on the peer (ANY_SOURCE included: it could have
    * been the sender), on every communicator. A communicator the peer is
@@ -888,11 +893,11 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
   for (int id = 0; id < ctx->world; id++) {
     nexar__conn_t *c = id == ctx->rank ? NULL : ctx->peers[id];
     for (nexar__imsg_t *m = c ? c->imsgs : NULL; m; m = m->anext) {
-      if (!m->req || m->origin != peer) continue;
       nexar__req_t *r = m->req;
+      if (!r || m->origin != peer) continue;
       m->req = NULL;
       r->msg = NULL;
-      nexar__comm_set_error(r->comm, "rank %d: recv from %s", ctx->rank, why);
+      nexar__comm_set_error(r->comm, "%s", recv_why);
       nexar__req_complete(r, err);
     }
   }

@@ -479,16 +479,11 @@ void nexar__relay_reroute(nexar_ctx_t *ctx) {
                     "(%s)",
                     ctx->rank, m->dest, id,
                     intact ? "no route left" : "partly passed on");
-        if (m->req) {
-          nexar__req_t *r = m->req;
-          m->req = NULL;
-          r->omsg = NULL;
-          nexar__comm_set_error(r->comm,
-                                "rank %d: send to process %d failed: lost "
-                                "with relay rank %d",
-                                ctx->rank, m->dest, id);
-          nexar__req_complete(r, NEXAR_ERR_PEER_FAILED);
-        }
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "rank %d: send to process %d failed: lost with relay rank %d",
+                 ctx->rank, m->dest, id);
+        nexar__omsg_fail(m, NEXAR_ERR_PEER_FAILED, why);
         nexar__omsg_free(m);
       }
     }
