@@ -61,24 +61,27 @@ int nexar__coll_params_check(const nexar__params_t *p, char *err, size_t len) {
 static int sparse_plan(const nexar__sched_t *s, const nexar__params_t *p,
                        int a) {
   unsigned shape = nexar__topo_comm_shape(s->comm);
-  bool xor = (shape & NEXAR__SHAPE_XOR) != 0;
-  bool ring = (shape & NEXAR__SHAPE_RING) != 0;
+  bool on_xor = (shape & NEXAR__SHAPE_XOR) != 0;
+  bool on_ring = (shape & NEXAR__SHAPE_RING) != 0;
   uint64_t bytes = s->a.count * s->a.es;
   switch (s->a.coll) {
     case NEXAR__COLL_BARRIER:
       if (s->a.final) return NEXAR__ALGO_NEIGHBOUR;
-      return xor? NEXAR__ALGO_RD : a;
+      return on_xor ? NEXAR__ALGO_RD : a;
     case NEXAR__COLL_ALLREDUCE:
       if (algo_from(p->algo_allreduce, ar_names, ar_ids, 4) !=
           NEXAR__ALGO_DEFAULT)
         return a;
-      /* Small vectors keep recursive doubling where its partners are not
-       * all links: log2(n) rounds, a few of them relayed, beat the ring's
-       * 2(n - 1) steps (docs/topology.md, measured). */
-      if (bytes <= (uint64_t)p->allreduce_rd_max_bytes) return NEXAR__ALGO_RD;
-      return xor? NEXAR__ALGO_RABENSEIFNER : ring ? NEXAR__ALGO_RING : a;
+      if (on_xor)
+        return bytes <= (uint64_t)p->allreduce_rd_max_bytes
+                   ? NEXAR__ALGO_RD
+                   : NEXAR__ALGO_RABENSEIFNER;
+      /* The ring at every size: even for 8 bytes its 2(n - 1) steps along
+       * links measured no slower than recursive doubling's relayed rounds
+       * (docs/topology.md section 8). */
+      return on_ring ? NEXAR__ALGO_RING : a;
     case NEXAR__COLL_ALLGATHER:
-      return xor? NEXAR__ALGO_RD : ring ? NEXAR__ALGO_RING : a;
+      return on_xor ? NEXAR__ALGO_RD : on_ring ? NEXAR__ALGO_RING : a;
     default:
       return a;
   }
