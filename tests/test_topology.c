@@ -5,6 +5,7 @@
  * origin, and a failed relay routed around.
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,6 +357,31 @@ static int run_invalid(const char *topo, int n, const char *want) {
   return rc;
 }
 
+/* ---- nexar_config_t.topology: set in the struct it wins over the
+ * environment; a struct from an older header (whose size ends before the
+ * field) is read without it. */
+static int worker_config(int index, void *arg) {
+  (void)arg;
+  nexar_config_t cfg = NEXAR_CONFIG_INIT;
+  cfg.topology = "kregular:9";
+  nexar_ctx_t *ctx = NULL;
+  int rc = nexar_init(&cfg, &ctx);
+  NT_CHECKF(rc == NEXAR_ERR_INVALID_ARG &&
+                strstr(nexar_last_error(), "NEXAR_TOPOLOGY=kregular:9"),
+            "nexar_init: %d: %s", rc, nexar_last_error());
+  cfg.topology = "no such topology";
+  cfg.size = offsetof(nexar_config_t, topology);
+  nexar_comm_t *w;
+  NT_OK(nexar_init(&cfg, &ctx));
+  w = nexar_comm_world(ctx);
+  int links = nexar__topo_links(ctx), n;
+  NT_OK(nexar_comm_size(w, &n));
+  NT_CHECKF(links == 2, "%d links from NEXAR_TOPOLOGY=kregular:2", links);
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 /* ---- A failed relay: on a ring of 6 (kregular:2), rank 1 carries the
  * traffic between ranks 0 and 2. It is killed; under automatic recovery
  * the survivors rebuild the world and 0 and 2 talk again, around it. */
@@ -508,6 +534,14 @@ int main(int argc, char **argv) {
     fails += run_invalid("kregular:1", 6, "not connected");
     fails += run_invalid("kregular:x", 4, "positive integer");
     fails += run_invalid("torus", 4, "not one of full, kregular:K, hypercube");
+  }
+  if (!*only || !strcmp(only, "invalid")) {
+    nt_opts_t o = {.world_size = 8,
+                   .timeout_ms = 30000,
+                   .env = "NEXAR_TOPOLOGY=kregular:2"};
+    int rc = nt_run(&o, worker_config, NULL);
+    fprintf(stderr, "nexar_config_t.topology: %s\n", rc ? "FAILED" : "ok");
+    fails += rc;
   }
   if (!*only || !strcmp(only, "forge")) {
     nt_opts_t o = {.world_size = 6,
