@@ -17,8 +17,11 @@
 /* Bodies longer than this are not re-encoded (the roster buffer below). */
 #define MAX_ENTRIES 1024u
 
-static uint8_t out[NEXAR__SEED_FRAME_HDR + 8 + MAX_ENTRIES * ENTRY_BYTES];
+static uint8_t out[NEXAR__SEED_FRAME_HDR + 8 +
+                   MAX_ENTRIES * (ENTRY_BYTES + 2 + NEXAR__CERT_MAX)];
 static nexar__roster_entry_t roster[MAX_ENTRIES];
+static const uint8_t *certs[MAX_ENTRIES];
+static uint16_t cert_len[MAX_ENTRIES];
 
 static void check(int cond) {
   if (!cond) abort();
@@ -46,7 +49,10 @@ static void fuzz_hdr(const uint8_t *in, size_t len) {
     check(r == 0);
   } else if (r > 0) {
     check(r == (int)NEXAR__HDR_BYTES);
-    check(h.payload_len <= max_payload);
+    /* A relay frame carries a whole message after its envelope. */
+    check(h.payload_len <= max_payload ||
+          (h.kind == NEXAR__KIND_RELAY &&
+           h.payload_len - NEXAR__RELAY_PRE_BYTES <= max_payload));
     nexar__hdr_encode(&h, out);
     check(memcmp(out, in, NEXAR__HDR_BYTES) == 0);
   } else {
@@ -97,11 +103,16 @@ static void fuzz_welcome(const uint8_t *in, size_t len) {
   }
   check(w.world_size >= 1 && w.rank < w.world_size);
   if (w.world_size > MAX_ENTRIES) return;
-  for (uint32_t i = 0; i < w.world_size; i++)
+  size_t pos = 0;
+  for (uint32_t i = 0; i < w.world_size; i++) {
     check(nexar__welcome_entry(&w, i, &roster[i]) == 0);
-  check_frame(
-      nexar__seed_welcome_encode(w.rank, w.world_size, roster, out, sizeof out),
-      NEXAR__SEED_WELCOME, in, len);
+    if (w.certs)
+      check(nexar__welcome_cert(&w, &pos, &certs[i], &cert_len[i]) == 0);
+  }
+  check_frame(nexar__seed_welcome_encode_certs(
+                  w.rank, w.world_size, roster, w.certs ? certs : NULL,
+                  w.certs ? cert_len : NULL, out, sizeof out),
+              NEXAR__SEED_WELCOME, in, len);
 }
 
 static void fuzz_reject(const uint8_t *in, size_t len) {
