@@ -441,7 +441,8 @@ typedef struct nexar__topo {
   /* Frames for a neighbour whose link is not up yet here (mesh forming),
    * FIFO per stable id (relay.c). */
   nexar__omsg_t **parked;
-  int forge_as; /* test hook (nexar__topo_test_forge): -1 */
+  int forge_as;   /* test hook (nexar__topo_test_forge): -1 */
+  int test_limit; /* test hook (nexar__topo_test_hops): 0 */
 } nexar__topo_t;
 
 /* ---- Process context. */
@@ -754,6 +755,9 @@ int nexar__topo_route(nexar_ctx_t *ctx, int dest, int *hop, int *hops);
 /* Test hook: relay frames this process originates from now on claim to
  * come from stable id |as| (-1: off), which their destinations must refuse. */
 void nexar__topo_test_forge(nexar_ctx_t *ctx, int as);
+/* Test hook: relay frames this process originates from now on carry hop
+ * limit |limit| (0: the normal one), so that a relay must drop them. */
+void nexar__topo_test_hops(nexar_ctx_t *ctx, int limit);
 
 /* ---------------- rpc/rpc.c ---------------- */
 /* Sets up the RPC state of |ctx| (before the endpoint starts). */

@@ -271,7 +271,8 @@ static int run_basic(const char *topo, int n) {
 }
 
 /* ---- A forged origin: on a ring of 6, rank 0 sends a relay frame to
- * rank 3 (through 1 and 2) claiming to be rank 5. The destination must refuse
+ * rank 3 (through 1 and 2) claiming to be rank 5. Then a frame whose hop
+ * limit is too low for its route. The destination must refuse
  * it (tag check), log it, and not deliver it; a genuine message after it
  * arrives. */
 static int worker_forge(int index, void *arg) {
@@ -324,6 +325,36 @@ static int worker_forge(int index, void *arg) {
     NT_OKC(w, nexar_wait(&rq, &stt));
     NT_CHECKF(got == 777 && stt.source == 0, "got %lld from %d", (long long)got,
               stt.source);
+  }
+  NT_OKC(w, nexar_barrier(w));
+  /* A hop limit of 1 on a frame that needs 3 hops: rank 1, the first
+   * relay, drops it and logs why (the message is lost, so it is the last
+   * data message from 0 to the destination here). */
+  if (r == 0) {
+    int64_t v = 5;
+    nexar__topo_test_hops(ctx, 1);
+    NT_OKC(w, nexar_send(w, &v, 1, NEXAR_INT64, dest, 44));
+    nexar__topo_test_hops(ctx, 0);
+  }
+  if (r == 1) {
+    nexar__topo_stats_t st = {0};
+    for (int i = 0; i < 500 && st.dropped == 0; i++) {
+      nexar__topo_stats(ctx, &st);
+      struct timespec ts = {0, 10000000};
+      nanosleep(&ts, NULL);
+    }
+    NT_CHECKF(st.dropped == 1, "%llu frames dropped",
+              (unsigned long long)st.dropped);
+    fflush(NULL);
+    char p1[128], line[1024];
+    snprintf(p1, sizeof(p1), "/tmp/nexar-topo-forge-%d.log", (int)getpid());
+    FILE *f = fopen(p1, "r");
+    NT_CHECK(f);
+    int logged = 0;
+    while (fgets(line, sizeof(line), f))
+      logged |= strstr(line, "hop limit 1 reached") != NULL;
+    fclose(f);
+    NT_CHECKF(logged, "no log line about the hop limit in %s", p1);
   }
   NT_OKC(w, nexar_barrier(w));
   char path[128];
@@ -550,7 +581,8 @@ int main(int argc, char **argv) {
                        "NEXAR_TOPOLOGY=kregular:2\n"
                        "NEXAR_DEBUG_FILE=/tmp/nexar-topo-forge-%p.log"};
     int rc = nt_run(&o, worker_forge, NULL);
-    fprintf(stderr, "forged relay origin refused: %s\n", rc ? "FAILED" : "ok");
+    fprintf(stderr, "forged relay origin refused, hop limit enforced: %s\n",
+            rc ? "FAILED" : "ok");
     fails += rc;
   }
   if (!*only || !strcmp(only, "kill")) {

@@ -392,3 +392,14 @@ void nexar__topo_test_forge(nexar_ctx_t *ctx, int as) {
   topo_arg_t a = {ctx, NULL, as, 0, 0};
   nexar__ep_call(&ctx->ep, forge_fn, &a, UINT64_MAX);
 }
+
+static int hops_fn(nexar__req_t *ctl) {
+  topo_arg_t *a = ctl->cb_arg;
+  a->ctx->topo.test_limit = a->as;
+  return 0;
+}
+
+void nexar__topo_test_hops(nexar_ctx_t *ctx, int limit) {
+  topo_arg_t a = {ctx, NULL, limit, 0, 0};
+  nexar__ep_call(&ctx->ep, hops_fn, &a, UINT64_MAX);
+}

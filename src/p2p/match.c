@@ -139,7 +139,8 @@ static int emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
   }
   m->data = copy ? m->owned : data;
   if (c->peer != dest) {
-    int limit = 2 * ctx->topo.dist[dest] + 2;
+    int limit = ctx->topo.test_limit ? ctx->topo.test_limit
+                                     : 2 * ctx->topo.dist[dest] + 2;
     rc = nexar__relay_wrap(
         ctx, dest,
         limit < (int)NEXAR__RELAY_MAX_HOPS ? limit : (int)NEXAR__RELAY_MAX_HOPS,
