@@ -275,6 +275,33 @@ static int run_basic(const char *topo, int n) {
  * limit is too low for its route. The destination must refuse
  * it (tag check), log it, and not deliver it; a genuine message after it
  * arrives. */
+/* Polls this process's relay counters until |field| of them is nonzero
+ * (at most 5 s) and returns them. */
+static nexar__topo_stats_t wait_counter(nexar_ctx_t *ctx, size_t field) {
+  nexar__topo_stats_t st = {0};
+  for (int i = 0; i < 500; i++) {
+    nexar__topo_stats(ctx, &st);
+    if (*(uint64_t *)((char *)&st + field)) break;
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  return st;
+}
+
+/* Whether this process's log (NEXAR_DEBUG_FILE, one file per process) has
+ * a line containing |a| and |b|. */
+static int logged(const char *a, const char *b) {
+  fflush(NULL);
+  char path[128], line[1024];
+  snprintf(path, sizeof(path), "/tmp/nexar-topo-forge-%d.log", (int)getpid());
+  FILE *f = fopen(path, "r");
+  int found = 0;
+  while (f && fgets(line, sizeof(line), f))
+    found |= strstr(line, a) && strstr(line, b);
+  if (f) fclose(f);
+  return found;
+}
+
 static int worker_forge(int index, void *arg) {
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
@@ -297,29 +324,15 @@ static int worker_forge(int index, void *arg) {
     NT_OKC(w, nexar_send(w, &real, 1, NEXAR_INT64, dest, 42));
   }
   if (r == dest) {
-    nexar__topo_stats_t st = {0};
-    for (int i = 0; i < 500 && st.rejected == 0; i++) {
-      int done = 0;
-      NT_OKC(w, nexar_test(&rq, &done, NULL));
-      NT_CHECKF(!done, "the forged message was delivered: %lld",
-                (long long)got);
-      nexar__topo_stats(ctx, &st);
-      struct timespec ts = {0, 10000000};
-      nanosleep(&ts, NULL);
-    }
+    int done = 0;
+    nexar__topo_stats_t st =
+        wait_counter(ctx, offsetof(nexar__topo_stats_t, rejected));
+    NT_OKC(w, nexar_test(&rq, &done, NULL));
+    NT_CHECKF(!done, "the forged message was delivered: %lld", (long long)got);
     NT_CHECKF(st.rejected == 1, "%llu relay frames refused",
               (unsigned long long)st.rejected);
-    /* The refusal is logged (NEXAR_DEBUG_FILE, one file per process). */
-    fflush(NULL);
-    char path[128], line[1024];
-    snprintf(path, sizeof(path), "/tmp/nexar-topo-forge-%d.log", (int)getpid());
-    FILE *f = fopen(path, "r");
-    NT_CHECK(f);
-    int logged = 0;
-    while (fgets(line, sizeof(line), f))
-      logged |= strstr(line, "forged origin") && strstr(line, "process 5");
-    fclose(f);
-    NT_CHECKF(logged, "no log line about the forged frame in %s", path);
+    NT_CHECKF(logged("forged origin", "process 5"),
+              "no log line about the forged frame");
     NT_OKC(w, nexar_send(w, NULL, 0, NEXAR_UINT8, 0, 43));
     nexar_status_t stt;
     NT_OKC(w, nexar_wait(&rq, &stt));
@@ -337,24 +350,12 @@ static int worker_forge(int index, void *arg) {
     nexar__topo_test_hops(ctx, 0);
   }
   if (r == 1) {
-    nexar__topo_stats_t st = {0};
-    for (int i = 0; i < 500 && st.dropped == 0; i++) {
-      nexar__topo_stats(ctx, &st);
-      struct timespec ts = {0, 10000000};
-      nanosleep(&ts, NULL);
-    }
+    nexar__topo_stats_t st =
+        wait_counter(ctx, offsetof(nexar__topo_stats_t, dropped));
     NT_CHECKF(st.dropped == 1, "%llu frames dropped",
               (unsigned long long)st.dropped);
-    fflush(NULL);
-    char p1[128], line[1024];
-    snprintf(p1, sizeof(p1), "/tmp/nexar-topo-forge-%d.log", (int)getpid());
-    FILE *f = fopen(p1, "r");
-    NT_CHECK(f);
-    int logged = 0;
-    while (fgets(line, sizeof(line), f))
-      logged |= strstr(line, "hop limit 1 reached") != NULL;
-    fclose(f);
-    NT_CHECKF(logged, "no log line about the hop limit in %s", p1);
+    NT_CHECKF(logged("hop limit 1 reached", "process 0"),
+              "no log line about the hop limit");
   }
   NT_OKC(w, nexar_barrier(w));
   char path[128];

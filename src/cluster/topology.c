@@ -382,24 +382,20 @@ void nexar__topo_stats(nexar_ctx_t *ctx, nexar__topo_stats_t *out) {
   nexar__ep_call(&ctx->ep, stats_fn, &a, UINT64_MAX);
 }
 
-static int forge_fn(nexar__req_t *ctl) {
+/* The test hooks: |as| is stored in the field |hops| names (0: forge_as,
+ * 1: test_limit). */
+static int hook_fn(nexar__req_t *ctl) {
   topo_arg_t *a = ctl->cb_arg;
-  a->ctx->topo.forge_as = a->as;
+  *(a->hops ? &a->ctx->topo.test_limit : &a->ctx->topo.forge_as) = a->as;
   return 0;
 }
 
 void nexar__topo_test_forge(nexar_ctx_t *ctx, int as) {
   topo_arg_t a = {ctx, NULL, as, 0, 0};
-  nexar__ep_call(&ctx->ep, forge_fn, &a, UINT64_MAX);
-}
-
-static int hops_fn(nexar__req_t *ctl) {
-  topo_arg_t *a = ctl->cb_arg;
-  a->ctx->topo.test_limit = a->as;
-  return 0;
+  nexar__ep_call(&ctx->ep, hook_fn, &a, UINT64_MAX);
 }
 
 void nexar__topo_test_hops(nexar_ctx_t *ctx, int limit) {
-  topo_arg_t a = {ctx, NULL, limit, 0, 0};
-  nexar__ep_call(&ctx->ep, hops_fn, &a, UINT64_MAX);
+  topo_arg_t a = {ctx, NULL, limit, 0, 1};
+  nexar__ep_call(&ctx->ep, hook_fn, &a, UINT64_MAX);
 }
