@@ -273,6 +273,9 @@ typedef struct nexar__ep_ops {
    * rank (>= 0), -1 to refuse, or -2 to accept as a non-mesh (seed)
    * client. */
   int (*verify_client)(nexar__ep_t *ep, const uint8_t *fp);
+  /* An ICMP "port unreachable" came back for a datagram sent to |to|
+   * (optional). */
+  void (*on_unreachable)(nexar__ep_t *ep, const struct sockaddr_storage *to);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
@@ -324,6 +327,7 @@ struct nexar__ep {
   uint8_t *rxbuf;   /* GRO receive buffers */
   /* Transport settings and send back-pressure (udp.c, quic.c). */
   bool gro;              /* UDP_GRO is on for the socket */
+  bool errq;             /* the socket's error queue needs reading */
   bool rx_more;          /* the last receive pass stopped at its budget */
   int rx_batch;          /* datagrams per recvmmsg call */
   int64_t data_inflight; /* data-lane bytes-in-flight floor; 0: none */
@@ -618,6 +622,9 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
                            const char *detail);
 /* Engine: a mesh connection is gone (bootstrap.c on_closed). */
 void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c);
+/* Engine: an ICMP port unreachable for |to| (the endpoint's ops). */
+void nexar__ft_on_unreachable(nexar__ep_t *ep,
+                              const struct sockaddr_storage *to);
 /* Engine, every pass after formation: the heartbeat timeout check. */
 void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now);
 /* Engine: a process-level control message (kind FAILED or AGREE) with its

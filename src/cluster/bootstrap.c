@@ -279,6 +279,7 @@ const nexar__ep_ops_t nexar__worker_ops = {
     .on_closed = worker_on_closed,
     .on_tick = worker_on_tick,
     .verify_client = worker_verify_client,
+    .on_unreachable = nexar__ft_on_unreachable,
 };
 
 static int boot_begin(nexar__req_t *req) {
