@@ -243,6 +243,12 @@ static int automatic(int index, void *arg) {
       sh->t_kill = nt_now_ms();
       raise(SIGKILL);
     }
+    if (index == 1 && i == 10) {
+      /* A message of epoch 0 nobody receives: it must never be delivered
+       * in a later epoch. */
+      int32_t stale = -7;
+      NT_OKC(w, nexar_send(w, &stale, 1, NEXAR_INT32, 2, 7));
+    }
     int64_t v = index + 1, s = 0;
     int rc = nexar_allreduce(w, &v, &s, 1, NEXAR_INT64, NEXAR_SUM);
     if (rc == NEXAR_OK) {
@@ -259,6 +265,20 @@ static int automatic(int index, void *arg) {
   int nf;
   NT_OK(nexar_failures(ctx, f, 4, &nf));
   NT_CHECKF(nf == 2, "%d failures known", nf);
+  /* The epoch-0 message was dropped with its epoch. */
+  if (index == 1) {
+    int32_t fresh = 8;
+    NT_OKC(w, nexar_send(w, &fresh, 1, NEXAR_INT32, 2, 8));
+  }
+  if (index == 2) {
+    int32_t got = 0;
+    nexar_status_t st;
+    NT_OKC(w, nexar_recv(w, &got, 1, NEXAR_INT32, NEXAR_ANY_SOURCE,
+                         NEXAR_ANY_TAG, &st));
+    NT_CHECKF(got == 8 && st.tag == 8 && st.source == 1,
+              "got %d tag %d from %d: a stale message was delivered", got,
+              st.tag, st.source);
+  }
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
