@@ -37,3 +37,5 @@ endif()
 set_tests_properties(test_device_cuda PROPERTIES SKIP_RETURN_CODE 77)
 # Communicators: split (colours, NEXAR_UNDEFINED, keys), dup, free.
 nexar_test(test_comm 300 test_comm.c)
+# Elastic membership: grow 4 -> 6 through the seed, leave, limits.
+nexar_test(test_elastic 90 test_elastic.c)

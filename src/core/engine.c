@@ -310,6 +310,15 @@ static void run_ops(nexar__ep_t *ep) {
   while (q) {
     nexar__req_t *next = q->next;
     q->next = NULL;
+    int revoked =
+        q->kind == NEXAR__REQ_CTRL ? 0 : atomic_load(&q->comm->revoked);
+    if (revoked) {
+      /* A revoked communicator runs nothing until it is rebuilt. */
+      nexar__comm_set_error(q->comm, "%s", q->comm->revoke_msg);
+      nexar__req_complete(q, revoked);
+      q = next;
+      continue;
+    }
     switch (q->kind) {
       case NEXAR__REQ_CTRL:
         nexar__req_complete(q, q->ctrl(q));
