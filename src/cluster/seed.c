@@ -130,13 +130,17 @@ static int proto_close(nexar__conn_t *c, const char *why) {
   return NEXAR_ERR_PROTO;
 }
 
-/* Whether |proof| is the worker proof of the cluster secret on |c|'s TLS
- * session (constant-time). Returns 1, 0, or NEXAR_ERR_TRANSPORT. */
-static int proof_ok(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *proof) {
+/* Checks that |proof| is the worker proof of the cluster secret on |c|'s
+ * TLS session (constant-time). Returns 0; NEXAR_ERR_AUTH with |why| (of
+ * NEXAR__REASON_MAX bytes) set, to refuse; NEXAR_ERR_TRANSPORT. */
+static int check_proof(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *proof,
+                       char *why) {
   uint8_t exp[32], mac[32];
   if (nexar__tls_exporter(c, exp) < 0) return NEXAR_ERR_TRANSPORT;
   nexar__mac(s->key, "nexar worker proof v1", exp, mac);
-  return nexar__ct_equal(mac, proof, 32) ? 1 : 0;
+  if (nexar__ct_equal(mac, proof, 32)) return 0;
+  snprintf(why, NEXAR__REASON_MAX, "wrong cluster secret");
+  return NEXAR_ERR_AUTH;
 }
 
 /* The address peers dial for a worker that sent |h| on |c|. */
@@ -359,13 +363,11 @@ static int on_admit(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *body,
   nexar__seed_admit_t a;
   if (nexar__seed_admit_decode(&a, body, len) < 0)
     return proto_close(c, "malformed admit");
-  int ok = proof_ok(s, c, a.proof);
-  if (ok < 0) return ok;
   char why[NEXAR__REASON_MAX];
-  int code = 0;
-  if (!ok) {
-    code = NEXAR_ERR_AUTH;
-    snprintf(why, sizeof(why), "wrong cluster secret");
+  int code = check_proof(s, c, a.proof, why);
+  if (code == NEXAR_ERR_TRANSPORT) return code;
+  if (code == NEXAR_ERR_AUTH) {
+    /* refused below, with |why| */
   } else if (!s->max_world) {
     code = NEXAR_ERR_UNSUPPORTED;
     snprintf(why, sizeof(why),
@@ -407,13 +409,11 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
   nexar__seed_hello_t h;
   if (nexar__seed_hello_decode(&h, body, len) < 0)
     return proto_close(c, "malformed hello");
-  int ok = proof_ok(s, c, h.proof);
-  if (ok < 0) return ok;
   char why[NEXAR__REASON_MAX];
-  int code = 0;
-  if (!ok) {
-    code = NEXAR_ERR_AUTH;
-    snprintf(why, sizeof(why), "wrong cluster secret");
+  int code = check_proof(s, c, h.proof, why);
+  if (code == NEXAR_ERR_TRANSPORT) return code;
+  if (code == NEXAR_ERR_AUTH) {
+    /* refused below, with |why| */
   } else if (h.join) {
     return on_join_hello(s, c, &h);
   } else if (s->formed) {
