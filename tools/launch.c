@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,8 +306,16 @@ static void seed_child(nexar_launch_t *l, int ctl, int outw, int errw,
   cfg.world_size = l->opts.world_size;
   if (l->opts.seed_timeout_ms > 0) cfg.timeout_ms = l->opts.seed_timeout_ms;
   if (l->opts.max_world_size > 0) cfg.max_world_size = l->opts.max_world_size;
+  /* SIGTERM stays with this thread (the seed's inherits the mask): until
+   * formation it ends the seed as always, after it an elastic seed takes
+   * it with sigwait and stops cleanly. */
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, NULL);
   nexar_seed_t *seed = NULL;
   int rc = nexar_seed_start(&cfg, &seed);
+  pthread_sigmask(SIG_UNBLOCK, &term, NULL);
   if (rc != NEXAR_OK) {
     char msg[600];
     const char *detail = nexar_last_error();
@@ -321,8 +330,11 @@ static void seed_child(nexar_launch_t *l, int ctl, int outw, int errw,
     seed_say(ctl, 'R', rc, "");
     /* An elastic seed admits joiners until the launcher stops it (SIGTERM
      * once every worker has ended). */
-    if (nexar_seed_max_world_size(seed) > 0)
-      for (;;) pause();
+    if (nexar_seed_max_world_size(seed) > 0) {
+      int sig;
+      pthread_sigmask(SIG_BLOCK, &term, NULL);
+      sigwait(&term, &sig);
+    }
   } else {
     const char *detail = nexar_seed_last_error(seed);
     seed_say(ctl, 'R', rc, detail && *detail ? detail : nexar_strerror(rc));

@@ -334,7 +334,7 @@ static int admit(nexar_seed_t *s, nexar__conn_t *c,
   }
   /* The admitted leave the pending list; their connections close once the
    * JOIN is delivered. */
-  memmove(s->jw, s->jw + k, (size_t)(s->njw - k) * sizeof(*s->jw));
+  if (k) memmove(s->jw, s->jw + k, (size_t)(s->njw - k) * sizeof(*s->jw));
   s->njw -= k;
   s->nids += k;
   s->current = n + k;
