@@ -3,7 +3,7 @@ BUILD ?= build
 NP ?= 4
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test asan clean
+.PHONY: all deps build run run-ft test asan clean
 
 all: build
 
@@ -17,6 +17,13 @@ build: deps
 # README command 1: the main job, data-parallel training on 4 processes.
 run: build
 	$(BUILD)/tools/nexar-run -n $(NP) -t 300 -- $(BUILD)/examples/ddp_digits
+
+# The fault-tolerance demo: rank 2 is killed in epoch 3, the others go on.
+run-ft: build
+	NEXAR_RECOVERY=automatic NEXAR_HEARTBEAT_MS=200 \
+	  NEXAR_HEARTBEAT_TIMEOUT_MS=2000 $(BUILD)/tools/nexar-run -n $(NP) -t 300 \
+	  --tolerate-kill -- $(BUILD)/examples/ddp_digits --kill-rank 2 \
+	  --kill-epoch 3
 
 # README command 2: every test, each in its own process under a hard timeout.
 test: build

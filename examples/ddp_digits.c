@@ -37,6 +37,8 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +103,8 @@ typedef struct options {
   int epochs;
   int batch;
   double lr;
+  int kill_rank;  /* fault demo: this rank SIGKILLs itself ... */
+  int kill_epoch; /* ... half-way through this epoch (0: never) */
 } options_t;
 
 /* splitmix64 (Steele, Lea & Flood 2014): tiny, and identical everywhere. */
@@ -351,6 +355,10 @@ static void usage(FILE *out) {
           "  --lr X              learning rate (default %g, momentum %g)\n"
           "  --weights-out FILE  rank 0 writes the final parameters as raw\n"
           "                      little-endian float32 (W1, b1, W2, b2)\n"
+          "  --kill-rank R --kill-epoch E\n"
+          "                      fault demo: rank R kills itself (SIGKILL)\n"
+          "                      half-way through epoch E; with\n"
+          "                      NEXAR_RECOVERY=automatic the others go on\n"
           "  -h, --help          show this help\n",
           "NEXAR_DIGITS", NEXAR_DATA_DIR "/digits.csv.gz", DEFAULT_EPOCHS,
           DEFAULT_BATCH, DEFAULT_LR, (double)MOMENTUM);
@@ -373,6 +381,8 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"batch", required_argument, NULL, 'b'},
       {"lr", required_argument, NULL, 'l'},
       {"weights-out", required_argument, NULL, 'w'},
+      {"kill-rank", required_argument, NULL, 'K'},
+      {"kill-epoch", required_argument, NULL, 'E'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int c;
@@ -405,6 +415,15 @@ static int parse_options(int argc, char **argv, options_t *o) {
         break;
       case 'w':
         o->weights_out = optarg;
+        break;
+      case 'K':
+      case 'E':
+        if (parse_int(optarg, 0, 1 << 20,
+                      c == 'K' ? &o->kill_rank : &o->kill_epoch) != 0) {
+          fprintf(stderr, "ddp_digits: bad --%s '%s'\n",
+                  c == 'K' ? "kill-rank" : "kill-epoch", optarg);
+          return 2;
+        }
         break;
       case 'h':
         usage(stdout);
@@ -456,11 +475,36 @@ static int heldout_accuracy(nexar_comm_t *comm, const float *w,
   return NEXAR_OK;
 }
 
+/* After a failed call: true when NEXAR_RECOVERY=automatic has rebuilt
+ * |comm| without the failed ranks (the epoch advanced); then *rank and
+ * *world are the new ones and the step can be redone. Every survivor holds
+ * the same weights, so training goes on where it was. */
+static bool rebuilt(nexar_comm_t *comm, int *rank, int *world, int rc,
+                    int epoch) {
+  uint32_t ep = 0;
+  int old = *world;
+  if ((rc != NEXAR_ERR_PEER_FAILED && rc != NEXAR_ERR_REVOKED) ||
+      nexar_comm_epoch(comm, &ep) != NEXAR_OK || ep == 0)
+    return false;
+  nexar_comm_rank(comm, rank);
+  nexar_comm_size(comm, world);
+  if (*world >= old) return false;
+  if (*rank == 0) {
+    printf(
+        "[ddp] epoch %d: %d rank(s) failed (%s); recovered, training goes "
+        "on with %d ranks (communicator epoch %u)\n",
+        epoch, old - *world, nexar_comm_last_error(comm), *world, ep);
+    fflush(stdout);
+  }
+  return true;
+}
+
 /* Runs the training on an initialised communicator. Returns the exit code. */
 static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
   int rank, world, rc;
   if ((rc = nexar_comm_rank(comm, &rank)) != NEXAR_OK)
     return nexar_fail("nexar_comm_rank", -1, rc, comm);
+  const int first_rank = rank;
   if ((rc = nexar_comm_size(comm, &world)) != NEXAR_OK)
     return nexar_fail("nexar_comm_size", rank, rc, comm);
 
@@ -496,13 +540,25 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
     shuffle(train_idx, n_train, &rng);
     for (int start = 0; start < n_train; start += o->batch) {
       int n = n_train - start < o->batch ? n_train - start : o->batch;
-      memset(g, 0, sizeof g);
-      local_gradient(w, ds, train_idx + start, n, rank, world, g);
-      t0 = now_ms();
-      rc = nexar_allreduce(comm, NEXAR_IN_PLACE, g, G_LEN, NEXAR_FLOAT32,
-                           NEXAR_SUM);
-      comm_ms += now_ms() - t0;
-      if (rc != NEXAR_OK) return nexar_fail("nexar_allreduce", rank, rc, comm);
+      if (epoch == o->kill_epoch && first_rank == o->kill_rank &&
+          start >= n_train / 2) {
+        printf("[ddp] rank %d: killing myself (SIGKILL) in epoch %d\n", rank,
+               epoch);
+        fflush(stdout);
+        raise(SIGKILL);
+      }
+      for (;;) {
+        memset(g, 0, sizeof g);
+        local_gradient(w, ds, train_idx + start, n, rank, world, g);
+        t0 = now_ms();
+        rc = nexar_allreduce(comm, NEXAR_IN_PLACE, g, G_LEN, NEXAR_FLOAT32,
+                             NEXAR_SUM);
+        comm_ms += now_ms() - t0;
+        if (rc == NEXAR_OK) break;
+        if (!rebuilt(comm, &rank, &world, rc, epoch))
+          return nexar_fail("nexar_allreduce", rank, rc, comm);
+        /* Same batch again, split over the survivors. */
+      }
       loss_sum += g[G_LOSS];
       correct += g[G_CORRECT];
       /* Mean gradient over the global batch, then SGD with momentum. */
@@ -512,9 +568,10 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
         w[i] -= lr * vel[i];
       }
     }
-    rc = heldout_accuracy(comm, w, ds, held_idx, n_held, rank, world, &comm_ms,
-                          &acc);
-    if (rc != NEXAR_OK) return nexar_fail("nexar_allreduce", rank, rc, comm);
+    while ((rc = heldout_accuracy(comm, w, ds, held_idx, n_held, rank, world,
+                                  &comm_ms, &acc)) != NEXAR_OK)
+      if (!rebuilt(comm, &rank, &world, rc, epoch))
+        return nexar_fail("nexar_allreduce", rank, rc, comm);
     comm_total += comm_ms;
     if (rank == 0) {
       printf(
@@ -539,7 +596,7 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
 }
 
 int main(int argc, char **argv) {
-  options_t o = {NULL, NULL, DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR};
+  options_t o = {NULL, NULL, DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR, -1, 0};
   int prc = parse_options(argc, argv, &o);
   if (prc != 0) return prc == 1 ? 0 : 2;
   if (o.data_path == NULL) o.data_path = getenv("NEXAR_DIGITS");

@@ -37,7 +37,9 @@ enum nexar__close_code {
   NEXAR__CLOSE_AUTH = 1,   /* authentication failed */
   NEXAR__CLOSE_PROTO = 2,  /* protocol violation */
   NEXAR__CLOSE_REJECT = 3, /* seed refused the worker */
-  NEXAR__CLOSE_ABORT = 4   /* process aborted */
+  NEXAR__CLOSE_ABORT = 4,  /* process aborted */
+  NEXAR__CLOSE_FENCED = 5, /* the receiver was declared failed (fenced) */
+  NEXAR__CLOSE_LEFT = 6    /* the sender left the job gracefully */
 };
 
 /* Single-exit cleanup (NCCL style): log file:line on the error path only. */
@@ -149,7 +151,8 @@ struct nexar__conn {
   int peer;     /* world rank of the peer, -1 if not a mesh peer */
   bool pin_set; /* client: expected server certificate */
   uint8_t pin[NEXAR__FP_BYTES];
-  int close_code; /* why it closed (application code) */
+  int close_code;   /* why it closed (application code) */
+  bool peer_closed; /* close_code came in the peer's CONNECTION_CLOSE */
   char close_reason[128];
   int err; /* NEXAR_ERR_* that ended it */
   /* Closing and failure are recorded inside ngtcp2 callbacks and carried
@@ -176,6 +179,7 @@ struct nexar__conn {
   int64_t seed_tx_sid;
   void *role_data; /* seed: per-worker record */
   uint64_t handshake_deadline;
+  uint64_t last_rx; /* when a packet from the peer was last processed (ns) */
 };
 
 /* ---- Requests: user-visible p2p, collective and internal steps. */
@@ -393,7 +397,21 @@ struct nexar_ctx {
   int boot_rc;
   char boot_err[NEXAR__ERRMSG_MAX];
   uint64_t boot_deadline;
-  bool finalizing;
+  bool finalizing;  /* engine: past the final barrier */
+  bool no_recovery; /* user: nexar_finalize started (no automatic rebuild) */
+  /* Failures (failure.c). The list and the handler are guarded by fmu;
+   * nfail is published after the entry is written. */
+  int recovery; /* enum nexar__recovery */
+  pthread_mutex_t fmu;
+  nexar_failure_t *failures;
+  _Atomic int nfail;
+  nexar_failure_fn fail_fn;
+  void *fail_ud;
+  _Atomic bool aborted;
+  bool fenced;              /* another member declared this process failed */
+  uint64_t hb_timeout_ns;   /* NEXAR_HEARTBEAT_TIMEOUT_MS in ns */
+  uint64_t last_tick;       /* when the detector last ran (engine) */
+  struct nexar__agree *ags; /* agreements in progress (agree.c, engine) */
 };
 
 /* ---------------- clock and small helpers ---------------- */
@@ -511,10 +529,13 @@ void nexar__p2p_cancel(nexar__req_t *req, int rc);
 void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
 void nexar__omsg_free(nexar__omsg_t *m);
 nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id);
+/* Drops the sequence state of |id| on |c| (a finished agreement). */
+void nexar__conn_forget_seqs(nexar__conn_t *c, uint64_t id);
 /* Communicator registry (engine, emu held): add, remove (the comm's
  * unexpected messages, waiting headers and per-connection sequence state are
  * dropped). */
 int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm);
+nexar_comm_t *nexar__find_comm(nexar_ctx_t *ctx, uint64_t id);
 void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm);
 /* Fails every p2p request of |comm| (posted, matched, queued) with |err|. */
 void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err);
@@ -580,6 +601,59 @@ int nexar__coll_final_barrier(nexar_comm_t *comm);
 int nexar__coll_params_check(const nexar__params_t *p, char *err, size_t len);
 
 /* ---------------- cluster ---------------- */
+enum nexar__recovery {
+  NEXAR__RECOVERY_ABORT = 0,
+  NEXAR__RECOVERY_MANUAL = 1,
+  NEXAR__RECOVERY_AUTOMATIC = 2
+};
+/* The pseudo communicator id of process-level control messages (failure
+ * notices); agreement messages use the retired comm id | NEXAR__AGREE_BIT.
+ * Communicator ids never have the top bit set. */
+#define NEXAR__AGREE_BIT (1ull << 63)
+#define NEXAR__PROC_ID UINT64_MAX
+/* failure.c. Setup (before the endpoint starts) and teardown. */
+int nexar__ft_init(nexar_ctx_t *ctx, char *err, size_t errlen);
+void nexar__ft_fini(nexar_ctx_t *ctx);
+/* Engine: declares stable id |id| failed (idempotent): fails what needs it,
+ * revokes every communicator that contains it (all of them under the abort
+ * policy), closes its connection (fencing it), tells every live peer and
+ * queues the application's notification. |reporter| is the id whose
+ * detector saw it; |detail| says how. */
+void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
+                           const char *detail);
+/* Engine: a mesh connection is gone (bootstrap.c on_closed). */
+void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c);
+/* Engine, every pass after formation: the heartbeat timeout check. */
+void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now);
+/* Engine: a process-level control message (kind FAILED or AGREE) with its
+ * whole payload, from the authenticated stable id |from|. */
+void nexar__ft_on_ctl(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
+                      const uint8_t *payload, size_t len);
+/* Engine: sends a control-lane message with a copy of |payload| to stable
+ * id |to| (header fields other than seq, lane and length come from |h|). */
+int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
+                    const void *payload, size_t len);
+/* Service thread: calls the failure handler for failures not yet reported;
+ * returns whether there were any. */
+void nexar__ft_dispatch(nexar_ctx_t *ctx, int *seen);
+/* User thread, after an operation on |comm| ended with |rc|: under the
+ * automatic policy rebuilds a revoked |comm| in place. Returns the code the
+ * call should return. */
+int nexar__ft_after(nexar_comm_t *comm, int rc);
+/* agree.c. Engine: a member failed (re-evaluates running agreements); an
+ * agreement message arrived. */
+void nexar__agree_on_failure(nexar_ctx_t *ctx);
+void nexar__agree_on_msg(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
+                         const uint8_t *payload, size_t len);
+/* Frees the agreement attached to |comm| (its id is retired). */
+void nexar__agree_release(nexar_ctx_t *ctx, nexar_comm_t *comm);
+/* Frees every agreement (context teardown). */
+void nexar__agree_fini(nexar_ctx_t *ctx);
+/* Whether a message for agreement id |id| may be dropped (finished). */
+bool nexar__agree_gone(nexar_ctx_t *ctx, uint64_t id);
+/* User thread: agreement on the failed members of |comm|, then either a
+ * rebuild in place (|out| NULL) or a new communicator in *out. */
+int nexar__recover(nexar_comm_t *comm, nexar_comm_t **out);
 /* Communicator objects (core/api.c). */
 nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx);
 void nexar__comm_free(nexar_comm_t *c);

@@ -70,6 +70,7 @@ int nt_run(const nt_opts_t *o, nt_worker_fn fn, void *arg) {
   /* A seed whose fate is ignored is stopped as soon as the workers end. */
   lo.seed_grace_ms = must_form ? NT_SEED_GRACE_MS : 1;
   lo.env = env;
+  lo.tolerate_kill = o->tolerate_kill;
   lo.fn = nt_trampoline;
   lo.fn_arg = &call;
 

@@ -53,6 +53,9 @@ typedef struct nt_opts {
    * harness sets NEXAR_BOOTSTRAP_TIMEOUT_MS=10000 and
    * NEXAR_OP_TIMEOUT_MS=30000 unless this sets them. */
   const char *env;
+  /* 1: a worker killed by SIGKILL (a fault-injection victim) does not fail
+   * the run; the others go on. */
+  int tolerate_kill;
 } nt_opts_t;
 
 /* Index of this worker in a worker process (-1 in the test's own process).

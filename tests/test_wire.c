@@ -498,6 +498,79 @@ static void test_hdr_rpc(void **state) {
   assert_string_equal(why, "payload_len");
 }
 
+/* FAILED and AGREE headers: control lane, a comm_id with the top bit set,
+ * no collective operation; FAILED carries 8 bytes, AGREE a phase 1..3 and
+ * 12 + 4 n bytes. */
+static void test_hdr_ctl(void **state) {
+  (void)state;
+  uint8_t b[NEXAR__HDR_BYTES];
+  nexar__hdr_t h, d;
+  const char *why;
+  nexar__hdr_t f = sample_p2p();
+  f.kind = NEXAR__KIND_FAILED;
+  f.lane = NEXAR__LANE_CONTROL;
+  f.comm_id = UINT64_MAX;
+  f.payload_len = NEXAR__FAILED_BYTES;
+  nexar__hdr_encode(&f, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                   NEXAR__HDR_BYTES);
+  assert_true(d.comm_id == UINT64_MAX);
+  nexar__hdr_t a = f;
+  a.kind = NEXAR__KIND_AGREE;
+  a.comm_id = 7 | (1ull << 63);
+  a.step = NEXAR__AG_READY;
+  a.coll_seq = 3;
+  a.payload_len = 12 + 4 * 5;
+  nexar__hdr_encode(&a, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                   NEXAR__HDR_BYTES);
+  assert_int_equal(d.step, NEXAR__AG_READY);
+
+  const struct {
+    int agree, field;
+    const char *why;
+  } cases[] = {{0, 0, "lane"},        {0, 1, "comm_id"},
+               {0, 2, "coll_op"},     {0, 3, "payload_len"},
+               {1, 4, "step"},        {1, 5, "step"},
+               {1, 6, "payload_len"}, {1, 7, "payload_len"},
+               {1, 8, "payload_len"}, {1, 1, "comm_id"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    h = cases[i].agree ? a : f;
+    switch (cases[i].field) {
+      case 0:
+        h.lane = NEXAR__LANE_DATA;
+        break;
+      case 1:
+        h.comm_id = 7; /* an ordinary communicator id */
+        break;
+      case 2:
+        h.coll_op = NEXAR__COLL_BARRIER;
+        break;
+      case 3:
+        h.payload_len = NEXAR__FAILED_BYTES + 1;
+        break;
+      case 4:
+        h.step = 0;
+        break;
+      case 5:
+        h.step = NEXAR__AG_READY + 1;
+        break;
+      case 6:
+        h.payload_len = 11;
+        break;
+      case 7:
+        h.payload_len = 12 + 4 * 5 + 2; /* not whole ids */
+        break;
+      default:
+        h.payload_len = 12 + 4ull * (NEXAR__AGREE_MAX_IDS + 1);
+    }
+    nexar__hdr_encode(&h, b);
+    assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                     NEXAR_ERR_PROTO);
+    assert_string_equal(why, cases[i].why);
+  }
+}
+
 /* ---- Seed frame header. */
 
 static void test_seed_frame(void **state) {
@@ -1624,6 +1697,7 @@ int main(void) {
       cmocka_unit_test(test_hdr_corrupt),
       cmocka_unit_test(test_hdr_rules),
       cmocka_unit_test(test_hdr_rpc),
+      cmocka_unit_test(test_hdr_ctl),
       cmocka_unit_test(test_seed_frame),
       cmocka_unit_test(test_notice),
       cmocka_unit_test(test_proof),

@@ -37,5 +37,8 @@ endif()
 set_tests_properties(test_device_cuda PROPERTIES SKIP_RETURN_CODE 77)
 # Communicators: split (colours, NEXAR_UNDEFINED, keys), dup, free.
 nexar_test(test_comm 300 test_comm.c)
+# Real failures: SIGKILL and SIGSTOP during collectives, the recovery
+# policies, nexar_abort (docs/fault-tolerance.md).
+nexar_test(test_ft 300 test_ft.c)
 # Elastic membership: grow 4 -> 6 through the seed, leave, limits.
 nexar_test(test_elastic 90 test_elastic.c)

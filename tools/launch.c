@@ -763,7 +763,9 @@ launch_outcome_t launch_wait(nexar_launch_t *l) {
     for (int i = 0; i < l->nprocs; i++) {
       launch_proc_t *p = &l->procs[i];
       if (reap(l, p, now) && !p->stopped && l->first_failed < 0 &&
-          !(p->state == LAUNCH_PROC_EXITED && p->code == 0))
+          !(p->state == LAUNCH_PROC_EXITED && p->code == 0) &&
+          !(l->opts.tolerate_kill && p->state == LAUNCH_PROC_SIGNALED &&
+            p->code == SIGKILL))
         l->first_failed = i;
       if (p->state == LAUNCH_PROC_RUNNING) running++;
     }

@@ -74,6 +74,9 @@ typedef struct nexar_launch_opts {
   int world_size; /* NEXAR_WORLD_SIZE and the seed's size; 0 = nprocs */
   int no_seed;    /* 1: start no seed and set no NEXAR_SEED (use env) */
   int no_rank;    /* 1: do not set NEXAR_RANK (and unset an inherited one) */
+  /* 1: a worker killed by SIGKILL (a fault-injection victim) is neither a
+   * failure nor a reason to stop the others. */
+  int tolerate_kill;
   /* 1: capture the stdout and stderr of every child through pipes and
    * forward them line by line to the launcher's fd 1 and fd 2, prefixed
    * "[i] " (the seed's "[seed] "). A line is written with one writev, so

@@ -70,6 +70,9 @@ static void usage(FILE *f) {
           "elastic\n"
           "                      checkpoints up to M processes (M > N)\n"
           "      --no-prefix     do not prefix output lines with the rank\n"
+          "      --tolerate-kill a process killed by SIGKILL is not a "
+          "failure: the\n"
+          "                      others go on (fault-tolerance demos)\n"
           "  -h, --help          print this help\n"
           "\n"
           "Each process gets NEXAR_SEED, NEXAR_SECRET, NEXAR_WORLD_SIZE and "
@@ -123,10 +126,12 @@ int main(int argc, char **argv) {
       {"timeout", required_argument, NULL, 't'},
       {"no-prefix", no_argument, NULL, 'P'},
       {"max-world", required_argument, NULL, 'M'},
+      {"tolerate-kill", no_argument, NULL, 'K'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   int nprocs = 0, timeout_ms = 0, no_prefix = 0, max_world = 0, c;
+  int tolerate_kill = 0;
   /* "+": stop at the first non-option, so the program's own options are
    * left alone even without "--". */
   while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
@@ -161,6 +166,9 @@ int main(int argc, char **argv) {
           usage(stderr);
           return 2;
         }
+        break;
+      case 'K':
+        tolerate_kill = 1;
         break;
       case 'h':
         usage(stdout);
@@ -205,6 +213,7 @@ int main(int argc, char **argv) {
   o.nprocs = nprocs;
   o.capture = 1;
   o.no_prefix = no_prefix;
+  o.tolerate_kill = tolerate_kill;
   o.timeout_ms = timeout_ms;
   o.max_world_size = max_world;
   o.argv = argv + optind;

@@ -262,18 +262,13 @@ static void worker_on_closed(nexar__conn_t *c) {
               ctx->rank, c->peer, c->remote_str, c->close_reason);
     return;
   }
-  char why[256];
-  snprintf(why, sizeof(why), "rank %d at %s: %s%s", c->peer, c->remote_str,
-           c->close_code == NEXAR__CLOSE_OK && c->close_reason[0]
-               ? "closed the connection: "
-               : "",
-           c->close_reason);
-  nexar__p2p_fail_peer(ctx, c->peer, NEXAR_ERR_PEER_FAILED, why);
+  nexar__ft_on_closed(ctx, c);
 }
 
 static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
+    nexar__ft_tick(ctx, now);
     if (ctx->world_comm) nexar__coll_tick(ctx->world_comm, now);
     for (int i = 0; i < ctx->ncomms; i++) nexar__coll_tick(ctx->comms[i], now);
     return;

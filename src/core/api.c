@@ -43,6 +43,7 @@ static void comm_free_self_unexp(nexar_comm_t *c) {
 static void ctx_free(nexar_ctx_t *ctx) {
   nexar__rpc_stop(ctx);
   nexar__ep_fini(&ctx->ep);
+  nexar__agree_fini(ctx);
   nexar__rpc_fini(ctx);
   nexar__dev_fini(&ctx->dev);
   comm_free_self_unexp(ctx->world_comm);
@@ -56,6 +57,7 @@ static void ctx_free(nexar_ctx_t *ctx) {
   free(ctx->roster);
   free(ctx->peers);
   free(ctx->dead);
+  nexar__ft_fini(ctx);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
   free(ctx);
 }
@@ -74,6 +76,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     return rc;
   }
   if (rc == 0) rc = nexar__coll_params_check(&ctx->prm, err, sizeof(err));
+  if (rc == 0) rc = nexar__ft_init(ctx, err, sizeof(err));
   if (rc < 0) {
     nexar__set_init_error("nexar_init: %s", err);
     free(ctx);
@@ -305,9 +308,12 @@ static int req_finish(nexar__req_t **preq, nexar_status_t *status) {
     r->st.error = rc;
   }
   if (status) *status = r->st;
+  nexar_comm_t *comm = r->comm;
   free(r);
   *preq = NULL;
-  return rc;
+  /* Under NEXAR_RECOVERY=automatic a failed operation leaves its
+   * communicator rebuilt. */
+  return comm ? nexar__ft_after(comm, rc) : rc;
 }
 
 /* Progress thread: ends |r| with NEXAR_ERR_TIMEOUT. A collective names the
@@ -510,8 +516,10 @@ static int flushed_fn(nexar__req_t *ctl) {
   return 1;
 }
 
-static int noop_fn(nexar__req_t *ctl) {
-  (void)ctl;
+/* From here on, peers closing their connections are not failures. */
+static int finalizing_fn(nexar__req_t *ctl) {
+  nexar_ctx_t *ctx = ctl->cb_arg;
+  ctx->finalizing = true;
   return 0;
 }
 
@@ -529,17 +537,19 @@ int nexar_finalize(nexar_ctx_t *ctx) {
   int rc = NEXAR_OK;
   /* Collective like MPI_Finalize: once every rank is here, all user
    * traffic has been received, and closing cannot cut anything short. A
-   * revoked world (a process that left at an elastic checkpoint) has no
-   * barrier to run. */
-  if (ctx->world_comm->size > 1 && !atomic_load(&ctx->world_comm->revoked)) {
+   * world that is revoked, aborted or fenced (or that this process left at
+   * an elastic checkpoint) has no barrier to run. */
+  bool broken = atomic_load(&ctx->world_comm->revoked) != 0;
+  ctx->no_recovery = true; /* a failure now ends the barrier, nothing more */
+  if (ctx->world_comm->size > 1 && !broken) {
     int brc = nexar__coll_final_barrier(ctx->world_comm);
     if (brc < 0) rc = brc;
   }
   /* No handler runs from here on; the responses it posted are sent (or
    * dropped with the connections) by the passes below. */
   nexar__rpc_stop(ctx);
-  nexar__ep_call(&ctx->ep, noop_fn, NULL, UINT64_MAX);
-  if (ctx->world > 1) {
+  nexar__ep_call(&ctx->ep, finalizing_fn, ctx, UINT64_MAX);
+  if (ctx->world > 1 && !atomic_load(&ctx->aborted)) {
     uint64_t deadline = nexar__now() + 5000000000ull;
     while (!nexar__ep_call(&ctx->ep, flushed_fn, ctx, UINT64_MAX)) {
       if (nexar__now() > deadline) {

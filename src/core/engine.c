@@ -313,9 +313,12 @@ static void run_ops(nexar__ep_t *ep) {
     int revoked =
         q->kind == NEXAR__REQ_CTRL ? 0 : atomic_load(&q->comm->revoked);
     if (revoked) {
-      /* A revoked communicator runs nothing until it is rebuilt. */
+      /* A revoked communicator runs nothing until it is rebuilt: later
+       * operations fail with NEXAR_ERR_REVOKED (or the process-wide
+       * reason: aborted, excluded). */
       nexar__comm_set_error(q->comm, "%s", q->comm->revoke_msg);
-      nexar__req_complete(q, revoked);
+      nexar__req_complete(
+          q, revoked == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_REVOKED : revoked);
       q = next;
       continue;
     }

@@ -76,8 +76,6 @@
     "1: join a running elastic job at its next nexar_elastic_checkpoint")      \
   X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
     "QUIC idle timeout (0: off)")                                              \
-  X(INT, keepalive_ms, "NEXAR_KEEPALIVE_MS", 5000, 0, 86400000,                \
-    "QUIC keep-alive PING interval (0: off)")                                  \
   X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,      \
     "UDP socket send and receive buffer size")                                 \
   X(INT, udp_payload, "NEXAR_UDP_PAYLOAD", 0, 0, 65507,                        \

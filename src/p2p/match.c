@@ -34,7 +34,7 @@ nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id) {
 }
 
 /* The communicator |id| of this process (registry in the ctx), or NULL. */
-static nexar_comm_t *find_comm(nexar_ctx_t *ctx, uint64_t id) {
+nexar_comm_t *nexar__find_comm(nexar_ctx_t *ctx, uint64_t id) {
   if (ctx->world_comm && id == ctx->world_comm->id) return ctx->world_comm;
   for (int i = 0; i < ctx->ncomms; i++)
     if (ctx->comms[i]->id == id) return ctx->comms[i];
@@ -57,6 +57,14 @@ void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m) {
   }
 }
 
+/* What an operation needing the peer of the dead connection |c| fails
+ * with: the peer's verdict that this process is fenced, if it sent one. */
+static int gone_code(const nexar__conn_t *c) {
+  return c && c->peer_closed && c->close_code == NEXAR__CLOSE_FENCED
+             ? NEXAR_ERR_EXCLUDED
+             : NEXAR_ERR_PEER_FAILED;
+}
+
 int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
   nexar__conn_t *c = ctx->peers ? ctx->peers[req->peer] : NULL;
   if (!c || c->state == NEXAR__CS_DEAD) {
@@ -65,7 +73,7 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
                           "(%s)",
                           ctx->rank, req->peer,
                           c ? c->close_reason : "peer not connected");
-    return NEXAR_ERR_PEER_FAILED;
+    return gone_code(c);
   }
   nexar__seqs_t *sq = nexar__conn_seqs(c, req->hdr.comm_id);
   if (!sq) return NEXAR_ERR_INTERNAL;
@@ -311,8 +319,87 @@ static void on_notice(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
 }
 
 /* Header |m| is next in its sequence: match it or make it unexpected. */
+/* A process-level control message (kinds FAILED and AGREE): received whole
+ * into a small buffer, then handed to failure.c. */
+typedef struct ctl_rx {
+  nexar__req_t req;
+  nexar__hdr_t hdr;
+  int from;
+  uint8_t buf[];
+} ctl_rx_t;
+
+static void ctl_done(nexar__req_t *r) {
+  ctl_rx_t *x = (ctl_rx_t *)r;
+  nexar_ctx_t *ctx = r->comm->ctx;
+  if (r->rc == NEXAR_OK)
+    nexar__ft_on_ctl(ctx, x->from, &x->hdr, x->buf, (size_t)r->st.bytes);
+  free(x);
+}
+
+static void ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  /* The header bounds the payload (wire.c): 8 bytes, or 12 + 4 per id. */
+  ctl_rx_t *x = calloc(1, sizeof(*x) + m->hdr.payload_len);
+  if (!x) {
+    discard(ctx, m);
+    return;
+  }
+  x->hdr = m->hdr;
+  x->from = m->conn ? m->conn->peer : ctx->rank;
+  nexar__req_t *r = &x->req;
+  r->kind = NEXAR__REQ_RECV;
+  r->comm = ctx->world_comm;
+  r->internal = true;
+  r->cb = ctl_done;
+  r->peer = x->from;
+  r->comm_peer = NEXAR_ANY_SOURCE;
+  r->buf = x->buf;
+  r->cap = m->hdr.payload_len;
+  bind_msg(m, r);
+}
+
+int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
+                    const void *payload, size_t len) {
+  nexar__conn_t *c = ctx->peers ? ctx->peers[to] : NULL;
+  if (!c || c->state != NEXAR__CS_READY) return NEXAR_ERR_PEER_FAILED;
+  nexar__seqs_t *sq = nexar__conn_seqs(c, h->comm_id);
+  if (!sq) return NEXAR_ERR_INTERNAL;
+  nexar__omsg_t *m = calloc(1, sizeof(*m));
+  if (!m) return NEXAR_ERR_NOMEM;
+  nexar__hdr_t hd = *h;
+  hd.lane = NEXAR__LANE_CONTROL;
+  hd.seq = sq->next_tx[NEXAR__LANE_CONTROL]++;
+  hd.payload_len = len;
+  nexar__hdr_encode(&hd, m->hdr);
+  if (len) {
+    m->owned = malloc(len);
+    if (!m->owned) {
+      free(m);
+      return NEXAR_ERR_NOMEM;
+    }
+    memcpy(m->owned, payload, len);
+  }
+  m->data = m->owned;
+  m->len = len;
+  m->sid = -1;
+  m->lane = NEXAR__LANE_CONTROL;
+  nexar__conn_send(c, m);
+  return 0;
+}
+
+void nexar__conn_forget_seqs(nexar__conn_t *c, uint64_t id) {
+  for (int i = 0; i < c->nseqs; i++) {
+    if (c->seqs[i].comm_id != id) continue;
+    c->seqs[i] = c->seqs[--c->nseqs];
+    return;
+  }
+}
+
 static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  nexar_comm_t *comm = find_comm(ctx, m->hdr.comm_id);
+  if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE) {
+    ctl_recv(ctx, m);
+    return;
+  }
+  nexar_comm_t *comm = nexar__find_comm(ctx, m->hdr.comm_id);
   if (!comm) { /* freed meanwhile */
     discard(ctx, m);
     return;
@@ -395,7 +482,20 @@ static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
     proto_error(c, why ? why : "bad message header");
     return;
   }
-  nexar_comm_t *comm = find_comm(ctx, m->hdr.comm_id);
+  if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE) {
+    /* Process-level control: the source is the sender's stable id. */
+    if (m->hdr.src_rank != (uint32_t)c->peer) {
+      proto_error(c, "source id does not match the authenticated peer");
+      return;
+    }
+    if (m->hdr.kind == NEXAR__KIND_AGREE &&
+        nexar__agree_gone(ctx, m->hdr.comm_id)) {
+      discard(ctx, m); /* a finished agreement */
+      return;
+    }
+    goto ordered;
+  }
+  nexar_comm_t *comm = nexar__find_comm(ctx, m->hdr.comm_id);
   if (!comm && m->hdr.comm_id < ctx->comm_hwm) {
     /* A communicator this process has freed (ids are never reused): a
      * late message (e.g. a mismatch probe) is dropped. */
@@ -413,6 +513,7 @@ static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
     proto_error(c, "source rank does not match the authenticated peer");
     return;
   }
+ordered:;
   nexar__seqs_t *sq = nexar__conn_seqs(c, m->hdr.comm_id);
   if (!sq || m->hdr.seq < sq->next_rx[m->hdr.lane]) {
     proto_error(c, "duplicate or stale sequence number");
@@ -501,7 +602,11 @@ void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m) {
     imsg_free(m);
     return;
   }
-  if (!m->fin && m->state == NEXAR__IM_MATCHED && m->req) {
+  /* A stream cut by the connection's end: the request fails when the
+   * connection's end is handled (bootstrap.c on_closed), with its cause. */
+  if (!m->fin && m->state == NEXAR__IM_MATCHED && m->req && c->qc &&
+      !ngtcp2_conn_is_in_draining_period(c->qc) &&
+      !ngtcp2_conn_is_in_closing_period(c->qc) && c->state == NEXAR__CS_READY) {
     nexar__req_t *r = m->req;
     m->req = NULL;
     r->msg = NULL;
@@ -557,7 +662,7 @@ static void start_recv(nexar__req_t *r) {
     posted_remove(comm, r);
     nexar__comm_set_error(comm, "rank %d: recv from rank %d: peer is gone",
                           ctx->rank, r->peer);
-    nexar__req_complete(r, NEXAR_ERR_PEER_FAILED);
+    nexar__req_complete(r, gone_code(ctx->peers[r->peer]));
   }
 }
 
@@ -645,6 +750,8 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
   }
 }
 
+static void ctl_done(nexar__req_t *r);
+
 void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
   while (comm->posted) nexar__p2p_cancel(comm->posted, err);
   for (int k = 0; ctx->peers && k < comm->size; k++) {
@@ -657,7 +764,8 @@ void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
       for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
         if (m->req && m->req->comm == comm) nexar__p2p_cancel(m->req, err);
     for (nexar__imsg_t *m = c->imsgs; m; m = m->anext)
-      if (m->req && m->req->comm == comm) nexar__p2p_cancel(m->req, err);
+      if (m->req && m->req->comm == comm && m->req->cb != ctl_done)
+        nexar__p2p_cancel(m->req, err);
   }
 }
 
@@ -665,7 +773,7 @@ void nexar__p2p_conn_teardown(nexar__conn_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
   while (c->imsgs) {
     nexar__imsg_t *m = c->imsgs;
-    nexar_comm_t *cm = find_comm(ctx, m->hdr.comm_id);
+    nexar_comm_t *cm = nexar__find_comm(ctx, m->hdr.comm_id);
     if (m->state == NEXAR__IM_UNEXPECTED && cm) unexp_remove(cm, m);
     if (m->req) {
       m->req->msg = NULL;
@@ -696,6 +804,7 @@ int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm) {
 }
 
 void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm) {
+  if (comm->ag) nexar__agree_release(ctx, comm);
   for (int i = 0; i < ctx->ncomms; i++) {
     if (ctx->comms[i] != comm) continue;
     ctx->comms[i] = ctx->comms[--ctx->ncomms];

@@ -475,10 +475,18 @@ static void *service_main(void *arg) {
   nexar__rpc_t *p = &ctx->rpc;
   size_t cap = (size_t)ctx->prm.rpc_max_bytes;
   uint8_t *resp = malloc(cap ? cap : 1);
+  int fseen = 0; /* failures handed to the application's handler */
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->stop && !p->q_head) pthread_cond_wait(&p->cv, &p->mu);
+    while (!p->stop && !p->q_head && fseen == atomic_load(&ctx->nfail))
+      pthread_cond_wait(&p->cv, &p->mu);
     if (p->stop) break;
+    if (fseen < atomic_load(&ctx->nfail)) {
+      pthread_mutex_unlock(&p->mu);
+      nexar__ft_dispatch(ctx, &fseen);
+      pthread_mutex_lock(&p->mu);
+      continue;
+    }
     nexar__rpc_item_t *it = p->q_head;
     p->q_head = it->next;
     if (!p->q_head) p->q_tail = NULL;

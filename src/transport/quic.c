@@ -216,10 +216,13 @@ static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
   tp->max_ack_delay = NEXAR__WRITE_DEFER_NS;
 }
 
-/* PINGs keep an otherwise idle link from hitting the idle timeout. */
+/* The heartbeat: a connection that has received nothing for a heartbeat
+ * interval sends a QUIC PING, which the peer acknowledges; so a live peer is
+ * heard from at least once per interval, on no stream and behind no queue
+ * (failure.c judges by what is received). */
 static void set_keepalive(nexar__conn_t *c) {
   if (c->ep->ops != &nexar__worker_ops) return;
-  int64_t ms = ((nexar_ctx_t *)c->ep->owner)->prm.keepalive_ms;
+  int64_t ms = ((nexar_ctx_t *)c->ep->owner)->prm.heartbeat_ms;
   if (ms > 0)
     ngtcp2_conn_set_keep_alive_timeout(c->qc,
                                        (uint64_t)ms * NGTCP2_MILLISECONDS);
@@ -231,6 +234,7 @@ static nexar__conn_t *conn_alloc(nexar__ep_t *ep, int role, bool server,
   nexar__conn_t *c = calloc(1, sizeof(*c));
   if (!c) return NULL;
   c->ep = ep;
+  c->last_rx = nexar__now();
   c->role = role;
   c->is_server = server;
   c->peer = -1;
@@ -363,6 +367,7 @@ static void on_read_error(nexar__conn_t *c, int rv) {
     ngtcp2_conn_get_connection_close_error(c->qc, &cev);
     const ngtcp2_connection_close_error *ce = &cev;
     c->close_code = (int)ce->error_code;
+    c->peer_closed = true;
     size_t rl = ce->reasonlen < sizeof(c->close_reason) - 1
                     ? ce->reasonlen
                     : sizeof(c->close_reason) - 1;
@@ -423,11 +428,13 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
     return;
   ngtcp2_path path = make_path(c);
   ngtcp2_pkt_info pi = {0};
-  rv = ngtcp2_conn_read_pkt(c->qc, &path, &pi, data, len, nexar__now());
+  uint64_t now = nexar__now();
+  rv = ngtcp2_conn_read_pkt(c->qc, &path, &pi, data, len, now);
   if (rv != 0) {
     on_read_error(c, rv);
     return;
   }
+  c->last_rx = now; /* the failure detector judges by what is received */
   c->want_write = true;
 }
 

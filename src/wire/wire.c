@@ -115,6 +115,20 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
   if (d.kind == NEXAR__KIND_MISMATCH &&
       (d.payload_len != NEXAR__NOTICE_BYTES || d.lane != NEXAR__LANE_CONTROL))
     return fail(why, "payload_len");
+  if (d.kind == NEXAR__KIND_FAILED || d.kind == NEXAR__KIND_AGREE) {
+    if (d.lane != NEXAR__LANE_CONTROL) return fail(why, "lane");
+    if (!(d.comm_id >> 63)) return fail(why, "comm_id");
+    if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
+  }
+  if (d.kind == NEXAR__KIND_FAILED && d.payload_len != NEXAR__FAILED_BYTES)
+    return fail(why, "payload_len");
+  if (d.kind == NEXAR__KIND_AGREE) {
+    if (d.step < NEXAR__AG_PROPOSE || d.step > NEXAR__AG_READY)
+      return fail(why, "step");
+    if (d.payload_len < 12 || (d.payload_len - 12) % 4 ||
+        (d.payload_len - 12) / 4 > NEXAR__AGREE_MAX_IDS)
+      return fail(why, "payload_len");
+  }
   if (d.kind == NEXAR__KIND_RPC) {
     if (d.tag > 0xffffu) return fail(why, "tag");
     if (d.lane != NEXAR__LANE_DATA) return fail(why, "lane");

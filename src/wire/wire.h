@@ -28,7 +28,23 @@ enum nexar__kind {
   NEXAR__KIND_HEARTBEAT = 3, /* liveness only, no payload */
   NEXAR__KIND_MISMATCH = 4,  /* collective fingerprints disagree (notice) */
   NEXAR__KIND_RPC = 5,       /* RPC request or response (docs/rpc.md) */
-  NEXAR__KIND_MAX = 5
+  NEXAR__KIND_FAILED = 6,    /* failure notice: a process was declared failed */
+  NEXAR__KIND_AGREE = 7,     /* failure agreement (docs/fault-tolerance.md) */
+  NEXAR__KIND_MAX = 7
+};
+
+/* Process-level control messages (kinds FAILED and AGREE) travel on the
+ * control lane with comm_id's top bit set and src_rank = the sender's
+ * stable id (checked against the authenticated peer).
+ * FAILED: payload NEXAR__FAILED_BYTES = u32 failed id, u32 reason.
+ * AGREE: step = phase (NEXAR__AG_*), coll_seq = round, payload = u64 new
+ * comm id, u32 n, n x u32 failed stable ids (n <= NEXAR__AGREE_MAX_IDS). */
+#define NEXAR__FAILED_BYTES 8u
+#define NEXAR__AGREE_MAX_IDS (1u << 20)
+enum nexar__ag_phase {
+  NEXAR__AG_PROPOSE = 1,
+  NEXAR__AG_DECIDE = 2,
+  NEXAR__AG_READY = 3
 };
 
 /* RPC messages (kind NEXAR__KIND_RPC, data lane): tag = function id
