@@ -127,6 +127,19 @@ static int check_world(nexar_comm_t *w, int n, int r) {
   return 0;
 }
 
+/* Rank k of |w| must have stable id ids[k], and the epoch must be |ep|. */
+static int check_ids(nexar_comm_t *w, const int *ids, int n, uint32_t ep) {
+  for (int k = 0; k < n; k++) {
+    int id = -1;
+    NT_OKC(w, nexar_comm_id_of(w, k, &id));
+    NT_CHECKF(id == ids[k], "rank %d has id %d, want %d", k, id, ids[k]);
+  }
+  uint32_t e = 0;
+  NT_OKC(w, nexar_comm_epoch(w, &e));
+  NT_CHECKF(e == ep, "epoch %u, want %u", e, ep);
+  return 0;
+}
+
 /* Checkpoints until the world has MAXW members (bounded). */
 static int grow_to_max(nexar_ctx_t *ctx, nexar_comm_t *w) {
   int n = 0;
@@ -185,6 +198,12 @@ static int grow_worker(int index, void *arg) {
   if (grow_to_max(ctx, w)) return 1;
   NT_OK(nexar_comm_rank(w, &r));
   NT_OK(nexar_comm_size(w, &n));
+  /* Joiners get the next stable ids, in the order they are admitted. */
+  static const int grown[MAXW] = {0, 1, 2, 3, 4, 5};
+  uint32_t ep = 0;
+  NT_OKC(w, nexar_comm_epoch(w, &ep));
+  NT_CHECKF(ep >= 1, "epoch %u after growing", ep);
+  if (check_ids(w, grown, n, ep)) return 1;
   if (r == 0) NT_CHECK(say(go_extra[1], 1) == 0);
   if (check_world(w, n, r)) return 1;
 
@@ -213,7 +232,10 @@ static int grow_worker(int index, void *arg) {
             m.new_rank, r);
   NT_OK(nexar_comm_rank(w, &r));
   NT_OK(nexar_comm_size(w, &n));
-  NT_CHECKF(n == MAXW - 1 && r == m.new_rank, "rank %d size %d", r, n);
+  NT_CHECKF(n == MAXW - 1 && r == m.new_rank && m.epoch == ep + 1,
+            "rank %d size %d epoch %u", r, n, m.epoch);
+  static const int left[MAXW - 1] = {0, 1, 3, 4, 5};
+  if (check_ids(w, left, n, ep + 1)) return 1;
   if (check_world(w, n, r)) return 1;
 
   /* Below NEXAR_MIN_WORLD_SIZE: refused everywhere, nobody leaves. */
@@ -225,6 +247,11 @@ static int grow_worker(int index, void *arg) {
   NT_OK(nexar_comm_size(w, &n));
   NT_CHECK(n == MAXW - 1);
   if (check_world(w, n, r)) return 1;
+  if (check_ids(w, left, n, ep + 1)) return 1;
+  /* Leaving and joining are no failures. */
+  int nf = -1;
+  NT_OK(nexar_failures(ctx, NULL, 0, &nf));
+  NT_CHECKF(nf == 0, "%d failures recorded", nf);
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
@@ -249,6 +276,9 @@ static int noseed_worker(int index, void *arg) {
   NT_CHECKF(nt_now_ms() - t0 < 1000 && m.new_size == 2 && m.joined == 0,
             "second checkpoint took %.0f ms", nt_now_ms() - t0);
   if (check_world(w, 2, m.new_rank)) return 1;
+  int nf = -1;
+  NT_OK(nexar_failures(ctx, NULL, 0, &nf));
+  NT_CHECKF(nf == 0, "%d failures recorded", nf);
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
