@@ -15,6 +15,12 @@
  * noseed: the seed of a world of 3 is not elastic and exits once the world
  * is formed. A leave still works (the leader's admission attempt ends at
  * NEXAR_BOOTSTRAP_TIMEOUT_MS), and the next checkpoint does not ask again.
+ *
+ * abandon: a joiner advertises an address nobody answers on. The members
+ * cannot connect to it within NEXAR_OP_TIMEOUT_MS, so every member's
+ * checkpoint fails alike, naming the joiner, and nothing changes; the world
+ * works and the next checkpoint is a plain one. The joiner's nexar_init
+ * fails at its own bootstrap deadline.
  */
 #include <errno.h>
 #include <poll.h>
@@ -283,6 +289,58 @@ static int noseed_worker(int index, void *arg) {
   return 0;
 }
 
+static int abandon_worker(int index, void *arg) {
+  (void)arg;
+  if (index == 3) {
+    NT_CHECK(wait_go(go_join[0]) == 0);
+    unsetenv("NEXAR_RANK");
+    setenv("NEXAR_JOIN", "1", 1);
+    setenv("NEXAR_ADVERTISE_ADDR", "127.0.0.1:9", 1); /* nobody answers */
+    setenv("NEXAR_BOOTSTRAP_TIMEOUT_MS", "4000", 1);
+    nexar_ctx_t *ctx = NULL;
+    int rc = nexar_init(NULL, &ctx);
+    NT_CHECKF(rc == NEXAR_ERR_TIMEOUT, "unreachable joiner: %s: %s",
+              nexar_err_name(rc), nexar_last_error());
+    return 0;
+  }
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  if (r == 0) NT_CHECK(say(go_join[1], 1) == 0);
+  nexar_membership_t m;
+  int rc = NEXAR_OK;
+  for (int tries = 0; rc == NEXAR_OK; tries++) {
+    NT_CHECKF(tries < 400, "the joiner was never taken in");
+    rc = nexar_elastic_checkpoint(ctx, 0, &m);
+    NT_CHECKF(rc != NEXAR_OK || m.joined == 0, "joined %d", m.joined);
+    int go = rc == NEXAR_OK;
+    /* Rank 0 decides, so that every member stops at the same checkpoint. */
+    NT_OKC(w, nexar_bcast(w, &go, 1, NEXAR_INT32, 0));
+    if (go && rc == NEXAR_OK) sleep_ms(20);
+    if (!go) break;
+  }
+  NT_CHECKF(rc == NEXAR_ERR_TIMEOUT &&
+                strstr(nexar_comm_last_error(w), "abandoned") &&
+                strstr(nexar_comm_last_error(w), "joiner"),
+            "checkpoint with an unreachable joiner: %s: %s", nexar_err_name(rc),
+            nexar_comm_last_error(w));
+  if (r == 0) printf("[0] as expected: %s\n", nexar_comm_last_error(w));
+  uint32_t ep = 1;
+  NT_OKC(w, nexar_comm_epoch(w, &ep));
+  NT_OK(nexar_comm_size(w, &n));
+  NT_CHECKF(n == 3 && ep == 0, "size %d epoch %u after abandoning", n, ep);
+  if (check_world(w, n, r)) return 1;
+  NT_OKC(w, nexar_elastic_checkpoint(ctx, 0, &m));
+  NT_CHECKF(m.joined == 0 && m.new_size == 3 && m.epoch == 0,
+            "joined %d size %d epoch %u", m.joined, m.new_size, m.epoch);
+  int nf = -1;
+  NT_OK(nexar_failures(ctx, NULL, 0, &nf));
+  NT_CHECKF(nf == 0, "%d failures recorded", nf);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (pipe(go_join) < 0 || pipe(go_extra) < 0) return 1;
@@ -302,6 +360,15 @@ int main(void) {
                  .env = "NEXAR_BOOTSTRAP_TIMEOUT_MS=2000\n"};
   rc = nt_run(&q, noseed_worker, NULL);
   printf("%s elastic leave with a seed that is gone (%.1f s)\n",
+         rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
+  fails += rc != 0;
+  t0 = nt_now_ms();
+  nt_opts_t a = {.world_size = 3,
+                 .nprocs = 4,
+                 .timeout_ms = 20000,
+                 .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=1500\n"};
+  rc = nt_run(&a, abandon_worker, NULL);
+  printf("%s elastic checkpoint abandoned for an unreachable joiner (%.1f s)\n",
          rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
   fails += rc != 0;
   printf("%d failure(s)\n", fails);

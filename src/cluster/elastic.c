@@ -321,6 +321,7 @@ typedef struct change {
   uint64_t comm_id;            /* the new world's id */
   nexar_comm_t *ph;            /* placeholder for comm_id (engine) */
   char err[NEXAR__ERRMSG_MAX]; /* why this member's preparation failed */
+  char waiting[128];           /* a joiner not connected yet */
 } change_t;
 
 /* Engine: the joiners become members; a placeholder for the new id; dial. */
@@ -388,6 +389,9 @@ static int joiners_up_fn(nexar__req_t *req) {
                c ? c->close_reason : "no connection");
       return NEXAR_ERR_PEER_FAILED;
     }
+    if (up)
+      snprintf(x->waiting, sizeof(x->waiting), "joiner id %u at %s", j.id,
+               c->remote_str);
     up = 0;
   }
   return up;
@@ -460,9 +464,10 @@ static int prepare(change_t *x, uint64_t deadline) {
   rc = poll_engine(ctx, joiners_up_fn, x, deadline);
   if (rc == 0) {
     snprintf(x->err, sizeof(x->err),
-             "id %d: the %u joiners were not all connected within "
+             "id %d: %s (of %u joiners) was not connected within "
              "NEXAR_OP_TIMEOUT_MS=%lld",
-             ctx->rank, x->adm.njoin, (long long)ctx->prm.op_timeout_ms);
+             ctx->rank, x->waiting, x->adm.njoin,
+             (long long)ctx->prm.op_timeout_ms);
     rc = NEXAR_ERR_TIMEOUT;
   }
   return rc < 0 ? rc : 0;
