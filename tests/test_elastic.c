@@ -16,11 +16,13 @@
  * is formed. A leave still works (the leader's admission attempt ends at
  * NEXAR_BOOTSTRAP_TIMEOUT_MS), and the next checkpoint does not ask again.
  *
- * abandon: a joiner advertises an address nobody answers on. The members
- * cannot connect to it within NEXAR_OP_TIMEOUT_MS, so every member's
- * checkpoint fails alike, naming the joiner, and nothing changes; the world
- * works and the next checkpoint is a plain one. The joiner's nexar_init
- * fails at its own bootstrap deadline.
+ * abandon: first a joiner gives up while pending (its bootstrap deadline):
+ * the seed forgets it, so it is never admitted. Then a joiner advertises an
+ * address nobody answers on. The members cannot connect to it within
+ * NEXAR_OP_TIMEOUT_MS, so every member's checkpoint fails alike, naming
+ * that joiner (id 3: the one that gave up got no id), and nothing changes;
+ * the world works and the next checkpoint is a plain one. The joiner's
+ * nexar_init fails at its own bootstrap deadline.
  */
 #include <errno.h>
 #include <poll.h>
@@ -289,8 +291,24 @@ static int noseed_worker(int index, void *arg) {
   return 0;
 }
 
+static int go_quit[2]; /* the joiner that gave up tells the members */
+
 static int abandon_worker(int index, void *arg) {
   (void)arg;
+  if (index == 4) {
+    NT_CHECK(wait_go(go_extra[0]) == 0);
+    unsetenv("NEXAR_RANK");
+    setenv("NEXAR_JOIN", "1", 1);
+    setenv("NEXAR_BOOTSTRAP_TIMEOUT_MS", "300", 1);
+    nexar_ctx_t *ctx = NULL;
+    int rc = nexar_init(NULL, &ctx);
+    NT_CHECKF(rc == NEXAR_ERR_TIMEOUT &&
+                  strstr(nexar_last_error(), "pending as a joiner"),
+              "a joiner that gives up: %s: %s", nexar_err_name(rc),
+              nexar_last_error());
+    NT_CHECK(say(go_quit[1], 3) == 0);
+    return 0;
+  }
   if (index == 3) {
     NT_CHECK(wait_go(go_join[0]) == 0);
     unsetenv("NEXAR_RANK");
@@ -307,6 +325,8 @@ static int abandon_worker(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  if (r == 0) NT_CHECK(say(go_extra[1], 1) == 0);
+  NT_CHECK(wait_go(go_quit[0]) == 0);
   if (r == 0) NT_CHECK(say(go_join[1], 1) == 0);
   nexar_membership_t m;
   int rc = NEXAR_OK;
@@ -322,7 +342,7 @@ static int abandon_worker(int index, void *arg) {
   }
   NT_CHECKF(rc == NEXAR_ERR_TIMEOUT &&
                 strstr(nexar_comm_last_error(w), "abandoned") &&
-                strstr(nexar_comm_last_error(w), "joiner"),
+                strstr(nexar_comm_last_error(w), "joiner id 3 at 127.0.0.1:9"),
             "checkpoint with an unreachable joiner: %s: %s", nexar_err_name(rc),
             nexar_comm_last_error(w));
   if (r == 0) printf("[0] as expected: %s\n", nexar_comm_last_error(w));
@@ -363,8 +383,9 @@ int main(void) {
          rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
   fails += rc != 0;
   t0 = nt_now_ms();
+  if (pipe(go_quit) < 0) return 1;
   nt_opts_t a = {.world_size = 3,
-                 .nprocs = 4,
+                 .nprocs = 5,
                  .timeout_ms = 20000,
                  .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=1500\n"};
   rc = nt_run(&a, abandon_worker, NULL);

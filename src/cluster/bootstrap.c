@@ -283,6 +283,10 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
     return;
   if (ctx->boot_state == BOOT_SEED) {
     bool up = ctx->seed_conn && ctx->seed_conn->state == NEXAR__CS_READY;
+    /* Tell the seed: a pending joiner is then forgotten at once, not when
+     * its connection idles out (the close goes out in this pass). */
+    if (ctx->seed_conn)
+      nexar__conn_close(ctx->seed_conn, NEXAR__CLOSE_OK, "bootstrap timed out");
     boot_fail(ctx, NEXAR_ERR_TIMEOUT,
               "bootstrap timed out after %lld ms: no welcome from the seed "
               "at %s (%s)",
