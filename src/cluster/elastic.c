@@ -126,6 +126,7 @@ typedef struct ask {
   nexar__conn_t *conn;   /* the admission connection (engine) */
   nexar__seed_admit_t a; /* what to ask (proof filled on PROOF) */
   const uint32_t *ids;   /* the staying members' ids */
+  int64_t ms;            /* how long the leader waits for the answer */
   int rc;                /* 0 pending, 1 answered, or a NEXAR_ERR_* */
   char why[NEXAR__ERRMSG_MAX];
   uint8_t *body; /* the ADMITTED body once answered */
@@ -245,10 +246,12 @@ static int ask_poll_fn(nexar__req_t *req) {
   return ((ask_t *)req->cb_arg)->rc;
 }
 
-/* Detaches the connection from |k| (closing it if still open): nothing in
- * the engine refers to |k| afterwards. */
+/* Ends the exchange (NEXAR_ERR_TIMEOUT if still pending) and detaches the
+ * connection from |k|, closing it if still open: nothing in the engine
+ * refers to |k| afterwards. */
 static int ask_stop_fn(nexar__req_t *req) {
   ask_t *k = req->cb_arg;
+  ask_end(k, NEXAR_ERR_TIMEOUT, "no answer within %lld ms", (long long)k->ms);
   nexar__conn_t *c = k->conn;
   if (!c) return 0;
   c->role_data = NULL;
@@ -282,13 +285,12 @@ static void ask_seed(nexar_ctx_t *ctx, const uint32_t *ids, int n,
   k.a.epoch = epoch;
   k.a.nstay = (uint32_t)n;
   k.a.max_joiners = maxw ? (uint32_t)(maxw - n) : NEXAR__JOIN_UNLIMITED;
-  int64_t ms = ctx->prm.op_timeout_ms < ctx->prm.bootstrap_timeout_ms
-                   ? ctx->prm.op_timeout_ms
-                   : ctx->prm.bootstrap_timeout_ms;
+  k.ms = ctx->prm.op_timeout_ms < ctx->prm.bootstrap_timeout_ms
+             ? ctx->prm.op_timeout_ms
+             : ctx->prm.bootstrap_timeout_ms;
   uint64_t t0 = nexar__now();
   nexar__ep_call(&ctx->ep, ask_begin_fn, &k, UINT64_MAX);
-  if (!poll_engine(ctx, ask_poll_fn, &k, t0 + (uint64_t)ms * 1000000ull))
-    ask_end(&k, NEXAR_ERR_TIMEOUT, "no answer within %lld ms", (long long)ms);
+  poll_engine(ctx, ask_poll_fn, &k, t0 + (uint64_t)k.ms * 1000000ull);
   nexar__ep_call(&ctx->ep, ask_stop_fn, &k, UINT64_MAX);
   if (k.rc == 1) {
     *body = k.body;
