@@ -315,8 +315,12 @@ typedef struct nexar_membership {
  * nexar_finalize. |out| may be NULL.
  *
  * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG when fewer than
- * NEXAR_MIN_WORLD_SIZE would remain (nobody leaves then); NEXAR_ERR_TIMEOUT;
- * NEXAR_ERR_PEER_FAILED / NEXAR_ERR_REVOKED (see the recovery policy).
+ * NEXAR_MIN_WORLD_SIZE would remain (nobody leaves then); NEXAR_ERR_TIMEOUT
+ * (e.g. a joiner could not be connected: every member then abandons the
+ * change and the world is unchanged); NEXAR_ERR_PEER_FAILED /
+ * NEXAR_ERR_REVOKED (see the recovery policy); NEXAR_ERR_INVALID_USAGE on a
+ * process that already left. A seed that is not elastic or cannot be reached
+ * admits nobody, which is not an error (docs/elastic.md).
  */
 NEXAR_EXTERN int nexar_elastic_checkpoint(nexar_ctx_t *ctx, int leave,
                                           nexar_membership_t *out);
