@@ -100,10 +100,11 @@ static void record(nexar_ctx_t *ctx, int id, int reason, int reporter) {
   pthread_mutex_unlock(&ctx->rpc.mu);
 }
 
-static bool comm_has(const nexar_comm_t *comm, int id) {
+/* Rank of stable id |id| in |comm|, or -1. */
+static int rank_in(const nexar_comm_t *comm, int id) {
   for (int k = 0; k < comm->size; k++)
-    if (comm->world_ranks[k] == id) return true;
-  return false;
+    if (comm->world_ranks[k] == id) return k;
+  return -1;
 }
 
 /* Applies |fn| to the world and every registered communicator. */
@@ -167,12 +168,15 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
       reason == NEXAR_FAIL_REPORTED ? NEXAR_ERR_REVOKED : NEXAR_ERR_PEER_FAILED;
   bool all = ctx->recovery == NEXAR__RECOVERY_ABORT;
   FOR_EACH_COMM(ctx, cm, {
-    if (!all && !comm_has(cm, id)) continue;
+    int pr = rank_in(cm, id);
+    if (!all && pr < 0) continue;
+    char peer[32] = "";
+    if (pr >= 0) snprintf(peer, sizeof(peer), " (its rank %d here)", pr);
     snprintf(
         why, sizeof(why),
-        "rank %d of communicator %llu (epoch %u): %s; the operation "
+        "rank %d of communicator %llu (epoch %u): %s%s; the operation "
         "failed (its receive buffers are unspecified)%s",
-        cm->rank, (unsigned long long)cm->id, cm->epoch, what,
+        cm->rank, (unsigned long long)cm->id, cm->epoch, what, peer,
         all ? " and NEXAR_RECOVERY=abort: only nexar_finalize may follow" : "");
     nexar__comm_revoke(cm, code, why);
   });

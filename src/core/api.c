@@ -236,7 +236,7 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
   if (color != NEXAR_UNDEFINED) {
     qsort(mem, (size_t)cnt, sizeof(*mem), member_cmp);
     c = nexar__comm_new(ctx);
-    if (c) c->world_ranks = malloc((size_t)cnt * sizeof(int));
+    if (c) c->world_ranks = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(int));
     if (!c || !c->world_ranks) {
       nexar__comm_free(c);
       c = NULL;

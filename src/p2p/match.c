@@ -702,12 +702,17 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
 
 static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
                         const char *why) {
-  for (nexar__req_t *r = comm->posted, *next; r; r = next) {
-    next = r->next;
-    if (r->peer == peer || r->comm_peer == NEXAR_ANY_SOURCE) {
+  /* Completing a receive may end its collective, which frees its other
+   * receives: start over from the head after each one. */
+  for (bool again = true; again;) {
+    again = false;
+    for (nexar__req_t *r = comm->posted; r; r = r->next) {
+      if (r->peer != peer && r->comm_peer != NEXAR_ANY_SOURCE) continue;
       posted_remove(comm, r);
       nexar__comm_set_error(comm, "rank %d: recv from %s", ctx->rank, why);
       nexar__req_complete(r, err);
+      again = true;
+      break;
     }
   }
 }
