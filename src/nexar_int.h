@@ -390,6 +390,11 @@ struct nexar_ctx {
   /* Next communicator id this process may propose (user threads). */
   _Atomic uint64_t next_free_id;
   nexar__conn_t *seed_conn;
+  /* Elastic membership (elastic.c, user threads): this process left the
+   * job at a checkpoint; the seed cannot admit joiners (not elastic or
+   * unreachable), so later checkpoints do not ask it. */
+  bool left;
+  bool seed_no_admit;
   uint8_t secret_key[32];
   /* Bootstrap state (progress thread). */
   int boot_state;
@@ -671,5 +676,24 @@ int nexar__comm_rebuild(nexar_ctx_t *ctx, nexar_comm_t *comm, const int *ids,
                         int n, uint64_t new_id);
 int nexar__bootstrap(nexar_ctx_t *ctx);
 extern const nexar__ep_ops_t nexar__worker_ops;
+/* bootstrap.c (engine): dials stable id |id| at its roster address, pinning
+ * its certificate; sets ctx->peers[id]. */
+int nexar__dial_peer(nexar_ctx_t *ctx, int id);
+/* Raises the next communicator id this process may propose to at least |v|
+ * (core/api.c; user threads). */
+void nexar__bump_next_id(nexar_ctx_t *ctx, uint64_t v);
+/* elastic.c. Engine: grows roster, peers and dead to |n| stable ids (the new
+ * ones: no connection, dead = 2 until they are made members). Returns 0,
+ * NEXAR_ERR_INVALID_ARG above NEXAR__ELASTIC_MAX_IDS, NEXAR_ERR_NOMEM. */
+int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n);
+/* Engine: a joiner's JOIN from the seed: id, roster and world set up. */
+int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len);
+/* Engine: bytes from, and the end of, the admission connection to the seed
+ * (conn role_data set) of a checkpoint's leader. */
+void nexar__elastic_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n);
+void nexar__elastic_seed_closed(nexar__conn_t *c);
+/* User thread, end of a joiner's nexar_init: the first barrier of the new
+ * world, which the members' checkpoint ends with. */
+int nexar__elastic_joined(nexar_ctx_t *ctx);
 
 #endif /* NEXAR_INT_H */
