@@ -171,8 +171,8 @@ struct nexar__conn {
    * MAX_STREAMS credit: returned in batches, so that a message does not
    * cost a packet of its own for the credit. [0] uni, [1] bidi. */
   uint32_t streams_owed[2];
-  nexar__seqs_t seqs[16]; /* one per live communicator shared with the peer */
-  int nseqs;
+  nexar__seqs_t *seqs; /* one per live communicator shared with the peer */
+  int nseqs, cap_seqs;
   /* Seed role: frame reassembly on the single remote stream. */
   uint8_t *sbuf;
   size_t sbuf_len, sbuf_cap;

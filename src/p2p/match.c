@@ -23,10 +23,20 @@
 
 #define EAGER_COPY_CAP (16u << 20) /* eager copies in flight per peer */
 
+/* Entries exist only for communicators this process has registered and
+ * agreements it runs (a peer's message for an unknown id never gets this
+ * far), so the table is bounded by local state, not by the peer. The
+ * pointer returned is valid until the next call. */
 nexar__seqs_t *nexar__conn_seqs(nexar__conn_t *c, uint64_t comm_id) {
   for (int i = 0; i < c->nseqs; i++)
     if (c->seqs[i].comm_id == comm_id) return &c->seqs[i];
-  if (c->nseqs == (int)(sizeof(c->seqs) / sizeof(c->seqs[0]))) return NULL;
+  if (c->nseqs == c->cap_seqs) {
+    int cap = c->cap_seqs ? 2 * c->cap_seqs : 4;
+    nexar__seqs_t *n = realloc(c->seqs, (size_t)cap * sizeof(*n));
+    if (!n) return NULL;
+    c->seqs = n;
+    c->cap_seqs = cap;
+  }
   nexar__seqs_t *s = &c->seqs[c->nseqs++];
   memset(s, 0, sizeof(*s));
   s->comm_id = comm_id;

@@ -731,6 +731,7 @@ void nexar__conn_free(nexar__conn_t *c) {
   }
   if (c->role == NEXAR__ROLE_MESH && c->ep->ops == &nexar__worker_ops)
     nexar__p2p_conn_teardown(c);
+  free(c->seqs);
   if (c->qc) ngtcp2_conn_del(c->qc);
   if (c->tls) gnutls_deinit(c->tls);
   free(c->sbuf);
