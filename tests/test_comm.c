@@ -5,8 +5,7 @@
  * ANY_SOURCE, messages with the same tag on the child and the world kept
  * apart, an RPC call, and world collectives interleaved with the child's.
  * dup + free 50 times (leaks show in the ASan build); 40 dups alive at once;
- * one child is left for
- * nexar_finalize to free.
+ * one child is left for nexar_finalize to free.
  */
 #include <stdint.h>
 #include <stdio.h>
