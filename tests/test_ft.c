@@ -11,7 +11,10 @@
  *                   recovery); allreduce, bcast, barrier and p2p are right
  *                   on the 3 left
  *   manual          nexar_comm_shrink after a kill; the old world stays
- *                   revoked
+ *                   revoked; of two children only the one with the victim
+ *                   is hit, and it shrinks too
+ *   idle            4 heartbeat timeouts without a call: nobody is declared
+ *                   failed
  *   abort           nexar_abort from another thread while every peer is
  *                   silent (stopped, undetected): <= 1 s, twice, then only
  *                   finalize
@@ -291,6 +294,9 @@ static int manual(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  /* Children {0, 2} and {1, 3}: only the one with the victim is hit. */
+  nexar_comm_t *c = NULL;
+  NT_OKC(w, nexar_comm_split(w, r % 2, r, &c));
   if (index == 3) {
     NT_OKC(w, nexar_barrier(w));
     sh->t_kill = nt_now_ms();
@@ -300,6 +306,24 @@ static int manual(int index, void *arg) {
   int64_t v = 1, s;
   int rc = nexar_allreduce(w, &v, &s, 1, NEXAR_INT64, NEXAR_SUM);
   if (check_failed(ctx, w, rc, 3, r, 0)) return 1;
+  v = r;
+  rc = nexar_allreduce(c, &v, &s, 1, NEXAR_INT64, NEXAR_SUM);
+  if (r % 2 == 0) {
+    NT_OKC(c, rc); /* {0, 2} does not contain the failed process */
+    NT_CHECK(s == 2);
+  } else {
+    NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED,
+              "child with the victim: %s", nexar_err_name(rc));
+    nexar_comm_t *cs = NULL;
+    NT_OKC(c, nexar_comm_shrink(c, &cs));
+    int cn = 0;
+    NT_OKC(cs, nexar_comm_size(cs, &cn));
+    NT_CHECK(cn == 1);
+    NT_OKC(cs, nexar_allreduce(cs, &v, &s, 1, NEXAR_INT64, NEXAR_SUM));
+    NT_CHECK(s == 1);
+    NT_OKC(cs, nexar_comm_free(&cs));
+  }
+  nexar_comm_free(&c);
   nexar_comm_t *nc = NULL;
   NT_OKC(w, nexar_comm_shrink(w, &nc));
   NT_CHECK(nc != NULL);
@@ -359,6 +383,29 @@ static int sigstop(int index, void *arg) {
     NT_CHECK(s == 3);
     sleep_ms(10);
   }
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+/* ---- idle: no false verdicts ---- */
+
+/* Ranks that do nothing for four heartbeat timeouts (the progress thread
+ * keeps the heartbeat going), then communicate: nobody is declared failed. */
+static int idle(int index, void *arg) {
+  (void)arg;
+  (void)index;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  NT_OKC(w, nexar_barrier(w));
+  sleep_ms(4 * 500);
+  int64_t v = 1, s = 0;
+  NT_OKC(w, nexar_allreduce(w, &v, &s, 1, NEXAR_INT64, NEXAR_SUM));
+  NT_CHECK(s == n);
+  int nf = -1;
+  NT_OK(nexar_failures(ctx, NULL, 0, &nf));
+  NT_CHECKF(nf == 0, "%d failures after an idle spell", nf);
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
@@ -696,6 +743,8 @@ int main(void) {
       {"sigstop", 4, sigstop, NULL, FT_ENV "NEXAR_RECOVERY=automatic\n"},
       {"automatic", 5, automatic, NULL, FT_ENV "NEXAR_RECOVERY=automatic\n"},
       {"manual", 4, manual, NULL, FT_ENV "NEXAR_RECOVERY=manual\n"},
+      {"idle", 4, idle, NULL,
+       "NEXAR_HEARTBEAT_MS=100\nNEXAR_HEARTBEAT_TIMEOUT_MS=500\n"},
       {"abort", 3, aborting, NULL,
        "NEXAR_HEARTBEAT_MS=1000\nNEXAR_HEARTBEAT_TIMEOUT_MS=60000\n"},
   };
