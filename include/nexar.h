@@ -319,8 +319,12 @@ typedef struct nexar_membership {
  * nexar_finalize. |out| may be NULL.
  *
  * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG when fewer than
- * NEXAR_MIN_WORLD_SIZE would remain (nobody leaves then); NEXAR_ERR_TIMEOUT;
- * NEXAR_ERR_PEER_FAILED / NEXAR_ERR_REVOKED (see the recovery policy).
+ * NEXAR_MIN_WORLD_SIZE would remain (nobody leaves then); NEXAR_ERR_TIMEOUT
+ * (e.g. a joiner could not be connected: every member then abandons the
+ * change and the world is unchanged); NEXAR_ERR_PEER_FAILED /
+ * NEXAR_ERR_REVOKED (see the recovery policy); NEXAR_ERR_INVALID_USAGE on a
+ * process that already left. A seed that is not elastic or cannot be reached
+ * admits nobody, which is not an error (docs/elastic.md).
  */
 NEXAR_EXTERN int nexar_elastic_checkpoint(nexar_ctx_t *ctx, int leave,
                                           nexar_membership_t *out);
@@ -990,10 +994,17 @@ typedef struct nexar_seed_config {
   const char *secret_file;
   int world_size; /* ranks to admit (else NEXAR_WORLD_SIZE) */
   int timeout_ms; /* formation deadline (else bootstrap timeout) */
+  /* Elastic mode when above world_size: after formation the seed stays up
+   * and admits joiners (NEXAR_JOIN=1) at the members' elastic checkpoints
+   * up to this many members (else NEXAR_MAX_WORLD_SIZE; docs/elastic.md). */
+  int max_world_size;
 } nexar_seed_config_t;
 
-#define NEXAR_SEED_CONFIG_INIT \
-  { sizeof(nexar_seed_config_t), NULL, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET }
+#define NEXAR_SEED_CONFIG_INIT                                               \
+  {                                                                          \
+    sizeof(nexar_seed_config_t), NULL, NULL, NULL, NEXAR_UNSET, NEXAR_UNSET, \
+        NEXAR_UNSET                                                          \
+  }
 
 /*
  * Starts a seed in a background thread of this process. It accepts workers,
@@ -1007,11 +1018,14 @@ NEXAR_EXTERN int nexar_seed_start(const nexar_seed_config_t *cfg,
                                   nexar_seed_t **seed);
 /* The UDP port the seed listens on (useful with port 0). */
 NEXAR_EXTERN int nexar_seed_port(const nexar_seed_t *seed);
+/* The max world size of an elastic seed, or 0 when it is not elastic. */
+NEXAR_EXTERN int nexar_seed_max_world_size(const nexar_seed_t *seed);
 /*
  * Waits until the cluster is formed (every welcome delivered) or |timeout_ms|
- * passes (negative: wait for the formation deadline). Returns NEXAR_OK,
- * NEXAR_ERR_TIMEOUT (the message says who is missing), or the formation's
- * error. Details: nexar_seed_last_error().
+ * passes (negative: wait for the formation deadline). An elastic seed goes on
+ * admitting joiners after this returns, until nexar_seed_stop. Returns
+ * NEXAR_OK, NEXAR_ERR_TIMEOUT (the message says who is missing), or the
+ * formation's error. Details: nexar_seed_last_error().
  */
 NEXAR_EXTERN int nexar_seed_wait(nexar_seed_t *seed, int timeout_ms);
 /* Text of the seed's last error, or "". */

@@ -176,10 +176,9 @@ typedef struct nexar__seqs {
  * whichever links its messages take: sequence numbers are assigned by the
  * origin and checked by the destination, so the order per (sender,
  * receiver, comm, lane) holds across relays and reroutes. */
-#define NEXAR__MAX_SEQS 16 /* live communicators shared with one process */
 typedef struct nexar__peer {
-  nexar__seqs_t seqs[NEXAR__MAX_SEQS];
-  int nseqs;
+  nexar__seqs_t *seqs; /* one per live communicator shared with it */
+  int nseqs, cap_seqs;
   nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
 } nexar__peer_t;
 
@@ -318,6 +317,9 @@ typedef struct nexar__ep_ops {
    * rank (>= 0), -1 to refuse, or -2 to accept as a non-mesh (seed)
    * client. */
   int (*verify_client)(nexar__ep_t *ep, const uint8_t *fp);
+  /* An ICMP "port unreachable" came back for a datagram sent to |to|
+   * (optional). */
+  void (*on_unreachable)(nexar__ep_t *ep, const struct sockaddr_storage *to);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
@@ -369,6 +371,7 @@ struct nexar__ep {
   uint8_t *rxbuf;   /* GRO receive buffers */
   /* Transport settings and send back-pressure (udp.c, quic.c). */
   bool gro;              /* UDP_GRO is on for the socket */
+  bool errq;             /* the socket's error queue needs reading */
   bool rx_more;          /* the last receive pass stopped at its budget */
   int rx_batch;          /* datagrams per recvmmsg call */
   int64_t data_inflight; /* data-lane bytes-in-flight floor; 0: none */
@@ -470,6 +473,11 @@ struct nexar_ctx {
   /* Next communicator id this process may propose (user threads). */
   _Atomic uint64_t next_free_id;
   nexar__conn_t *seed_conn;
+  /* Elastic membership (elastic.c, user threads): this process left the
+   * job at a checkpoint; the seed cannot admit joiners (not elastic or
+   * unreachable), so later checkpoints do not ask it. */
+  bool left;
+  bool seed_no_admit;
   uint8_t secret_key[32];
   /* Bootstrap state (progress thread). */
   int boot_state;
@@ -632,7 +640,7 @@ void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
 void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why);
 void nexar__omsg_free(nexar__omsg_t *m);
 /* Sequence state of (this process, stable id |peer|, comm |comm_id|), made
- * on first use; NULL when NEXAR__MAX_SEQS communicators are live. */
+ * on first use (the table grows); NULL when out of memory. */
 nexar__seqs_t *nexar__peer_seqs(nexar_ctx_t *ctx, int peer, uint64_t comm_id);
 /* Drops the sequence state of |id| with |peer| (a finished agreement). */
 void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id);
@@ -718,6 +726,12 @@ int nexar__topo_parse(const char *spec, int n, nexar__topo_t *t, char *err,
  * full mesh). Returns 0, NEXAR_ERR_INVALID_ARG (err set), NEXAR_ERR_NOMEM,
  * NEXAR_ERR_AUTH / _PROTO (a certificate that is not its fingerprint's). */
 int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len);
+/* Elastic growth to |n| stable ids (engine): NEXAR_ERR_UNSUPPORTED on a
+ * sparse topology, NEXAR_ERR_NOMEM. */
+int nexar__topo_grow(nexar_ctx_t *ctx, int n);
+/* Recomputes the routes after ctx->dead changed other than by a failure
+ * (an elastic join or leave). */
+void nexar__topo_refresh(nexar_ctx_t *ctx);
 void nexar__topo_fini(nexar_ctx_t *ctx);
 /* Whether stable ids |a| != |b| are neighbours. */
 bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b);
@@ -834,6 +848,9 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
                            const char *detail);
 /* Engine: a mesh connection is gone (bootstrap.c on_closed). */
 void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c);
+/* Engine: an ICMP port unreachable for |to| (the endpoint's ops). */
+void nexar__ft_on_unreachable(nexar__ep_t *ep,
+                              const struct sockaddr_storage *to);
 /* Engine, every pass after formation: the heartbeat timeout check. */
 void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now);
 /* Engine: a process-level control message (kind FAILED or AGREE) with its
@@ -884,5 +901,24 @@ int nexar__comm_rebuild(nexar_ctx_t *ctx, nexar_comm_t *comm, const int *ids,
                         int n, uint64_t new_id);
 int nexar__bootstrap(nexar_ctx_t *ctx);
 extern const nexar__ep_ops_t nexar__worker_ops;
+/* bootstrap.c (engine): dials stable id |id| at its roster address, pinning
+ * its certificate; sets ctx->peers[id]. */
+int nexar__dial_peer(nexar_ctx_t *ctx, int id);
+/* Raises the next communicator id this process may propose to at least |v|
+ * (core/api.c; user threads). */
+void nexar__bump_next_id(nexar_ctx_t *ctx, uint64_t v);
+/* elastic.c. Engine: grows roster, peers and dead to |n| stable ids (the new
+ * ones: no connection, dead = 2 until they are made members). Returns 0,
+ * NEXAR_ERR_INVALID_ARG above NEXAR__ELASTIC_MAX_IDS, NEXAR_ERR_NOMEM. */
+int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n);
+/* Engine: a joiner's JOIN from the seed: id, roster and world set up. */
+int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len);
+/* Engine: bytes from, and the end of, the admission connection to the seed
+ * (conn role_data set) of a checkpoint's leader. */
+void nexar__elastic_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n);
+void nexar__elastic_seed_closed(nexar__conn_t *c);
+/* User thread, end of a joiner's nexar_init: the first barrier of the new
+ * world, which the members' checkpoint ends with. */
+int nexar__elastic_joined(nexar_ctx_t *ctx);
 
 #endif /* NEXAR_INT_H */

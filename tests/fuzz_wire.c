@@ -1,7 +1,9 @@
 /*
  * libFuzzer harness for the wire codec. The first input byte picks the
- * decoder, the rest is its input. Whatever a decoder accepts must encode
- * back to exactly the accepted bytes; any difference aborts.
+ * decoder (modulo 10: header, seed frame header, PROOF, HELLO, WELCOME,
+ * REJECT, a whole seed frame, ADMIT, ADMITTED, JOIN), the rest is its input.
+ * Whatever a decoder accepts must encode back to exactly the accepted bytes;
+ * any difference aborts.
  *
  * Build: clang -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
  *        src/wire/wire.c tests/fuzz_wire.c -o fuzz_wire
@@ -115,6 +117,61 @@ static void fuzz_welcome(const uint8_t *in, size_t len) {
               NEXAR__SEED_WELCOME, in, len);
 }
 
+static uint32_t ids[MAX_ENTRIES];
+static nexar__joiner_t joiners[MAX_ENTRIES];
+
+static void fuzz_admit(const uint8_t *in, size_t len) {
+  nexar__seed_admit_t a;
+  int r = nexar__seed_admit_decode(&a, in, len);
+  if (r != 0) {
+    check(r == NEXAR_ERR_PROTO);
+    return;
+  }
+  check(a.nstay >= 1 && a.nstay <= NEXAR__ELASTIC_MAX_IDS);
+  if (a.nstay > MAX_ENTRIES) return;
+  for (uint32_t i = 0; i < a.nstay; i++) ids[i] = nexar__id_at(a.ids, i);
+  check_frame(nexar__seed_admit_encode(&a, ids, out, sizeof out),
+              NEXAR__SEED_ADMIT, in, len);
+}
+
+static void fuzz_admitted(const uint8_t *in, size_t len) {
+  nexar__seed_admitted_t a;
+  int r = nexar__seed_admitted_decode(&a, in, len);
+  if (r != 0) {
+    check(r == NEXAR_ERR_PROTO);
+    return;
+  }
+  check(a.njoin <= a.nids && a.nids <= NEXAR__ELASTIC_MAX_IDS);
+  if (a.njoin > MAX_ENTRIES / 2) return; /* 55-byte entries fit out */
+  for (uint32_t i = 0; i < a.njoin; i++)
+    check(nexar__admitted_entry(&a, i, &joiners[i]) == 0 &&
+          joiners[i].id < a.nids);
+  check_frame(
+      nexar__seed_admitted_encode(a.nids, joiners, a.njoin, out, sizeof out),
+      NEXAR__SEED_ADMITTED, in, len);
+}
+
+static void fuzz_join(const uint8_t *in, size_t len) {
+  nexar__seed_join_t j;
+  int r = nexar__seed_join_decode(&j, in, len);
+  if (r != 0) {
+    check(r == NEXAR_ERR_PROTO);
+    return;
+  }
+  check(j.id < j.nids && j.nmembers >= 1 && j.nmembers <= j.nids);
+  /* The roster buffer bounds what is re-encoded (out holds its entries and
+   * as many member ids). */
+  if (j.nids > MAX_ENTRIES / 2) return;
+  for (uint32_t i = 0; i < j.nids; i++)
+    check(nexar__join_entry(&j, i, &roster[i]) == 0);
+  for (uint32_t i = 0; i < j.nmembers; i++) {
+    ids[i] = nexar__id_at(j.members, i);
+    check(ids[i] < j.nids);
+  }
+  check_frame(nexar__seed_join_encode(&j, roster, ids, out, sizeof out),
+              NEXAR__SEED_JOIN, in, len);
+}
+
 static void fuzz_reject(const uint8_t *in, size_t len) {
   nexar__seed_reject_t rj;
   int r = nexar__seed_reject_decode(&rj, in, len);
@@ -142,6 +199,15 @@ static void fuzz_seed_stream(const uint8_t *in, size_t len) {
     case NEXAR__SEED_WELCOME:
       fuzz_welcome(in, blen);
       break;
+    case NEXAR__SEED_ADMIT:
+      fuzz_admit(in, blen);
+      break;
+    case NEXAR__SEED_ADMITTED:
+      fuzz_admitted(in, blen);
+      break;
+    case NEXAR__SEED_JOIN:
+      fuzz_join(in, blen);
+      break;
     default:
       fuzz_reject(in, blen);
       break;
@@ -154,7 +220,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   const uint8_t *in = data + 1;
   size_t len = size - 1;
-  switch (data[0] % 7) {
+  switch (data[0] % 10) {
     case 0:
       fuzz_hdr(in, len);
       break;
@@ -173,8 +239,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 5:
       fuzz_reject(in, len);
       break;
-    default:
+    case 6:
       fuzz_seed_stream(in, len);
+      break;
+    case 7:
+      fuzz_admit(in, len);
+      break;
+    case 8:
+      fuzz_admitted(in, len);
+      break;
+    default:
+      fuzz_join(in, len);
       break;
   }
   return 0;

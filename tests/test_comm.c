@@ -4,8 +4,8 @@
  * allreduce (bit-exact), bcast, allgather, barrier, a p2p ring with
  * ANY_SOURCE, messages with the same tag on the child and the world kept
  * apart, an RPC call, and world collectives interleaved with the child's.
- * dup + free 50 times (leaks show in the ASan build); one child is left for
- * nexar_finalize to free.
+ * dup + free 50 times (leaks show in the ASan build); 40 dups alive at once;
+ * one child is left for nexar_finalize to free.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -222,6 +222,18 @@ static int worker(int index, void *arg) {
     NT_OKC(w, nexar_comm_free(&d));
     NT_CHECK(d == NULL);
   }
+  /* Many communicators alive at once over the same pairs of ranks. */
+  enum { LIVE = 40 };
+  nexar_comm_t *live[LIVE];
+  for (int i = 0; i < LIVE; i++) NT_OKC(w, nexar_comm_dup(w, &live[i]));
+  for (int i = LIVE - 1; i >= 0; i--) {
+    int64_t v = val(r) * (i + 1), s = 0, want = 0;
+    for (int k = 0; k < n; k++) want += val(k) * (i + 1);
+    NT_OKC(live[i],
+           nexar_allreduce(live[i], &v, &s, 1, NEXAR_INT64, NEXAR_SUM));
+    NT_CHECKF(s == want, "live comm %d: %lld", i, (long long)s);
+  }
+  for (int i = 0; i < LIVE; i++) NT_OKC(w, nexar_comm_free(&live[i]));
   NT_CHECK(nexar_comm_free(&w) == NEXAR_ERR_INVALID_ARG);
   NT_OKC(w, nexar_barrier(w));
 

@@ -962,6 +962,19 @@ static int run_cases(nexar_ctx_t *ctx, nexar_comm_t *w, int r, int n) {
   if (t_alltoallv(w, r, n)) return 1;
   if (t_reduce_local(ctx, r)) return 1;
   if (t_errors(w, r, n)) return 1;
+  /* The same staging on a child communicator (two colours, reversed). */
+  nexar_comm_t *c = NULL;
+  NT_OKC(w, nexar_comm_split(w, r % 2, -r, &c));
+  int cr, cn;
+  NT_OKC(c, nexar_comm_rank(c, &cr));
+  NT_OKC(c, nexar_comm_size(c, &cn));
+  for (int m = 0; m < M_NUM; m++)
+    if (t_allreduce(c, cr, cn, 5000, m)) return 1;
+  if (t_p2p(c, cr, cn, 100000) || t_nonblocking(c, cr, cn) ||
+      t_bcast(c, cr, cn, 140000, cn - 1) || t_allgather(c, cr, cn, 20000, 0) ||
+      t_alltoall(c, cr, cn, 3, 1) || t_scan(c, cr, cn, 11, false, 0))
+    return 1;
+  NT_OKC(w, nexar_comm_free(&c));
   return 0;
 }
 

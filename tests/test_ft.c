@@ -11,9 +11,13 @@
  *                   recovery); allreduce, bcast, barrier and p2p are right
  *                   on the 3 left
  *   manual          nexar_comm_shrink after a kill; the old world stays
- *                   revoked
- *   abort           nexar_abort from another thread while every peer is dead
- *                   (and undetected): <= 1 s, twice, then only finalize
+ *                   revoked; of two children only the one with the victim
+ *                   is hit, and it shrinks too
+ *   idle            4 heartbeat timeouts without a call: nobody is declared
+ *                   failed
+ *   abort           nexar_abort from another thread while every peer is
+ *                   silent (stopped, undetected): <= 1 s, twice, then only
+ *                   finalize
  *
  * Every survivor must return NEXAR_ERR_PEER_FAILED or NEXAR_ERR_REVOKED
  * within heartbeat timeout + 1 s of the kill, naming the dead process. Kill
@@ -242,6 +246,12 @@ static int automatic(int index, void *arg) {
       sh->t_kill = nt_now_ms();
       raise(SIGKILL);
     }
+    if (index == 1 && i == 10) {
+      /* A message of epoch 0 nobody receives: it must never be delivered
+       * in a later epoch. */
+      int32_t stale = -7;
+      NT_OKC(w, nexar_send(w, &stale, 1, NEXAR_INT32, 2, 7));
+    }
     int64_t v = index + 1, s = 0;
     int rc = nexar_allreduce(w, &v, &s, 1, NEXAR_INT64, NEXAR_SUM);
     if (rc == NEXAR_OK) {
@@ -258,6 +268,20 @@ static int automatic(int index, void *arg) {
   int nf;
   NT_OK(nexar_failures(ctx, f, 4, &nf));
   NT_CHECKF(nf == 2, "%d failures known", nf);
+  /* The epoch-0 message was dropped with its epoch. */
+  if (index == 1) {
+    int32_t fresh = 8;
+    NT_OKC(w, nexar_send(w, &fresh, 1, NEXAR_INT32, 2, 8));
+  }
+  if (index == 2) {
+    int32_t got = 0;
+    nexar_status_t st;
+    NT_OKC(w, nexar_recv(w, &got, 1, NEXAR_INT32, NEXAR_ANY_SOURCE,
+                         NEXAR_ANY_TAG, &st));
+    NT_CHECKF(got == 8 && st.tag == 8 && st.source == 1,
+              "got %d tag %d from %d: a stale message was delivered", got,
+              st.tag, st.source);
+  }
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
@@ -270,6 +294,9 @@ static int manual(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  /* Children {0, 2} and {1, 3}: only the one with the victim is hit. */
+  nexar_comm_t *c = NULL;
+  NT_OKC(w, nexar_comm_split(w, r % 2, r, &c));
   if (index == 3) {
     NT_OKC(w, nexar_barrier(w));
     sh->t_kill = nt_now_ms();
@@ -279,6 +306,24 @@ static int manual(int index, void *arg) {
   int64_t v = 1, s;
   int rc = nexar_allreduce(w, &v, &s, 1, NEXAR_INT64, NEXAR_SUM);
   if (check_failed(ctx, w, rc, 3, r, 0)) return 1;
+  v = r;
+  rc = nexar_allreduce(c, &v, &s, 1, NEXAR_INT64, NEXAR_SUM);
+  if (r % 2 == 0) {
+    NT_OKC(c, rc); /* {0, 2} does not contain the failed process */
+    NT_CHECK(s == 2);
+  } else {
+    NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED,
+              "child with the victim: %s", nexar_err_name(rc));
+    nexar_comm_t *cs = NULL;
+    NT_OKC(c, nexar_comm_shrink(c, &cs));
+    int cn = 0;
+    NT_OKC(cs, nexar_comm_size(cs, &cn));
+    NT_CHECK(cn == 1);
+    NT_OKC(cs, nexar_allreduce(cs, &v, &s, 1, NEXAR_INT64, NEXAR_SUM));
+    NT_CHECK(s == 1);
+    NT_OKC(cs, nexar_comm_free(&cs));
+  }
+  nexar_comm_free(&c);
   nexar_comm_t *nc = NULL;
   NT_OKC(w, nexar_comm_shrink(w, &nc));
   NT_CHECK(nc != NULL);
@@ -342,6 +387,29 @@ static int sigstop(int index, void *arg) {
   return 0;
 }
 
+/* ---- idle: no false verdicts ---- */
+
+/* Ranks that do nothing for four heartbeat timeouts (the progress thread
+ * keeps the heartbeat going), then communicate: nobody is declared failed. */
+static int idle(int index, void *arg) {
+  (void)arg;
+  (void)index;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  NT_OKC(w, nexar_barrier(w));
+  sleep_ms(4 * 500);
+  int64_t v = 1, s = 0;
+  NT_OKC(w, nexar_allreduce(w, &v, &s, 1, NEXAR_INT64, NEXAR_SUM));
+  NT_CHECK(s == n);
+  int nf = -1;
+  NT_OK(nexar_failures(ctx, NULL, 0, &nf));
+  NT_CHECKF(nf == 0, "%d failures after an idle spell", nf);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 /* ---- abort ---- */
 
 typedef struct abort_arg {
@@ -366,8 +434,11 @@ static int aborting(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  if (share_pids(w, r)) return 1;
   NT_OKC(w, nexar_barrier(w));
-  if (index != 0) raise(SIGKILL); /* every peer of rank 0 dies */
+  /* Every peer of rank 0 goes silent: stopped, so not even the kernel
+   * answers for them, and not yet declared failed (60 s timeout). */
+  if (index != 0) raise(SIGSTOP);
   sleep_ms(100);
   int32_t x;
   nexar_req_t *q;
@@ -385,8 +456,9 @@ static int aborting(int index, void *arg) {
             a.ms[0], a.ms[1]);
   NT_CHECK(nexar_barrier(w) == NEXAR_ERR_ABORTED);
   NT_CHECK(nexar_send(w, &x, 1, NEXAR_INT32, 1, 0) == NEXAR_ERR_ABORTED);
-  printf("abort: %.2f ms, again %.3f ms (peers dead, undetected)\n", a.ms[0],
+  printf("abort: %.2f ms, again %.3f ms (peers stopped, undetected)\n", a.ms[0],
          a.ms[1]);
+  for (int k = 1; k < n; k++) kill(sh->pid[k], SIGKILL);
   double f0 = nt_now_ms();
   NT_OK(nexar_finalize(ctx));
   NT_CHECKF(nt_now_ms() - f0 < 1000, "finalize after abort took %.0f ms",
@@ -581,17 +653,32 @@ static int cmp_double(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-/* Worlds of TRIAL_WORLD processes, KILLS_PER_WORLD random trials each. */
+static void report(const char *how, double *d, int nd) {
+  qsort(d, (size_t)nd, sizeof(double), cmp_double);
+  printf(
+      "  detection %s over %d survivor verdicts: median %.0f ms, max %.0f "
+      "ms\n",
+      how, nd, nd ? d[nd / 2] : 0.0, nd ? d[nd - 1] : 0.0);
+}
+
+/* Worlds of TRIAL_WORLD processes, KILLS_PER_WORLD random trials each;
+ * every other world detects by heartbeat only (NEXAR_ICMP_DETECT=0). */
 static int run_trials(int ntrials, unsigned seed) {
   tr = mmap(NULL, sizeof(*tr), PROT_READ | PROT_WRITE,
             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  double *dets = malloc((size_t)ntrials * TRIAL_WORLD * sizeof(double));
-  if (tr == MAP_FAILED || !dets) return 1;
+  double *dets[2];
+  int nd[2] = {0, 0};
+  for (int m = 0; m < 2; m++)
+    dets[m] = malloc((size_t)ntrials * TRIAL_WORLD * sizeof(double));
+  if (tr == MAP_FAILED || !dets[0] || !dets[1]) return 1;
   srand(seed);
-  int fails = 0, done = 0, nd = 0;
-  while (done < ntrials) {
+  int fails = 0, done = 0;
+  for (int world = 0; done < ntrials; world++) {
+    int hb_only = world % 2;
     memset(tr, 0, sizeof(*tr));
     memset(sh, 0, sizeof(*sh));
+    for (int t = 0; t < KILLS_PER_WORLD; t++)
+      for (int k = 0; k < TRIAL_WORLD; k++) tr->det[t][k] = -1;
     int alive[TRIAL_WORLD], na = TRIAL_WORLD;
     for (int i = 0; i < TRIAL_WORLD; i++) alive[i] = i;
     for (int t = 0; t < KILLS_PER_WORLD; t++) {
@@ -603,14 +690,16 @@ static int run_trials(int ntrials, unsigned seed) {
       tr->t[t].count = counts[rand() % 5];
       tr->t[t].delay_ms = rand() % 4 == 0 ? -1 : rand() % 30;
     }
-    nt_opts_t o = {.world_size = TRIAL_WORLD,
-                   .timeout_ms = 120000,
-                   .env = TRIAL_ENV,
-                   .tolerate_kill = 1};
+    nt_opts_t o = {
+        .world_size = TRIAL_WORLD,
+        .timeout_ms = 120000,
+        .env = hb_only ? TRIAL_ENV "NEXAR_ICMP_DETECT=0\n" : TRIAL_ENV,
+        .tolerate_kill = 1};
     int rc = nt_run(&o, trials_worker, NULL);
     if (rc) {
       fails++;
-      printf("FAIL trials world (seed %u): plan", seed);
+      printf("FAIL trials world %d (seed %u%s): plan", world, seed,
+             hb_only ? ", heartbeat only" : "");
       for (int t = 0; t < KILLS_PER_WORLD; t++)
         printf(" [victim %d %s x%d at %d ms]", tr->t[t].victim,
                op_names[tr->t[t].op], tr->t[t].count, tr->t[t].delay_ms);
@@ -618,17 +707,15 @@ static int run_trials(int ntrials, unsigned seed) {
     }
     for (int t = 0; t < KILLS_PER_WORLD; t++)
       for (int k = 0; k < TRIAL_WORLD; k++)
-        if (tr->det[t][k] > 0) dets[nd++] = tr->det[t][k];
+        if (tr->det[t][k] >= 0) dets[hb_only][nd[hb_only]++] = tr->det[t][k];
     done += KILLS_PER_WORLD;
   }
-  qsort(dets, (size_t)nd, sizeof(double), cmp_double);
-  printf(
-      "%s trials: %d kills (seed %u, %d worlds failed); detection over %d "
-      "survivor verdicts: median %.0f ms, max %.0f ms "
-      "(NEXAR_HEARTBEAT_TIMEOUT_MS=%d)\n",
-      fails ? "FAIL" : "ok", done, seed, fails, nd, nd ? dets[nd / 2] : 0.0,
-      nd ? dets[nd - 1] : 0.0, TRIAL_HB_TIMEOUT_MS);
-  free(dets);
+  printf("%s trials: %d kills (seed %u, %d worlds failed)\n",
+         fails ? "FAIL" : "ok", done, seed, fails);
+  report("with ICMP", dets[0], nd[0]);
+  report("by heartbeat only (NEXAR_HEARTBEAT_TIMEOUT_MS=600)", dets[1], nd[1]);
+  free(dets[0]);
+  free(dets[1]);
   munmap(tr, sizeof(*tr));
   return fails;
 }
@@ -649,11 +736,15 @@ int main(void) {
   static int one = 1;
   const scenario_t sc[] = {
       {"kill_allreduce", 4, big_op, NULL, FT_ENV},
+      {"kill_allreduce_hb", 4, big_op, NULL, FT_ENV "NEXAR_ICMP_DETECT=0\n"},
       {"kill_barrier", 4, barrier_loop, NULL, FT_ENV},
       {"kill_root", 4, big_op, &one, FT_ENV},
+      {"kill_root_hb", 4, big_op, &one, FT_ENV "NEXAR_ICMP_DETECT=0\n"},
       {"sigstop", 4, sigstop, NULL, FT_ENV "NEXAR_RECOVERY=automatic\n"},
       {"automatic", 5, automatic, NULL, FT_ENV "NEXAR_RECOVERY=automatic\n"},
       {"manual", 4, manual, NULL, FT_ENV "NEXAR_RECOVERY=manual\n"},
+      {"idle", 4, idle, NULL,
+       "NEXAR_HEARTBEAT_MS=100\nNEXAR_HEARTBEAT_TIMEOUT_MS=500\n"},
       {"abort", 3, aborting, NULL,
        "NEXAR_HEARTBEAT_MS=1000\nNEXAR_HEARTBEAT_TIMEOUT_MS=60000\n"},
   };

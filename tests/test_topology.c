@@ -441,7 +441,13 @@ static int worker_kill(int index, void *arg) {
     if (exchange(w, r, 2 - r, 1000 + r)) return 1;
   }
   NT_OKC(w, nexar_barrier(w));
-  if (r == victim) raise(SIGKILL);
+  if (r == victim) {
+    /* Die once everyone has left the barrier (a kill is known within
+     * milliseconds, so sooner could fail someone's barrier instead). */
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    raise(SIGKILL);
+  }
   double t0 = nt_now_ms();
   int64_t v = 1;
   int rc;

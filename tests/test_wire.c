@@ -133,6 +133,7 @@ static void assert_hello_equal(const nexar__seed_hello_t *a,
   assert_int_equal(a->rank, b->rank);
   assert_int_equal(a->world_size, b->world_size);
   assert_int_equal(a->has_addr, b->has_addr);
+  assert_int_equal(a->join, b->join);
   if (a->has_addr) assert_waddr_equal(&a->advertise, &b->advertise);
   assert_memory_equal(a->fingerprint, b->fingerprint, NEXAR__FP_BYTES);
   assert_int_equal(a->pid, b->pid);
@@ -861,6 +862,19 @@ static void test_hello_roundtrip(void **state) {
   h.advertise = v4(255, 255, 255, 255, 0);
   hello_roundtrip_one(&h);
 
+  /* The join flag, with and without an address: flags byte 3 and 2. */
+  h = sample_hello();
+  h.join = 1;
+  hello_roundtrip_one(&h);
+  uint8_t jb[256];
+  assert_true(hello_frame(&h, jb, sizeof jb) > 0);
+  assert_int_equal(jb[8 + 40], 3);
+  h.has_addr = 0;
+  memset(&h.advertise, 0, sizeof h.advertise);
+  hello_roundtrip_one(&h);
+  assert_true(hello_frame(&h, jb, sizeof jb) > 0);
+  assert_int_equal(jb[8 + 40], 2);
+
   /* has_addr = 0 writes a zero address whatever the struct holds. */
   h = sample_hello();
   h.has_addr = 0;
@@ -1035,6 +1049,10 @@ static void test_hello_encode_invalid(void **state) {
   assert_int_equal(nexar__seed_hello_encode(&h, b, sizeof b),
                    NEXAR_ERR_INVALID_ARG);
   h = sample_hello();
+  h.join = 2;
+  assert_int_equal(nexar__seed_hello_encode(&h, b, sizeof b),
+                   NEXAR_ERR_INVALID_ARG);
+  h = sample_hello();
   h.advertise.family = 5;
   assert_int_equal(nexar__seed_hello_encode(&h, b, sizeof b),
                    NEXAR_ERR_INVALID_ARG);
@@ -1084,7 +1102,8 @@ static void test_hello_decode_invalid(void **state) {
     /* Top byte of rank: only 0 (small rank) or 0xff with -1 is valid. */
     HELLO_MUT(35, v, v == 0 ? 0 : NEXAR_ERR_PROTO);
     HELLO_MUT(39, v, v == 0 ? 0 : NEXAR_ERR_PROTO);
-    HELLO_MUT(40, v, v == 1 ? 0 : NEXAR_ERR_PROTO);
+    /* Flags: bit 0 has_addr (the address is set), bit 1 join. */
+    HELLO_MUT(40, v, v == 1 || v == 3 ? 0 : NEXAR_ERR_PROTO);
     HELLO_MUT(41, v, (v == 4 || v == 6) ? 0 : NEXAR_ERR_PROTO);
     for (unsigned off = 41 + 7; off < 60; off++)
       HELLO_MUT(off, v, v == 0 ? 0 : NEXAR_ERR_PROTO);
@@ -1353,6 +1372,327 @@ static void test_reject(void **state) {
                    NEXAR_ERR_INVALID_ARG);
 }
 
+/* ---- Elastic: ADMIT, ADMITTED, JOIN. */
+
+#define ADMIT_FIXED 52u
+#define JOINER_BYTES (4u + ENTRY_BYTES)
+#define JOIN_FIXED 24u
+#define MAX_IDS NEXAR__ELASTIC_MAX_IDS
+
+static uint32_t ids[MAX_IDS + 2];
+static nexar__joiner_t joiners[MAX_IDS + 2];
+
+static nexar__seed_admit_t sample_admit(uint32_t nstay) {
+  nexar__seed_admit_t a;
+  memset(&a, 0, sizeof a);
+  for (unsigned i = 0; i < NEXAR__MAC_BYTES; i++) a.proof[i] = (uint8_t)(7 * i);
+  a.comm_id = 0x0102030405060708ull;
+  a.epoch = 3;
+  a.max_joiners = 2;
+  a.nstay = nstay;
+  /* Distinct, not in order. */
+  for (uint32_t i = 0; i < nstay; i++) ids[i] = (i * 7919u) % MAX_IDS;
+  return a;
+}
+
+static void admit_roundtrip_one(uint32_t nstay, uint32_t max_joiners) {
+  nexar__seed_admit_t a = sample_admit(nstay), d;
+  a.max_joiners = max_joiners;
+  uint8_t type;
+  uint32_t blen;
+  int n = nexar__seed_admit_encode(&a, ids, big, sizeof big);
+  assert_int_equal(n, 8 + ADMIT_FIXED + 4 * nstay);
+  assert_int_equal(nexar__seed_frame_decode(big, (size_t)n, &type, &blen), 8);
+  assert_int_equal(type, NEXAR__SEED_ADMIT);
+  memset(&d, 0x55, sizeof d);
+  assert_int_equal(nexar__seed_admit_decode(&d, big + 8, blen), 0);
+  assert_memory_equal(d.proof, a.proof, NEXAR__MAC_BYTES);
+  assert_true(d.comm_id == a.comm_id);
+  assert_int_equal(d.epoch, a.epoch);
+  assert_int_equal(d.max_joiners, max_joiners);
+  assert_int_equal(d.nstay, nstay);
+  for (uint32_t i = 0; i < nstay; i++)
+    assert_int_equal(nexar__id_at(d.ids, i), ids[i]);
+  assert_int_equal(nexar__seed_admit_encode(&a, ids, big, (size_t)n - 1),
+                   NEXAR_ERR_INVALID_ARG);
+}
+
+static void test_admit(void **state) {
+  (void)state;
+  admit_roundtrip_one(1, 0);
+  admit_roundtrip_one(4, NEXAR__JOIN_UNLIMITED);
+  admit_roundtrip_one(MAX_IDS, 5);
+
+  /* Encoder bounds. */
+  nexar__seed_admit_t a = sample_admit(3);
+  a.nstay = 0;
+  assert_int_equal(nexar__seed_admit_encode(&a, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  a.nstay = MAX_IDS + 1;
+  assert_int_equal(nexar__seed_admit_encode(&a, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  a = sample_admit(3);
+  a.comm_id = 0;
+  assert_int_equal(nexar__seed_admit_encode(&a, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  a = sample_admit(3);
+  a.epoch = 0;
+  assert_int_equal(nexar__seed_admit_encode(&a, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  a = sample_admit(3);
+  ids[2] = ids[0]; /* duplicate */
+  assert_int_equal(nexar__seed_admit_encode(&a, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  a = sample_admit(3);
+  ids[1] = MAX_IDS;
+  assert_int_equal(nexar__seed_admit_encode(&a, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(nexar__seed_admit_encode(NULL, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(nexar__seed_admit_encode(&a, NULL, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+
+  /* Decoder: truncation, extension, each field. */
+  a = sample_admit(3);
+  int n = nexar__seed_admit_encode(&a, ids, big, sizeof big);
+  size_t blen = (size_t)n - 8;
+  uint8_t c[128];
+  nexar__seed_admit_t d;
+  for (size_t k = 0; k < blen; k++)
+    assert_int_equal(nexar__seed_admit_decode(&d, big + 8, k), NEXAR_ERR_PROTO);
+  memcpy(c, big + 8, blen);
+  c[blen] = 0;
+  assert_int_equal(nexar__seed_admit_decode(&d, c, blen + 1), NEXAR_ERR_PROTO);
+#define ADMIT_PUT(off, put, v, expect)                                 \
+  do {                                                                 \
+    memcpy(c, big + 8, blen);                                          \
+    put(c + (off), v);                                                 \
+    assert_int_equal(nexar__seed_admit_decode(&d, c, blen), (expect)); \
+  } while (0)
+  ADMIT_PUT(32, nexar__put_u64, 0, NEXAR_ERR_PROTO); /* comm_id */
+  ADMIT_PUT(32, nexar__put_u64, UINT64_MAX, 0);
+  ADMIT_PUT(40, nexar__put_u32, 0, NEXAR_ERR_PROTO); /* epoch */
+  ADMIT_PUT(44, nexar__put_u32, 0, 0);               /* max_joiners */
+  ADMIT_PUT(48, nexar__put_u32, 2, NEXAR_ERR_PROTO); /* nstay vs len */
+  ADMIT_PUT(48, nexar__put_u32, 0, NEXAR_ERR_PROTO);
+  ADMIT_PUT(48, nexar__put_u32, UINT32_MAX, NEXAR_ERR_PROTO);
+  ADMIT_PUT(52, nexar__put_u32, ids[1], NEXAR_ERR_PROTO);  /* duplicate */
+  ADMIT_PUT(56, nexar__put_u32, MAX_IDS, NEXAR_ERR_PROTO); /* bound */
+  ADMIT_PUT(56, nexar__put_u32, MAX_IDS - 1, 0);
+#undef ADMIT_PUT
+  assert_int_equal(nexar__seed_admit_decode(NULL, big + 8, blen),
+                   NEXAR_ERR_INVALID_ARG);
+}
+
+static void fill_joiners(uint32_t first, uint32_t n) {
+  fill_roster(n);
+  for (uint32_t i = 0; i < n; i++) {
+    joiners[i].id = first + i;
+    joiners[i].e = roster[i];
+  }
+}
+
+static void admitted_roundtrip_one(uint32_t nids, uint32_t first, uint32_t k) {
+  nexar__seed_admitted_t a;
+  nexar__joiner_t j;
+  uint8_t type;
+  uint32_t blen;
+  fill_joiners(first, k);
+  int n = nexar__seed_admitted_encode(nids, joiners, k, big, sizeof big);
+  assert_int_equal(n, 8 + 8 + k * JOINER_BYTES);
+  assert_int_equal(nexar__seed_frame_decode(big, (size_t)n, &type, &blen), 8);
+  assert_int_equal(type, NEXAR__SEED_ADMITTED);
+  assert_int_equal(nexar__seed_admitted_decode(&a, big + 8, blen), 0);
+  assert_int_equal(a.nids, nids);
+  assert_int_equal(a.njoin, k);
+  for (uint32_t i = 0; i < k; i++) {
+    assert_int_equal(nexar__admitted_entry(&a, i, &j), 0);
+    assert_int_equal(j.id, first + i);
+    assert_waddr_equal(&j.e.addr, &roster[i].addr);
+    assert_memory_equal(j.e.fingerprint, roster[i].fingerprint,
+                        NEXAR__FP_BYTES);
+  }
+  assert_int_equal(nexar__admitted_entry(&a, k, &j), NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(
+      nexar__seed_admitted_encode(nids, joiners, k, big, (size_t)n - 1),
+      NEXAR_ERR_INVALID_ARG);
+}
+
+static void test_admitted(void **state) {
+  (void)state;
+  admitted_roundtrip_one(4, 4, 0); /* nobody admitted */
+  admitted_roundtrip_one(6, 4, 2);
+  admitted_roundtrip_one(MAX_IDS, 0, MAX_IDS);
+
+  /* Encoder: njoin > nids, ids out of order or range, bad address. */
+  fill_joiners(4, 3);
+  assert_int_equal(nexar__seed_admitted_encode(2, joiners, 3, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(nexar__seed_admitted_encode(6, joiners, 3, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(
+      nexar__seed_admitted_encode(MAX_IDS + 1, joiners, 3, big, sizeof big),
+      NEXAR_ERR_INVALID_ARG);
+  joiners[2].id = 4;
+  assert_int_equal(nexar__seed_admitted_encode(7, joiners, 3, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  fill_joiners(4, 3);
+  joiners[1].e.addr.family = 5;
+  assert_int_equal(nexar__seed_admitted_encode(7, joiners, 3, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(nexar__seed_admitted_encode(7, NULL, 3, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+
+  /* Decoder. */
+  fill_joiners(4, 3);
+  int n = nexar__seed_admitted_encode(7, joiners, 3, big, sizeof big);
+  size_t blen = (size_t)n - 8;
+  uint8_t c[8 + 3 * JOINER_BYTES + 8];
+  nexar__seed_admitted_t a;
+  for (size_t k = 0; k < blen; k++)
+    assert_int_equal(nexar__seed_admitted_decode(&a, big + 8, k),
+                     NEXAR_ERR_PROTO);
+  memcpy(c, big + 8, blen);
+  c[blen] = 0;
+  assert_int_equal(nexar__seed_admitted_decode(&a, c, blen + 1),
+                   NEXAR_ERR_PROTO);
+#define ADM_PUT(off, v, expect)                                           \
+  do {                                                                    \
+    memcpy(c, big + 8, blen);                                             \
+    nexar__put_u32(c + (off), v);                                         \
+    assert_int_equal(nexar__seed_admitted_decode(&a, c, blen), (expect)); \
+  } while (0)
+  ADM_PUT(0, 6, NEXAR_ERR_PROTO); /* joiner id 6 not below nids */
+  ADM_PUT(0, 2, NEXAR_ERR_PROTO); /* njoin > nids */
+  ADM_PUT(0, MAX_IDS + 1, NEXAR_ERR_PROTO);
+  ADM_PUT(4, 2, NEXAR_ERR_PROTO); /* njoin vs length */
+  ADM_PUT(4, UINT32_MAX, NEXAR_ERR_PROTO);
+  ADM_PUT(8 + JOINER_BYTES, 4, NEXAR_ERR_PROTO); /* not ascending */
+  ADM_PUT(8, 0, 0);                              /* any ascending ids */
+#undef ADM_PUT
+  memcpy(c, big + 8, blen);
+  c[8 + JOINER_BYTES + 4] = 9; /* address family of joiner 1 */
+  assert_int_equal(nexar__seed_admitted_decode(&a, c, blen), NEXAR_ERR_PROTO);
+  assert_int_equal(nexar__seed_admitted_decode(NULL, c, blen),
+                   NEXAR_ERR_INVALID_ARG);
+}
+
+static nexar__seed_join_t sample_join(uint32_t nids, uint32_t nmembers) {
+  nexar__seed_join_t j;
+  memset(&j, 0, sizeof j);
+  j.nids = nids;
+  j.nmembers = nmembers;
+  j.comm_id = 9;
+  j.epoch = 2;
+  fill_roster(nids);
+  /* Members: the last nmembers ids, the joiner the last of them. */
+  for (uint32_t i = 0; i < nmembers; i++) ids[i] = nids - nmembers + i;
+  j.id = nids - 1;
+  return j;
+}
+
+static void join_roundtrip_one(uint32_t nids, uint32_t nmembers) {
+  nexar__seed_join_t j = sample_join(nids, nmembers), d;
+  nexar__roster_entry_t e;
+  uint8_t type;
+  uint32_t blen;
+  int n = nexar__seed_join_encode(&j, roster, ids, big, sizeof big);
+  assert_int_equal(n, 8 + JOIN_FIXED + nids * ENTRY_BYTES + 4 * nmembers);
+  assert_int_equal(nexar__seed_frame_decode(big, (size_t)n, &type, &blen), 8);
+  assert_int_equal(type, NEXAR__SEED_JOIN);
+  assert_int_equal(nexar__seed_join_decode(&d, big + 8, blen), 0);
+  assert_int_equal(d.id, j.id);
+  assert_int_equal(d.nids, nids);
+  assert_true(d.comm_id == 9);
+  assert_int_equal(d.epoch, 2);
+  assert_int_equal(d.nmembers, nmembers);
+  for (uint32_t i = 0; i < nids; i++) {
+    assert_int_equal(nexar__join_entry(&d, i, &e), 0);
+    assert_waddr_equal(&e.addr, &roster[i].addr);
+    assert_memory_equal(e.fingerprint, roster[i].fingerprint, NEXAR__FP_BYTES);
+  }
+  for (uint32_t i = 0; i < nmembers; i++)
+    assert_int_equal(nexar__id_at(d.members, i), ids[i]);
+  assert_int_equal(nexar__join_entry(&d, nids, &e), NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(nexar__seed_join_encode(&j, roster, ids, big, (size_t)n - 1),
+                   NEXAR_ERR_INVALID_ARG);
+}
+
+static void test_join(void **state) {
+  (void)state;
+  join_roundtrip_one(1, 1);
+  join_roundtrip_one(6, 6);
+  join_roundtrip_one(9, 5); /* ids 0..3 departed */
+  join_roundtrip_one(MAX_IDS, MAX_IDS);
+
+  /* Encoder. */
+  nexar__seed_join_t j = sample_join(6, 6);
+  j.id = 6;
+  assert_int_equal(nexar__seed_join_encode(&j, roster, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  j = sample_join(6, 6);
+  j.nmembers = 7;
+  assert_int_equal(nexar__seed_join_encode(&j, roster, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  j = sample_join(6, 5);
+  ids[4] = 0; /* the joiner (5) is not a member */
+  assert_int_equal(nexar__seed_join_encode(&j, roster, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  j = sample_join(6, 3);
+  ids[0] = ids[1];
+  assert_int_equal(nexar__seed_join_encode(&j, roster, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  j = sample_join(6, 3);
+  roster[0].addr.family = 0;
+  assert_int_equal(nexar__seed_join_encode(&j, roster, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  j = sample_join(6, 3);
+  j.epoch = 0;
+  assert_int_equal(nexar__seed_join_encode(&j, roster, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+  j = sample_join(MAX_IDS + 1, 1);
+  assert_int_equal(nexar__seed_join_encode(&j, roster, ids, big, sizeof big),
+                   NEXAR_ERR_INVALID_ARG);
+
+  /* Decoder: 4 ids, members 1, 2, 3 (joiner 3). Offsets: id 0, nids 4,
+   * comm_id 8, epoch 16, nmembers 20, entries 24, members 24 + 4 * 51. */
+  j = sample_join(4, 3);
+  int n = nexar__seed_join_encode(&j, roster, ids, big, sizeof big);
+  size_t blen = (size_t)n - 8;
+  size_t mo = JOIN_FIXED + 4 * ENTRY_BYTES;
+  uint8_t c[JOIN_FIXED + 4 * ENTRY_BYTES + 16 + 8];
+  nexar__seed_join_t d;
+  for (size_t k = 0; k < blen; k++)
+    assert_int_equal(nexar__seed_join_decode(&d, big + 8, k), NEXAR_ERR_PROTO);
+  memcpy(c, big + 8, blen);
+  c[blen] = 0;
+  assert_int_equal(nexar__seed_join_decode(&d, c, blen + 1), NEXAR_ERR_PROTO);
+#define JOIN_PUT(off, v, expect)                                      \
+  do {                                                                \
+    memcpy(c, big + 8, blen);                                         \
+    nexar__put_u32(c + (off), v);                                     \
+    assert_int_equal(nexar__seed_join_decode(&d, c, blen), (expect)); \
+  } while (0)
+  JOIN_PUT(0, 4, NEXAR_ERR_PROTO); /* id >= nids */
+  JOIN_PUT(0, 0, NEXAR_ERR_PROTO); /* id not a member */
+  JOIN_PUT(0, 1, 0);               /* another member: fine */
+  JOIN_PUT(4, 5, NEXAR_ERR_PROTO); /* nids vs length */
+  JOIN_PUT(4, 0, NEXAR_ERR_PROTO);
+  JOIN_PUT(8, 0, NEXAR_ERR_PROTO);  /* comm_id low half 0, high 0 */
+  JOIN_PUT(16, 0, NEXAR_ERR_PROTO); /* epoch */
+  JOIN_PUT(20, 2, NEXAR_ERR_PROTO); /* nmembers vs length */
+  JOIN_PUT(20, 0, NEXAR_ERR_PROTO);
+  JOIN_PUT(mo, 3, NEXAR_ERR_PROTO); /* duplicate member */
+  JOIN_PUT(mo, 4, NEXAR_ERR_PROTO); /* member >= nids */
+  JOIN_PUT(mo, 0, 0);               /* a departed id back: fine */
+#undef JOIN_PUT
+  memcpy(c, big + 8, blen);
+  c[JOIN_FIXED + 2 * ENTRY_BYTES] = 7; /* family of entry 2 */
+  assert_int_equal(nexar__seed_join_decode(&d, c, blen), NEXAR_ERR_PROTO);
+  assert_int_equal(nexar__seed_join_decode(NULL, c, blen),
+                   NEXAR_ERR_INVALID_ARG);
+}
+
 /* ---- Random input: never crash, never accept non-canonical input. */
 
 static nexar__roster_entry_t fuzz_roster[8];
@@ -1433,6 +1773,51 @@ static int check_all(const uint8_t *in, size_t len) {
   } else {
     assert_int_equal(r, NEXAR_ERR_PROTO);
   }
+
+  static uint32_t fids[64];
+  static nexar__joiner_t fj[8];
+  nexar__seed_admit_t ad;
+  r = nexar__seed_admit_decode(&ad, in, len);
+  if (r == 0) {
+    assert_true(ad.nstay <= 64);
+    for (uint32_t i = 0; i < ad.nstay; i++) fids[i] = nexar__id_at(ad.ids, i);
+    int n = nexar__seed_admit_encode(&ad, fids, out, sizeof out);
+    assert_int_equal(n, 8 + len);
+    assert_memory_equal(out + 8, in, len);
+    accepted++;
+  } else {
+    assert_int_equal(r, NEXAR_ERR_PROTO);
+  }
+
+  nexar__seed_admitted_t am;
+  r = nexar__seed_admitted_decode(&am, in, len);
+  if (r == 0) {
+    assert_true(am.njoin <= 8);
+    for (uint32_t i = 0; i < am.njoin; i++)
+      assert_int_equal(nexar__admitted_entry(&am, i, &fj[i]), 0);
+    int n = nexar__seed_admitted_encode(am.nids, fj, am.njoin, out, sizeof out);
+    assert_int_equal(n, 8 + len);
+    assert_memory_equal(out + 8, in, len);
+    accepted++;
+  } else {
+    assert_int_equal(r, NEXAR_ERR_PROTO);
+  }
+
+  nexar__seed_join_t jn;
+  r = nexar__seed_join_decode(&jn, in, len);
+  if (r == 0) {
+    assert_true(jn.nids <= 8 && jn.nmembers <= jn.nids);
+    for (uint32_t i = 0; i < jn.nids; i++)
+      assert_int_equal(nexar__join_entry(&jn, i, &fuzz_roster[i]), 0);
+    for (uint32_t i = 0; i < jn.nmembers; i++)
+      fids[i] = nexar__id_at(jn.members, i);
+    int n = nexar__seed_join_encode(&jn, fuzz_roster, fids, out, sizeof out);
+    assert_int_equal(n, 8 + len);
+    assert_memory_equal(out + 8, in, len);
+    accepted++;
+  } else {
+    assert_int_equal(r, NEXAR_ERR_PROTO);
+  }
   return accepted;
 }
 
@@ -1457,8 +1842,8 @@ static void test_random_garbage(void **state) {
 /* Valid encodings with a few random bytes changed, truncated or extended. */
 static void test_random_mutation(void **state) {
   (void)state;
-  uint8_t seeds[6][256];
-  size_t seed_len[6];
+  uint8_t seeds[9][256];
+  size_t seed_len[9];
   uint8_t buf[256];
   int n;
 
@@ -1484,13 +1869,25 @@ static void test_random_mutation(void **state) {
   n = nexar__seed_reject_encode(-5, "rank 3 already taken", buf, sizeof buf);
   memcpy(seeds[5], buf + 8, (size_t)n - 8);
   seed_len[5] = (size_t)n - 8;
+  nexar__seed_admit_t ad = sample_admit(4);
+  n = nexar__seed_admit_encode(&ad, ids, buf, sizeof buf);
+  memcpy(seeds[6], buf + 8, (size_t)n - 8);
+  seed_len[6] = (size_t)n - 8;
+  fill_joiners(4, 2);
+  n = nexar__seed_admitted_encode(7, joiners, 2, buf, sizeof buf);
+  memcpy(seeds[7], buf + 8, (size_t)n - 8);
+  seed_len[7] = (size_t)n - 8;
+  nexar__seed_join_t jn = sample_join(3, 2);
+  n = nexar__seed_join_encode(&jn, roster, ids, buf, sizeof buf);
+  memcpy(seeds[8], buf + 8, (size_t)n - 8);
+  seed_len[8] = (size_t)n - 8;
 
-  for (int s = 0; s < 6; s++) assert_true(check_all(seeds[s], seed_len[s]) > 0);
+  for (int s = 0; s < 9; s++) assert_true(check_all(seeds[s], seed_len[s]) > 0);
 
   rng_state = 0x77697265ull;
   long accepted = 0;
   for (int it = 0; it < 200000; it++) {
-    int s = (int)(rng() % 6);
+    int s = (int)(rng() % 9);
     size_t len = seed_len[s];
     memcpy(buf, seeds[s], len);
     int muts = 1 + (int)(rng() % 3);
@@ -1540,6 +1937,9 @@ int main(void) {
       cmocka_unit_test(test_welcome_invalid),
       cmocka_unit_test(test_welcome_certs),
       cmocka_unit_test(test_reject),
+      cmocka_unit_test(test_admit),
+      cmocka_unit_test(test_admitted),
+      cmocka_unit_test(test_join),
       cmocka_unit_test(test_random_garbage),
       cmocka_unit_test(test_random_mutation),
   };

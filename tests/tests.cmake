@@ -43,3 +43,10 @@ nexar_test(test_ft 300 test_ft.c)
 # Sparse topologies: links per rank, relayed p2p, collectives, RPC, child
 # communicators, a forged relay origin, a failed relay (docs/topology.md).
 nexar_test(test_topology 240 test_topology.c)
+# Elastic membership: grow 4 -> 6 through the seed, leave, limits.
+nexar_test(test_elastic 90 test_elastic.c)
+# examples/elastic.c through nexar-run --max-world: 3 processes grow to 5
+# (joiners spawned by rank 0), then one leaves.
+add_test(NAME example_elastic COMMAND $<TARGET_FILE:nexar-run> -n 3
+  --max-world 5 -t 60 -- $<TARGET_FILE:elastic> 2)
+set_tests_properties(example_elastic PROPERTIES TIMEOUT 90)

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,8 +305,17 @@ static void seed_child(nexar_launch_t *l, int ctl, int outw, int errw,
   cfg.secret = l->secret;
   cfg.world_size = l->opts.world_size;
   if (l->opts.seed_timeout_ms > 0) cfg.timeout_ms = l->opts.seed_timeout_ms;
+  if (l->opts.max_world_size > 0) cfg.max_world_size = l->opts.max_world_size;
+  /* SIGTERM stays with this thread (the seed's inherits the mask): until
+   * formation it ends the seed as always, after it an elastic seed takes
+   * it with sigwait and stops cleanly. */
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, NULL);
   nexar_seed_t *seed = NULL;
   int rc = nexar_seed_start(&cfg, &seed);
+  pthread_sigmask(SIG_UNBLOCK, &term, NULL);
   if (rc != NEXAR_OK) {
     char msg[600];
     const char *detail = nexar_last_error();
@@ -318,6 +328,13 @@ static void seed_child(nexar_launch_t *l, int ctl, int outw, int errw,
   rc = nexar_seed_wait(seed, -1);
   if (rc == NEXAR_OK) {
     seed_say(ctl, 'R', rc, "");
+    /* An elastic seed admits joiners until the launcher stops it (SIGTERM
+     * once every worker has ended). */
+    if (nexar_seed_max_world_size(seed) > 0) {
+      int sig;
+      pthread_sigmask(SIG_BLOCK, &term, NULL);
+      sigwait(&term, &sig);
+    }
   } else {
     const char *detail = nexar_seed_last_error(seed);
     seed_say(ctl, 'R', rc, detail && *detail ? detail : nexar_strerror(rc));
@@ -770,9 +787,11 @@ launch_outcome_t launch_wait(nexar_launch_t *l) {
     if (running == 0) {
       if (!l->workers_done_ms) l->workers_done_ms = now;
       /* The seed has had its chance to report; a seed whose workers never
-       * joined would otherwise wait for its whole formation deadline. */
+       * joined would otherwise wait for its whole formation deadline, and
+       * one that has reported (an elastic seed stays up) is not needed. */
       if (l->seed.state == LAUNCH_PROC_RUNNING && !l->seed.term_at &&
-          now - l->workers_done_ms >= l->opts.seed_grace_ms) {
+          (l->seed_state != LAUNCH_SEED_RUNNING ||
+           now - l->workers_done_ms >= l->opts.seed_grace_ms)) {
         signal_proc(&l->seed, SIGTERM);
         l->seed.stopped = 1;
         l->seed.term_at = now;

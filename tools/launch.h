@@ -94,6 +94,10 @@ typedef struct nexar_launch_opts {
   /* Formation deadline given to the seed, ms; <= 0: the library default
    * (NEXAR_BOOTSTRAP_TIMEOUT_MS from the environment, opts.env applied). */
   int seed_timeout_ms;
+  /* Elastic seed (docs/elastic.md): above world_size, the seed stays up
+   * after formation and admits joiners up to this many members; 0: from
+   * NEXAR_MAX_WORLD_SIZE in the environment (opts.env applied), if set. */
+  int max_world_size;
   /* Optional "K=V\nK=V" applied, in order, in the seed and in every worker
    * after the launcher's own variables, so it overrides them. A line "K"
    * without '=' unsets K. Empty lines are ignored. */

@@ -1,13 +1,17 @@
 /*
  * nexar-run: runs N processes of a program on this host as one nexar job.
  *
- *   nexar-run -n N [-t TIMEOUT_S] [--no-prefix] [--] program [args...]
+ *   nexar-run -n N [-t TIMEOUT_S] [--max-world M] [--no-prefix] [--]
+ *             program [args...]
  *
  * It starts a seed on 127.0.0.1 (random port) and N processes of |program|,
  * each with NEXAR_SEED, NEXAR_SECRET (a fresh random secret, never printed),
  * NEXAR_WORLD_SIZE=N and NEXAR_RANK=0..N-1 in its environment, forwards
  * every line they print prefixed with the rank ("[0] ..."), and stops the
- * others as soon as one fails. The process management lives in launch.c,
+ * others as soon as one fails. With --max-world M (> N) the seed is elastic:
+ * it stays up and admits processes started with NEXAR_JOIN=1 (and the
+ * job's NEXAR_SEED and NEXAR_SECRET) at the job's elastic checkpoints, up to
+ * M members (docs/elastic.md). The process management lives in launch.c,
  * shared with the test harness.
  *
  * Exit status:
@@ -48,8 +52,9 @@ static void on_signal(int sig) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: nexar-run -n N [-t TIMEOUT_S] [--no-prefix] [--] program "
-          "[args...]\n"
+          "usage: nexar-run -n N [-t TIMEOUT_S] [--max-world M] [--no-prefix] "
+          "[--]\n"
+          "                 program [args...]\n"
           "\n"
           "Starts a nexar seed and N processes of program on this host with "
           "a fresh\n"
@@ -61,6 +66,9 @@ static void usage(FILE *f) {
           "  -n, --np N          number of processes (1..%d)\n"
           "  -t, --timeout S     stop everything after S seconds (default 0: "
           "none)\n"
+          "      --max-world M   elastic seed: admit joiners (NEXAR_JOIN=1) at "
+          "elastic\n"
+          "                      checkpoints up to M processes (M > N)\n"
           "      --no-prefix     do not prefix output lines with the rank\n"
           "      --tolerate-kill a process killed by SIGKILL is not a "
           "failure: the\n"
@@ -117,11 +125,13 @@ int main(int argc, char **argv) {
       {"np", required_argument, NULL, 'n'},
       {"timeout", required_argument, NULL, 't'},
       {"no-prefix", no_argument, NULL, 'P'},
+      {"max-world", required_argument, NULL, 'M'},
       {"tolerate-kill", no_argument, NULL, 'K'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  int nprocs = 0, timeout_ms = 0, no_prefix = 0, tolerate_kill = 0, c;
+  int nprocs = 0, timeout_ms = 0, no_prefix = 0, max_world = 0, c;
+  int tolerate_kill = 0;
   /* "+": stop at the first non-option, so the program's own options are
    * left alone even without "--". */
   while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
@@ -147,6 +157,16 @@ int main(int argc, char **argv) {
       case 'P':
         no_prefix = 1;
         break;
+      case 'M':
+        if (cli_parse_int(optarg, 2, 16384, &max_world) < 0) {
+          fprintf(stderr,
+                  "nexar-run: --max-world wants a number from 2 to 16384, "
+                  "not '%s'\n",
+                  optarg);
+          usage(stderr);
+          return 2;
+        }
+        break;
       case 'K':
         tolerate_kill = 1;
         break;
@@ -160,6 +180,12 @@ int main(int argc, char **argv) {
   }
   if (nprocs < 1) {
     fprintf(stderr, "nexar-run: -n N is required\n");
+    usage(stderr);
+    return 2;
+  }
+  if (max_world && max_world <= nprocs) {
+    fprintf(stderr, "nexar-run: --max-world %d must exceed -n %d\n", max_world,
+            nprocs);
     usage(stderr);
     return 2;
   }
@@ -189,6 +215,7 @@ int main(int argc, char **argv) {
   o.no_prefix = no_prefix;
   o.tolerate_kill = tolerate_kill;
   o.timeout_ms = timeout_ms;
+  o.max_world_size = max_world;
   o.argv = argv + optind;
   o.interrupt = &g_interrupt;
 

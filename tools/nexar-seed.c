@@ -2,16 +2,21 @@
  * nexar-seed: runs a standalone seed for a multi-host job.
  *
  *   nexar-seed --listen IP:PORT --world-size N [--secret-file FILE]
- *              [--timeout-ms T]
+ *              [--timeout-ms T] [--max-world M]
  *
  * The seed admits N workers that present the cluster secret, assigns their
  * ranks and sends each the roster, then exits: it is never on the data path.
+ * With --max-world M (> N) it is elastic: after formation it stays up and
+ * admits joiners (NEXAR_JOIN=1) at the workers' elastic checkpoints, up to M
+ * members, until SIGINT or SIGTERM (docs/elastic.md).
  * The secret comes from --secret-file, else NEXAR_SECRET, else
  * NEXAR_SECRET_FILE; it is never printed. Exit status: 0 when the cluster
  * formed, 1 when it did not (the reason is printed), 2 on bad arguments.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +27,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: nexar-seed --listen IP:PORT --world-size N "
           "[--secret-file FILE]\n"
-          "                  [--timeout-ms T]\n"
+          "                  [--timeout-ms T] [--max-world M]\n"
           "\n"
           "Runs the seed of a nexar cluster: admits N workers that know the "
           "cluster\n"
@@ -36,6 +41,12 @@ static void usage(FILE *f) {
           "                       then NEXAR_SECRET_FILE)\n"
           "  --timeout-ms T       formation deadline in ms (else\n"
           "                       NEXAR_BOOTSTRAP_TIMEOUT_MS)\n"
+          "  --max-world M        elastic: after formation stay up and admit "
+          "joiners\n"
+          "                       (NEXAR_JOIN=1) up to M members, until "
+          "SIGINT/SIGTERM\n"
+          "                       (else NEXAR_MAX_WORLD_SIZE; M <= N: not "
+          "elastic)\n"
           "  --help               print this help\n"
           "\n"
           "Workers join with NEXAR_SEED=IP:PORT, the same secret and "
@@ -62,17 +73,18 @@ static int bad_arg(const char *msg, const char *value) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_LISTEN = 1, OPT_WORLD, OPT_SECRET_FILE, OPT_TIMEOUT };
+  enum { OPT_LISTEN = 1, OPT_WORLD, OPT_SECRET_FILE, OPT_TIMEOUT, OPT_MAXW };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"world-size", required_argument, NULL, OPT_WORLD},
       {"secret-file", required_argument, NULL, OPT_SECRET_FILE},
       {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+      {"max-world", required_argument, NULL, OPT_MAXW},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   const char *listen = NULL, *secret_file = NULL;
-  int world_size = 0, timeout_ms = NEXAR_UNSET, c;
+  int world_size = 0, timeout_ms = NEXAR_UNSET, max_world = NEXAR_UNSET, c;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
       case OPT_LISTEN:
@@ -88,6 +100,11 @@ int main(int argc, char **argv) {
       case OPT_TIMEOUT:
         if (parse_int(optarg, 1, 86400000, &timeout_ms) < 0)
           return bad_arg("--timeout-ms wants a number of ms >= 1, not", optarg);
+        break;
+      case OPT_MAXW:
+        if (parse_int(optarg, 0, 16384, &max_world) < 0)
+          return bad_arg("--max-world wants a number from 0 to 16384, not",
+                         optarg);
         break;
       case 'h':
         usage(stdout);
@@ -120,6 +137,14 @@ int main(int argc, char **argv) {
   cfg.secret_file = secret_file;
   cfg.world_size = world_size;
   cfg.timeout_ms = timeout_ms;
+  cfg.max_world_size = max_world;
+  /* Elastic: SIGINT and SIGTERM are taken with sigwait once formed, so they
+   * are blocked before the seed's thread starts (it inherits the mask). */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
   nexar_seed_t *seed = NULL;
   int rc = nexar_seed_start(&cfg, &seed);
   if (rc != NEXAR_OK) {
@@ -132,9 +157,22 @@ int main(int argc, char **argv) {
   /* Print the port actually bound, which differs from PORT when it is 0. */
   fprintf(stderr, "nexar-seed: listening on %.*s:%d, waiting for %d workers\n",
           (int)(colon - listen), listen, nexar_seed_port(seed), world_size);
+  /* Until formed, a signal ends the seed as it always did. */
+  pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
   rc = nexar_seed_wait(seed, -1);
   if (rc == NEXAR_OK) {
     fprintf(stderr, "nexar-seed: cluster of %d formed\n", world_size);
+    int maxw = nexar_seed_max_world_size(seed);
+    if (maxw > 0) {
+      pthread_sigmask(SIG_BLOCK, &stop, NULL);
+      fprintf(stderr,
+              "nexar-seed: elastic: admitting joiners up to %d members; "
+              "stop with SIGINT or SIGTERM\n",
+              maxw);
+      int sig = 0;
+      sigwait(&stop, &sig);
+      fprintf(stderr, "nexar-seed: stopped by signal %d\n", sig);
+    }
   } else {
     const char *detail = nexar_seed_last_error(seed);
     fprintf(stderr, "nexar-seed: the cluster did not form: %s\n",

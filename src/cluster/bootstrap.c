@@ -43,10 +43,30 @@ static void boot_fail(nexar_ctx_t *ctx, int rc, const char *fmt, ...) {
   boot_set(ctx, BOOT_FAILED);
 }
 
+static bool neighbour(nexar_ctx_t *ctx, int r) {
+  return nexar__topo_adjacent(&ctx->topo, ctx->rank, r);
+}
+
+/* Whether this process holds a link to |r|: a member of its world
+ * (dead[r] == 0; all of them after a classic welcome) that the topology
+ * makes a neighbour. */
+static bool link_peer(nexar_ctx_t *ctx, int r) {
+  return r != ctx->rank && !ctx->dead[r] && neighbour(ctx, r);
+}
+
+/* Links this process forms: the topology's degree when all are members. */
+static int mesh_peers(nexar_ctx_t *ctx) {
+  int n = 0;
+  for (int r = 0; r < ctx->world; r++) n += link_peer(ctx, r);
+  return n;
+}
+
 static int connected_peers(nexar_ctx_t *ctx) {
   int n = 0;
   for (int r = 0; r < ctx->world; r++)
-    if (ctx->peers[r] && ctx->peers[r]->state == NEXAR__CS_READY) n++;
+    if (!ctx->dead[r] && ctx->peers[r] &&
+        ctx->peers[r]->state == NEXAR__CS_READY)
+      n++;
   return n;
 }
 
@@ -57,23 +77,38 @@ static void boot_done(nexar_ctx_t *ctx) {
               ctx->world, ctx->topo.name, connected_peers(ctx));
 }
 
-static bool neighbour(nexar_ctx_t *ctx, int r) {
-  return nexar__topo_adjacent(&ctx->topo, ctx->rank, r);
-}
-
 static void check_mesh(nexar_ctx_t *ctx) {
-  if (ctx->boot_state == BOOT_MESH && connected_peers(ctx) == ctx->topo.degree)
+  if (ctx->boot_state == BOOT_MESH && connected_peers(ctx) == mesh_peers(ctx))
     boot_done(ctx);
 }
 
-static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c) {
+int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__conn_t *c,
+                             const uint8_t *body, size_t len,
+                             uint8_t proof[NEXAR__MAC_BYTES]) {
+  uint8_t mac[32], exp[32], want[32];
+  if (nexar__seed_proof_decode(mac, body, len) < 0) return NEXAR_ERR_PROTO;
+  NEXAR__CHECK(nexar__tls_exporter(c, exp));
+  nexar__mac(ctx->secret_key, "nexar seed proof v1", exp, want);
+  if (!nexar__ct_equal(mac, want, 32)) {
+    nexar__conn_close(c, NEXAR__CLOSE_AUTH,
+                      "the seed did not prove the cluster secret");
+    nexar__conn_fail(c, NEXAR_ERR_AUTH, "seed authentication failed");
+    return NEXAR_ERR_AUTH;
+  }
+  nexar__mac(ctx->secret_key, "nexar worker proof v1", exp, proof);
+  return 0;
+}
+
+static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c,
+                      const uint8_t proof[NEXAR__MAC_BYTES]) {
   nexar__seed_hello_t h;
   memset(&h, 0, sizeof(h));
-  uint8_t exp[32];
-  NEXAR__CHECK(nexar__tls_exporter(c, exp));
-  nexar__mac(ctx->secret_key, "nexar worker proof v1", exp, h.proof);
-  h.rank = (int32_t)ctx->prm.rank;
-  h.world_size = (int32_t)ctx->prm.world_size;
+  memcpy(h.proof, proof, NEXAR__MAC_BYTES);
+  /* A joiner gets its id and the world from the checkpoint that admits it:
+   * a requested rank or world size means nothing then. */
+  h.join = ctx->prm.join ? 1 : 0;
+  h.rank = h.join ? -1 : (int32_t)ctx->prm.rank;
+  h.world_size = h.join ? 0 : (int32_t)ctx->prm.world_size;
   if (ctx->prm.advertise_addr) {
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -100,18 +135,36 @@ static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c) {
   return nexar__conn_seed_send(c, frame, (size_t)n);
 }
 
+int nexar__dial_peer(nexar_ctx_t *ctx, int id) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  if (nexar__wire_to_addr(&ctx->roster[id].addr, &ss, &sl) < 0)
+    return NEXAR_ERR_PROTO;
+  nexar__conn_t *c;
+  NEXAR__CHECK(nexar__conn_dial(&ctx->ep, &ss, sl, NEXAR__ROLE_MESH, id,
+                                ctx->roster[id].fingerprint, &c));
+  ctx->peers[id] = c;
+  return 0;
+}
+
+/* Lower ids dial higher ones: this process dials every higher member that
+ * is its neighbour. */
 static int dial_peers(nexar_ctx_t *ctx) {
-  for (int r = ctx->rank + 1; r < ctx->world; r++) {
-    if (!neighbour(ctx, r)) continue;
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    if (nexar__wire_to_addr(&ctx->roster[r].addr, &ss, &sl) < 0)
-      return NEXAR_ERR_PROTO;
-    nexar__conn_t *c;
-    NEXAR__CHECK(nexar__conn_dial(&ctx->ep, &ss, sl, NEXAR__ROLE_MESH, r,
-                                  ctx->roster[r].fingerprint, &c));
-    ctx->peers[r] = c;
-  }
+  for (int r = ctx->rank + 1; r < ctx->world; r++)
+    if (link_peer(ctx, r)) NEXAR__CHECK(nexar__dial_peer(ctx, r));
+  return 0;
+}
+
+/* The roster is known: accept lower members, dial the higher ones. */
+static int mesh_begin(nexar_ctx_t *ctx, nexar__conn_t *c) {
+  ctx->ep.local_rank = ctx->rank;
+  ctx->ep.accept_mesh = true;
+  boot_set(ctx, BOOT_MESH);
+  /* Done with the seed: it is never on the data path. */
+  nexar__conn_close(c, NEXAR__CLOSE_OK, "welcome received");
+  nexar__conn_fail(c, NEXAR_ERR_CLOSED, "welcome received");
+  NEXAR__CHECK(dial_peers(ctx));
+  check_mesh(ctx);
   return 0;
 }
 
@@ -182,38 +235,31 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
   for (uint32_t i = 0; i < w.world_size; i++) wc->world_ranks[i] = (int)i;
   wc->rank = ctx->rank;
   wc->size = ctx->world;
-  ctx->ep.local_rank = ctx->rank;
-  ctx->ep.accept_mesh = true;
-  boot_set(ctx, BOOT_MESH);
-  /* Done with the seed: it is never on the data path. */
-  nexar__conn_close(c, NEXAR__CLOSE_OK, "welcome received");
-  nexar__conn_fail(c, NEXAR_ERR_CLOSED, "welcome received");
-  NEXAR__CHECK(dial_peers(ctx));
-  check_mesh(ctx);
-  return 0;
+  return mesh_begin(ctx, c);
 }
 
 static int worker_on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
                            size_t len) {
   nexar_ctx_t *ctx = c->ep->owner;
   if (type == NEXAR__SEED_PROOF) {
-    uint8_t mac[32], exp[32], want[32];
-    if (nexar__seed_proof_decode(mac, body, len) < 0) return NEXAR_ERR_PROTO;
-    NEXAR__CHECK(nexar__tls_exporter(c, exp));
-    nexar__mac(ctx->secret_key, "nexar seed proof v1", exp, want);
-    if (!nexar__ct_equal(mac, want, 32)) {
-      nexar__conn_close(c, NEXAR__CLOSE_AUTH,
-                        "the seed did not prove the cluster secret");
+    uint8_t proof[NEXAR__MAC_BYTES];
+    int r = nexar__seed_proof_answer(ctx, c, body, len, proof);
+    if (r == NEXAR_ERR_AUTH) {
       boot_fail(ctx, NEXAR_ERR_AUTH,
                 "the seed at %s did not prove knowledge of the cluster "
                 "secret (the secrets differ, or it is not a nexar seed)",
                 c->remote_str);
-      nexar__conn_fail(c, NEXAR_ERR_AUTH, "seed authentication failed");
       return 0;
     }
-    return send_hello(ctx, c);
+    NEXAR__CHECK(r);
+    return send_hello(ctx, c, proof);
   }
-  if (type == NEXAR__SEED_WELCOME) return on_welcome(ctx, c, body, len);
+  if (type == NEXAR__SEED_WELCOME && !ctx->prm.join)
+    return on_welcome(ctx, c, body, len);
+  if (type == NEXAR__SEED_JOIN && ctx->prm.join) {
+    NEXAR__CHECK(nexar__elastic_on_join(ctx, body, len));
+    return mesh_begin(ctx, c);
+  }
   if (type == NEXAR__SEED_REJECT) {
     nexar__seed_reject_t r;
     if (nexar__seed_reject_decode(&r, body, len) < 0) return NEXAR_ERR_PROTO;
@@ -244,6 +290,10 @@ static void worker_on_ready(nexar__conn_t *c) {
 
 static void worker_on_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
   nexar_ctx_t *ctx = c->ep->owner;
+  if (c->role_data) { /* an admission at an elastic checkpoint */
+    nexar__elastic_seed_data(c, d, n);
+    return;
+  }
   int r = nexar__seed_feed(c, d, n, worker_on_frame);
   if (r < 0 && c->state != NEXAR__CS_DEAD) {
     boot_fail(ctx, r, "bad message from the seed at %s: %s", c->remote_str,
@@ -255,6 +305,10 @@ static void worker_on_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
 
 static void worker_on_closed(nexar__conn_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
+  if (c->role_data) {
+    nexar__elastic_seed_closed(c);
+    return;
+  }
   if (c == ctx->seed_conn) {
     ctx->seed_conn = NULL;
     if (ctx->boot_state == BOOT_SEED)
@@ -293,19 +347,26 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
       now < ctx->boot_deadline + 2000000000ull)
     return;
   if (ctx->boot_state == BOOT_SEED) {
+    bool up = ctx->seed_conn && ctx->seed_conn->state == NEXAR__CS_READY;
+    /* Tell the seed: a pending joiner is then forgotten at once, not when
+     * its connection idles out (the close goes out in this pass). */
+    if (ctx->seed_conn)
+      nexar__conn_close(ctx->seed_conn, NEXAR__CLOSE_OK, "bootstrap timed out");
     boot_fail(ctx, NEXAR_ERR_TIMEOUT,
               "bootstrap timed out after %lld ms: no welcome from the seed "
               "at %s (%s)",
               (long long)ctx->prm.bootstrap_timeout_ms, ctx->prm.seed_addr,
-              ctx->seed_conn && ctx->seed_conn->state == NEXAR__CS_READY
-                  ? "connected; the seed is still waiting for other workers"
-                  : "no QUIC connection could be made");
+              !up ? "no QUIC connection could be made"
+              : ctx->prm.join
+                  ? "connected and pending as a joiner; no elastic checkpoint "
+                    "of the members admitted it"
+                  : "connected; the seed is still waiting for other workers");
     return;
   }
   char missing[256] = "";
   size_t o = 0;
   for (int r = 0; r < ctx->world && o < sizeof(missing) - 32; r++) {
-    if (r == ctx->rank || !neighbour(ctx, r) ||
+    if (!link_peer(ctx, r) ||
         (ctx->peers[r] && ctx->peers[r]->state == NEXAR__CS_READY))
       continue;
     char a[64];
@@ -320,15 +381,15 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
             "rank %d: mesh formation timed out after %lld ms: %d of %d "
             "neighbours (topology %s) connected; missing rank %s",
             ctx->rank, (long long)ctx->prm.bootstrap_timeout_ms,
-            connected_peers(ctx), ctx->topo.degree, ctx->topo.name, missing);
+            connected_peers(ctx), mesh_peers(ctx), ctx->topo.name, missing);
 }
 
 static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
   nexar_ctx_t *ctx = ep->owner;
   if (!ctx->roster) return -1;
-  /* Only lower neighbours dial us. */
+  /* Only lower neighbours dial us, and only members of our world. */
   for (int r = 0; r < ctx->rank; r++)
-    if (neighbour(ctx, r) &&
+    if (link_peer(ctx, r) &&
         nexar__ct_equal(ctx->roster[r].fingerprint, fp, NEXAR__FP_BYTES))
       return r;
   return -1;
@@ -340,6 +401,7 @@ const nexar__ep_ops_t nexar__worker_ops = {
     .on_closed = worker_on_closed,
     .on_tick = worker_on_tick,
     .verify_client = worker_verify_client,
+    .on_unreachable = nexar__ft_on_unreachable,
 };
 
 static int boot_begin(nexar__req_t *req) {

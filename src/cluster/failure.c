@@ -227,6 +227,38 @@ void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c) {
   nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank, detail);
 }
 
+static bool same_addr(const struct sockaddr_storage *a,
+                      const struct sockaddr_storage *b) {
+  if (a->ss_family != b->ss_family) return false;
+  if (a->ss_family == AF_INET) {
+    const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+    return x->sin_port == y->sin_port &&
+           x->sin_addr.s_addr == y->sin_addr.s_addr;
+  }
+  const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+  return x->sin6_port == y->sin6_port &&
+         !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+}
+
+void nexar__ft_on_unreachable(nexar__ep_t *ep,
+                              const struct sockaddr_storage *to) {
+  nexar_ctx_t *ctx = ep->owner;
+  /* Only a formed mesh: during bootstrap the deadline names who is
+   * missing. */
+  if (!ctx->prm.icmp_detect || !ctx->world_comm || !ctx->dead ||
+      !ctx->ep.accept_mesh)
+    return;
+  for (int id = 0; id < ctx->world; id++) {
+    nexar__conn_t *c = ctx->peers[id];
+    if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY ||
+        !same_addr(&c->remote, to))
+      continue;
+    nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank,
+                          "its UDP port is closed (ICMP port unreachable): "
+                          "the process is gone");
+  }
+}
+
 void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
   if (ctx->fenced || atomic_load(&ctx->aborted) || ctx->finalizing) return;
   /* Judge only once what is queued has been read: the peers' verdict on

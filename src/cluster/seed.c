@@ -5,8 +5,17 @@
  * workers have arrived, assigns ranks (requested ranks first, then arrival
  * order) and sends every worker the roster: each rank's address and
  * certificate fingerprint. It never sees data traffic.
+ *
+ * Elastic mode (max_world_size > world_size, docs/elastic.md): the seed
+ * stays up after formation, keeps the roster of every stable id it has
+ * assigned, and holds joiners (HELLO with the join flag) pending, at most
+ * max_world_size minus the members it knows of. At an elastic checkpoint
+ * the members' leader sends ADMIT; the seed gives the pending joiners the
+ * next ids in arrival order, sends each a JOIN (its id, the roster, the new
+ * world) and answers ADMITTED (the joiners' ids, addresses, fingerprints).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <gnutls/gnutls.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +43,15 @@ struct nexar_seed {
   worker_t *w;
   int nw;
   bool formed;
+  /* Elastic mode: max_world > world, else 0. After formation: the roster
+   * of every id assigned (nids of them), the members of the world as of
+   * the last admission, and the joiners waiting, in arrival order. */
+  int max_world;
+  nexar__roster_entry_t *ids;
+  int nids;
+  int current;
+  worker_t *jw;
+  int njw;
   /* Published to nexar_seed_wait (under mu). */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -95,10 +113,43 @@ static void reject(nexar__conn_t *c, int code, const char *reason) {
   if (n > 0) nexar__conn_seed_send(c, frame, (size_t)n);
 }
 
-static worker_t *find_worker(nexar_seed_t *s, nexar__conn_t *c) {
-  for (int i = 0; i < s->nw; i++)
-    if (s->w[i].conn == c) return &s->w[i];
+static worker_t *find_in(worker_t *w, int n, nexar__conn_t *c) {
+  for (int i = 0; i < n; i++)
+    if (w[i].conn == c) return &w[i];
   return NULL;
+}
+
+static worker_t *find_worker(nexar_seed_t *s, nexar__conn_t *c) {
+  return find_in(s->w, s->nw, c);
+}
+
+/* Closes |c| for a protocol violation |why|. Returns NEXAR_ERR_PROTO. */
+static int proto_close(nexar__conn_t *c, const char *why) {
+  nexar__conn_close(c, NEXAR__CLOSE_PROTO, why);
+  nexar__conn_fail(c, NEXAR_ERR_PROTO, why);
+  return NEXAR_ERR_PROTO;
+}
+
+/* Checks that |proof| is the worker proof of the cluster secret on |c|'s
+ * TLS session (constant-time). Returns 0; NEXAR_ERR_AUTH with |why| (of
+ * NEXAR__REASON_MAX bytes) set, to refuse; NEXAR_ERR_TRANSPORT. */
+static int check_proof(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *proof,
+                       char *why) {
+  uint8_t exp[32], mac[32];
+  if (nexar__tls_exporter(c, exp) < 0) return NEXAR_ERR_TRANSPORT;
+  nexar__mac(s->key, "nexar worker proof v1", exp, mac);
+  if (nexar__ct_equal(mac, proof, 32)) return 0;
+  snprintf(why, NEXAR__REASON_MAX, "wrong cluster secret");
+  return NEXAR_ERR_AUTH;
+}
+
+/* The address peers dial for a worker that sent |h| on |c|. */
+static void dial_addr(nexar__conn_t *c, const nexar__seed_hello_t *h,
+                      nexar__waddr_t *out) {
+  if (h->has_addr)
+    *out = h->advertise;
+  else
+    nexar__addr_to_wire((const struct sockaddr *)&c->remote, out);
 }
 
 static bool waddr_loopback(const nexar__waddr_t *a) {
@@ -174,6 +225,12 @@ static void form(nexar_seed_t *s) {
   }
   s->formed = true;
   NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "seed: cluster of %d formed", s->world);
+  if (s->max_world) {
+    /* Elastic: the roster of every id assigned is kept for the joiners. */
+    s->ids = roster;
+    s->nids = s->current = s->world;
+    roster = NULL;
+  }
 out:
   free(owner);
   free(roster);
@@ -191,31 +248,192 @@ static int hello_cert_check(const nexar__seed_hello_t *h) {
   return nexar__cert_relay_key(h->cert, h->cert_len, h->fingerprint, pub);
 }
 
+static void refuse(nexar__conn_t *c, int code, const char *why) {
+  NEXAR__WARN(NEXAR__SUB_BOOTSTRAP, "seed: refused worker at %s: %s",
+              c->remote_str, why);
+  reject(c, code, why);
+}
+
+/* A HELLO with the join flag: held pending until a checkpoint admits it. */
+static int on_join_hello(nexar_seed_t *s, nexar__conn_t *c,
+                         const nexar__seed_hello_t *h) {
+  char why[NEXAR__REASON_MAX];
+  int members = s->formed ? s->current : s->world;
+  if (!s->max_world) {
+    snprintf(why, sizeof(why),
+             "this seed is not elastic (start it with a max world size "
+             "above its world size of %d, e.g. nexar-seed --max-world N)",
+             s->world);
+    refuse(c, NEXAR_ERR_INVALID_USAGE, why);
+    return 0;
+  }
+  if (members + s->njw >= s->max_world ||
+      s->nids + s->njw >= (int)NEXAR__ELASTIC_MAX_IDS) {
+    snprintf(why, sizeof(why),
+             "the elastic job is full: %d members and %d pending joiners of "
+             "at most %d (max world size)",
+             members, s->njw, s->max_world);
+    refuse(c, NEXAR_ERR_INVALID_USAGE, why);
+    return 0;
+  }
+  worker_t *nw = realloc(s->jw, (size_t)(s->njw + 1) * sizeof(*nw));
+  if (!nw) return NEXAR_ERR_NOMEM;
+  s->jw = nw;
+  worker_t *w = &s->jw[s->njw++];
+  memset(w, 0, sizeof(*w));
+  w->conn = c;
+  w->hello = *h;
+  w->rank = -1;
+  dial_addr(c, h, &w->addr);
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
+              "seed: joiner %s pid %u at %s pending (%d pending, %d members, "
+              "max %d)",
+              h->host, h->pid, c->remote_str, s->njw, members, s->max_world);
+  return 0;
+}
+
+static void forget_joiner(nexar_seed_t *s, int i) {
+  memmove(&s->jw[i], &s->jw[i + 1], (size_t)(s->njw - i - 1) * sizeof(*s->jw));
+  s->njw--;
+}
+
+/* Admits up to |room| pending joiners, in arrival order, into the world of
+ * the members |a| lists: JOIN to each, ADMITTED to the leader on |c|. */
+static int admit(nexar_seed_t *s, nexar__conn_t *c,
+                 const nexar__seed_admit_t *a, int room) {
+  int rc = 0, k = 0;
+  int n = (int)a->nstay;
+  bool lo = waddr_loopback(&s->ids[nexar__id_at(a->ids, 0)].addr);
+  nexar__joiner_t *j = calloc((size_t)(room > 0 ? room : 1), sizeof(*j));
+  uint32_t *members = malloc((size_t)(n + room) * sizeof(uint32_t));
+  nexar__roster_entry_t *ids =
+      realloc(s->ids, (size_t)(s->nids + room + 1) * sizeof(*ids));
+  uint8_t *frame = NULL;
+  size_t cap = NEXAR__SEED_FRAME_HDR + 24 + (size_t)(s->nids + room) * 51 +
+               4 * (size_t)(n + room);
+  if (ids) s->ids = ids;
+  if (!j || !members || !ids || !(frame = malloc(cap))) {
+    rc = NEXAR_ERR_NOMEM;
+    goto out;
+  }
+  for (int i = 0; i < n; i++) members[i] = nexar__id_at(a->ids, (uint32_t)i);
+  /* Never mix loopback and routable addresses in one world. */
+  for (int i = 0; i < s->njw && k < room;) {
+    worker_t *w = &s->jw[i];
+    if (waddr_loopback(&w->addr) != lo) {
+      char why[NEXAR__REASON_MAX];
+      snprintf(why, sizeof(why),
+               "joiner %s pid %u is reachable at a %s address while the "
+               "members are %s; set NEXAR_BIND_ADDR or NEXAR_ADVERTISE_ADDR",
+               w->hello.host, w->hello.pid, lo ? "routable" : "loopback",
+               lo ? "on loopback" : "on other hosts");
+      refuse(w->conn, NEXAR_ERR_INVALID_ARG, why);
+      forget_joiner(s, i);
+      continue;
+    }
+    j[k].id = (uint32_t)(s->nids + k);
+    j[k].e.addr = w->addr;
+    memcpy(j[k].e.fingerprint, w->hello.fingerprint, NEXAR__FP_BYTES);
+    s->ids[j[k].id] = j[k].e;
+    members[n + k] = j[k].id;
+    k++;
+    i++;
+  }
+  nexar__seed_join_t jn = {.nids = (uint32_t)(s->nids + k),
+                           .comm_id = a->comm_id,
+                           .epoch = a->epoch,
+                           .nmembers = (uint32_t)(n + k)};
+  for (int i = 0; i < k; i++) {
+    jn.id = j[i].id;
+    int len = nexar__seed_join_encode(&jn, s->ids, members, frame, cap);
+    if (len < 0 ||
+        (rc = nexar__conn_seed_send(s->jw[i].conn, frame, (size_t)len)) < 0) {
+      rc = len < 0 ? NEXAR_ERR_INTERNAL : rc;
+      goto out;
+    }
+  }
+  /* The admitted leave the pending list; their connections close once the
+   * JOIN is delivered. */
+  if (k) memmove(s->jw, s->jw + k, (size_t)(s->njw - k) * sizeof(*s->jw));
+  s->njw -= k;
+  s->nids += k;
+  s->current = n + k;
+  int len = nexar__seed_admitted_encode((uint32_t)s->nids, j, (uint32_t)k,
+                                        frame, cap);
+  if (len < 0) {
+    rc = NEXAR_ERR_INTERNAL;
+    goto out;
+  }
+  rc = nexar__conn_seed_send(c, frame, (size_t)len);
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
+              "seed: admitted %d joiner%s into a world of %d (comm %llu epoch "
+              "%u); %d still pending",
+              k, k == 1 ? "" : "s", n + k, (unsigned long long)a->comm_id,
+              a->epoch, s->njw);
+out:
+  free(j);
+  free(members);
+  free(frame);
+  return rc;
+}
+
+/* ADMIT from the members' leader: checked, then admit(). */
+static int on_admit(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *body,
+                    size_t len) {
+  nexar__seed_admit_t a;
+  if (nexar__seed_admit_decode(&a, body, len) < 0)
+    return proto_close(c, "malformed admit");
+  char why[NEXAR__REASON_MAX];
+  int code = check_proof(s, c, a.proof, why);
+  if (code == NEXAR_ERR_TRANSPORT) return code;
+  if (code == NEXAR_ERR_AUTH) {
+    /* refused below, with |why| */
+  } else if (!s->max_world) {
+    code = NEXAR_ERR_UNSUPPORTED;
+    snprintf(why, sizeof(why),
+             "this seed is not elastic (max world size not above %d)",
+             s->world);
+  } else if (!s->formed) {
+    code = NEXAR_ERR_INVALID_USAGE;
+    snprintf(why, sizeof(why), "the cluster of %d is not formed yet", s->world);
+  }
+  for (uint32_t i = 0; !code && i < a.nstay; i++) {
+    if ((int)nexar__id_at(a.ids, i) >= s->nids) {
+      code = NEXAR_ERR_INVALID_ARG;
+      snprintf(why, sizeof(why),
+               "admit names member id %u but only %d ids were assigned",
+               nexar__id_at(a.ids, i), s->nids);
+    }
+  }
+  if (code) {
+    refuse(c, code, why);
+    return 0;
+  }
+  long room = s->max_world - (long)a.nstay;
+  if (a.max_joiners != NEXAR__JOIN_UNLIMITED && (long)a.max_joiners < room)
+    room = a.max_joiners;
+  if (room > s->njw) room = s->njw;
+  if (room > (long)NEXAR__ELASTIC_MAX_IDS - s->nids)
+    room = (long)NEXAR__ELASTIC_MAX_IDS - s->nids;
+  if (room < 0) room = 0;
+  return admit(s, c, &a, (int)room);
+}
+
 static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
                     size_t len) {
   nexar_seed_t *s = c->ep->owner;
-  if (type != NEXAR__SEED_HELLO || find_worker(s, c)) {
-    nexar__conn_close(c, NEXAR__CLOSE_PROTO, "unexpected seed frame");
-    nexar__conn_fail(c, NEXAR_ERR_PROTO, "unexpected seed frame");
-    return NEXAR_ERR_PROTO;
-  }
+  if ((type != NEXAR__SEED_HELLO && type != NEXAR__SEED_ADMIT) ||
+      find_worker(s, c) || find_in(s->jw, s->njw, c))
+    return proto_close(c, "unexpected seed frame");
+  if (type == NEXAR__SEED_ADMIT) return on_admit(s, c, body, len);
   nexar__seed_hello_t h;
-  if (nexar__seed_hello_decode(&h, body, len) < 0) {
-    nexar__conn_close(c, NEXAR__CLOSE_PROTO, "malformed hello");
-    nexar__conn_fail(c, NEXAR_ERR_PROTO, "malformed hello");
-    return NEXAR_ERR_PROTO;
-  }
-  uint8_t exp[32], mac[32];
-  if (nexar__tls_exporter(c, exp) < 0) return NEXAR_ERR_TRANSPORT;
-  nexar__mac(s->key, "nexar worker proof v1", exp, mac);
+  if (nexar__seed_hello_decode(&h, body, len) < 0)
+    return proto_close(c, "malformed hello");
   char why[NEXAR__REASON_MAX];
-  int code = 0, cert_rc;
-  if (!nexar__ct_equal(mac, h.proof, 32)) {
-    code = NEXAR_ERR_AUTH;
-    snprintf(why, sizeof(why), "wrong cluster secret");
-  } else if (s->formed) {
-    code = NEXAR_ERR_INVALID_USAGE;
-    snprintf(why, sizeof(why), "the cluster of %d is already formed", s->world);
+  int code = check_proof(s, c, h.proof, why), cert_rc;
+  if (code == NEXAR_ERR_TRANSPORT) return code;
+  if (code == NEXAR_ERR_AUTH) {
+    /* refused below, with |why| */
   } else if ((cert_rc = hello_cert_check(&h)) != 0) {
     code = cert_rc;
     snprintf(why, sizeof(why), "the worker's certificate (%u bytes) %s",
@@ -229,6 +447,17 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
              "first worker (%s pid %u) '%s'; every worker needs the same",
              h.host, h.pid, h.topo, s->w[0].hello.host, s->w[0].hello.pid,
              s->w[0].hello.topo);
+  } else if (h.join && strcmp(h.topo, "full") != 0) {
+    code = NEXAR_ERR_UNSUPPORTED;
+    snprintf(why, sizeof(why),
+             "elastic joins need NEXAR_TOPOLOGY=full (this worker has '%s')",
+             h.topo);
+  } else if (h.join) {
+    return on_join_hello(s, c, &h);
+  } else if (s->formed) {
+    code = NEXAR_ERR_INVALID_USAGE;
+    snprintf(why, sizeof(why), "the cluster of %d is already formed%s",
+             s->world, s->max_world ? " (set NEXAR_JOIN=1 to join it)" : "");
   } else if (h.world_size && h.world_size != s->world) {
     code = NEXAR_ERR_INVALID_ARG;
     snprintf(why, sizeof(why),
@@ -251,9 +480,7 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
     }
   }
   if (code) {
-    NEXAR__WARN(NEXAR__SUB_BOOTSTRAP, "seed: refused worker at %s: %s",
-                c->remote_str, why);
-    reject(c, code, why);
+    refuse(c, code, why);
     return 0;
   }
   worker_t *nw = realloc(s->w, (size_t)(s->nw + 1) * sizeof(*nw));
@@ -264,11 +491,7 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
   w->conn = c;
   w->hello = h;
   w->rank = -1;
-  if (h.has_addr) {
-    w->addr = h.advertise;
-  } else {
-    nexar__addr_to_wire((const struct sockaddr *)&c->remote, &w->addr);
-  }
+  dial_addr(c, &h, &w->addr);
   NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "seed: worker %d/%d arrived from %s", s->nw,
               s->world, c->remote_str);
   if (s->nw == s->world) form(s);
@@ -303,6 +526,14 @@ static void seed_on_closed(nexar__conn_t *c) {
     NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
                 "seed: worker at %s refused this seed: %s", c->remote_str,
                 c->close_reason);
+  worker_t *j = find_in(s->jw, s->njw, c);
+  if (j) {
+    NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
+                "seed: pending joiner %s pid %u at %s left: %s", j->hello.host,
+                j->hello.pid, c->remote_str, c->close_reason);
+    forget_joiner(s, (int)(j - s->jw));
+    return;
+  }
   if (!w) return;
   if (w->welcomed) {
     /* A worker closes the seed link once it holds the welcome. */
@@ -353,6 +584,8 @@ static void seed_on_tick(nexar__ep_t *ep, uint64_t now) {
            missing[0] ? missing : "unassigned");
   for (int i = 0; i < s->nw; i++)
     if (s->w[i].conn) reject(s->w[i].conn, NEXAR_ERR_TIMEOUT, msg);
+  for (int i = 0; i < s->njw; i++)
+    reject(s->jw[i].conn, NEXAR_ERR_TIMEOUT, msg);
   finish(s, NEXAR_ERR_TIMEOUT, "%s", msg);
 }
 
@@ -394,6 +627,21 @@ int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
     rc = NEXAR_ERR_INVALID_ARG;
     goto fail;
   }
+  /* A config from before the field existed is shorter: then the
+   * environment decides. */
+  int maxw = cfg->size >= offsetof(nexar_seed_config_t, max_world_size) +
+                              sizeof(cfg->max_world_size) &&
+                     cfg->max_world_size != NEXAR_UNSET
+                 ? cfg->max_world_size
+                 : (int)prm.max_world_size;
+  if (maxw < 0 || maxw > (int)NEXAR__ELASTIC_MAX_IDS) {
+    nexar__set_init_error(
+        "seed: max world size %d is outside 0..%u (NEXAR_MAX_WORLD_SIZE)", maxw,
+        NEXAR__ELASTIC_MAX_IDS);
+    rc = NEXAR_ERR_INVALID_ARG;
+    goto fail;
+  }
+  s->max_world = maxw > s->world ? maxw : 0;
   rc = nexar__read_secret(cfg->secret ? cfg->secret : prm.secret,
                           cfg->secret        ? NULL
                           : cfg->secret_file ? cfg->secret_file
@@ -421,8 +669,9 @@ int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
   s->deadline = nexar__now() + (uint64_t)s->timeout_ms * 1000000ull;
   rc = nexar__ep_start(&s->ep);
   if (rc < 0) goto fail_ep;
-  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "seed listening on %s for %d workers",
-              s->ep.local_str, s->world);
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
+              "seed listening on %s for %d workers (elastic up to %d)",
+              s->ep.local_str, s->world, s->max_world);
   *out = s;
   return 0;
 fail_ep:
@@ -439,6 +688,10 @@ int nexar_seed_port(const nexar_seed_t *s) {
   return sa->sa_family == AF_INET
              ? ntohs(((const struct sockaddr_in *)sa)->sin_port)
              : ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+}
+
+int nexar_seed_max_world_size(const nexar_seed_t *s) {
+  return s ? s->max_world : 0;
 }
 
 int nexar_seed_wait(nexar_seed_t *s, int timeout_ms) {
@@ -471,6 +724,8 @@ int nexar_seed_stop(nexar_seed_t *s) {
   if (!s) return NEXAR_OK;
   nexar__ep_fini(&s->ep);
   free(s->w);
+  free(s->jw);
+  free(s->ids);
   gnutls_memset(s->key, 0, sizeof(s->key));
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);

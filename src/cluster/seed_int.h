@@ -15,4 +15,15 @@ typedef int (*nexar__seed_frame_fn)(nexar__conn_t *c, uint8_t type,
 int nexar__seed_feed(nexar__conn_t *c, const uint8_t *d, size_t n,
                      nexar__seed_frame_fn fn);
 
+/*
+ * Worker side (bootstrap.c): checks the seed's PROOF frame body on |c| in
+ * constant time and computes this worker's proof for the same session.
+ * Returns 0; NEXAR_ERR_PROTO for a malformed body; NEXAR_ERR_AUTH (|c| is
+ * then closed with AUTH) when the seed does not know the secret;
+ * NEXAR_ERR_TRANSPORT when the TLS exporter fails.
+ */
+int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__conn_t *c,
+                             const uint8_t *body, size_t len,
+                             uint8_t proof[NEXAR__MAC_BYTES]);
+
 #endif /* NEXAR_SEED_INT_H */

@@ -194,6 +194,27 @@ int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len) {
   return 0;
 }
 
+int nexar__topo_grow(nexar_ctx_t *ctx, int n) {
+  nexar__topo_t *t = &ctx->topo;
+  if (!t->next || n <= t->n) return 0;
+  if (t->kind != NEXAR__TOPO_FULL) return NEXAR_ERR_UNSUPPORTED;
+  int *next = realloc(t->next, (size_t)n * sizeof(int));
+  if (next) t->next = next;
+  int *dist = realloc(t->dist, (size_t)n * sizeof(int));
+  if (dist) t->dist = dist;
+  int *queue = realloc(t->queue, (size_t)2 * (size_t)n * sizeof(int));
+  if (queue) t->queue = queue;
+  if (!next || !dist || !queue) return NEXAR_ERR_NOMEM;
+  t->n = n;
+  t->degree = n - 1;
+  routes(ctx);
+  return 0;
+}
+
+void nexar__topo_refresh(nexar_ctx_t *ctx) {
+  if (ctx->topo.next) routes(ctx);
+}
+
 void nexar__topo_fini(nexar_ctx_t *ctx) {
   nexar__topo_t *t = &ctx->topo;
   free(t->next);

@@ -57,6 +57,7 @@ static void ctx_free(nexar_ctx_t *ctx) {
   free(ctx->comms);
   free(ctx->roster);
   free(ctx->peers);
+  for (int i = 0; ctx->ps && i < ctx->world; i++) free(ctx->ps[i].seqs);
   free(ctx->ps);
   free(ctx->dead);
   nexar__topo_fini(ctx);
@@ -145,6 +146,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   }
   rc = nexar__bootstrap(ctx);
   if (rc == 0) rc = nexar__rpc_start_service(ctx);
+  if (rc == 0 && ctx->prm.join) rc = nexar__elastic_joined(ctx);
   if (rc < 0) {
     ctx_free(ctx);
     return rc;
@@ -182,8 +184,7 @@ static int unregister_fn(nexar__req_t *ctl) {
   return 0;
 }
 
-/* Raises the next id this process may propose to at least |v|. */
-static void bump_next_id(nexar_ctx_t *ctx, uint64_t v) {
+void nexar__bump_next_id(nexar_ctx_t *ctx, uint64_t v) {
   uint64_t cur = atomic_load(&ctx->next_free_id);
   while (cur < v && !atomic_compare_exchange_weak(&ctx->next_free_id, &cur, v))
     ;
@@ -211,7 +212,7 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
   }
   nexar_ctx_t *ctx = comm->ctx;
   /* The world is id 0: proposals start at 1. */
-  bump_next_id(ctx, 1);
+  nexar__bump_next_id(ctx, 1);
   int n = comm->size;
   int64_t mine[3] = {color, key, (int64_t)atomic_load(&ctx->next_free_id)};
   int64_t *all = malloc((size_t)n * 3 * sizeof(int64_t));
@@ -239,12 +240,12 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
   }
   free(all);
   /* Every member of |comm| saw the same maximum: none proposes it again. */
-  bump_next_id(ctx, id + 1);
+  nexar__bump_next_id(ctx, id + 1);
   nexar_comm_t *c = NULL;
   if (color != NEXAR_UNDEFINED) {
     qsort(mem, (size_t)cnt, sizeof(*mem), member_cmp);
     c = nexar__comm_new(ctx);
-    if (c) c->world_ranks = malloc((size_t)cnt * sizeof(int));
+    if (c) c->world_ranks = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(int));
     if (!c || !c->world_ranks) {
       nexar__comm_free(c);
       c = NULL;
@@ -545,7 +546,8 @@ int nexar_finalize(nexar_ctx_t *ctx) {
   int rc = NEXAR_OK;
   /* Collective like MPI_Finalize: once every rank is here, all user
    * traffic has been received, and closing cannot cut anything short. A
-   * world that is revoked, aborted or fenced has no barrier to run. */
+   * world that is revoked, aborted or fenced (or that this process left at
+   * an elastic checkpoint) has no barrier to run. */
   bool broken = atomic_load(&ctx->world_comm->revoked) != 0;
   ctx->no_recovery = true; /* a failure now ends the barrier, nothing more */
   if (ctx->world_comm->size > 1 && !broken) {

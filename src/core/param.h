@@ -66,6 +66,8 @@
     "heartbeat interval: a connection idle this long sends a PING")            \
   X(INT, heartbeat_timeout_ms, "NEXAR_HEARTBEAT_TIMEOUT_MS", 5000, 20,         \
     86400000, "a peer nothing is received from for this long has failed")      \
+  X(INT, icmp_detect, "NEXAR_ICMP_DETECT", 1, 0, 1,                           \
+    "1: an ICMP port unreachable from a peer declares it failed at once")     \
   X(STR, recovery, "NEXAR_RECOVERY", "abort", 0, 0,                            \
     "after a failure: abort, manual (nexar_comm_shrink) or automatic")         \
   X(INT, min_world_size, "NEXAR_MIN_WORLD_SIZE", 1, 1, 1 << 20,                \

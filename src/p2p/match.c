@@ -23,11 +23,21 @@
 
 #define EAGER_COPY_CAP (16u << 20) /* eager copies in flight per peer */
 
+/* Entries exist only for communicators this process has registered and
+ * agreements it runs (a peer's message for an unknown id never gets this
+ * far), so the table is bounded by local state, not by the peer. The
+ * pointer returned is valid until the next call. */
 nexar__seqs_t *nexar__peer_seqs(nexar_ctx_t *ctx, int peer, uint64_t comm_id) {
   nexar__peer_t *p = &ctx->ps[peer];
   for (int i = 0; i < p->nseqs; i++)
     if (p->seqs[i].comm_id == comm_id) return &p->seqs[i];
-  if (p->nseqs == NEXAR__MAX_SEQS) return NULL;
+  if (p->nseqs == p->cap_seqs) {
+    int cap = p->cap_seqs ? 2 * p->cap_seqs : 4;
+    nexar__seqs_t *n = realloc(p->seqs, (size_t)cap * sizeof(*n));
+    if (!n) return NULL;
+    p->seqs = n;
+    p->cap_seqs = cap;
+  }
   nexar__seqs_t *s = &p->seqs[p->nseqs++];
   memset(s, 0, sizeof(*s));
   s->comm_id = comm_id;

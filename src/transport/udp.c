@@ -9,12 +9,21 @@
  * after a short pause, and a batch that waits longer than TX_WAIT_MAX_NS
  * is dropped, which QUIC recovers as loss.
  *
+ * Unreachable peers: with IP_RECVERR the kernel reports ICMP errors for
+ * this unconnected socket on its error queue (and once through the next
+ * send or receive call). A "port unreachable" from a peer means its process
+ * is gone, which the engine learns in milliseconds instead of a heartbeat
+ * timeout (ep->ops->on_unreachable).
+ *
  * Receive passes are bounded (RX_PASS_BYTES) so that the progress loop runs
  * timers, user operations and writes between them, and within each
  * recvmmsg batch small datagrams are handed on first: they carry ACKs and
  * control-lane messages, which must not wait behind bulk data.
  */
 #include <errno.h>
+#include <time.h> /* linux/errqueue.h needs struct timespec */
+#include <linux/errqueue.h>
+#include <netinet/in.h>
 #include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +85,11 @@ int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
   getsockname(fd, (struct sockaddr *)&ep->local, &ep->local_len);
   nexar__addr_str((struct sockaddr *)&ep->local, ep->local_str,
                   sizeof(ep->local_str));
+  int on = 1;
+  if (addr->ss_family == AF_INET6)
+    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVERR, &on, sizeof(on));
+  else
+    setsockopt(fd, IPPROTO_IP, IP_RECVERR, &on, sizeof(on));
   ep->gso = p->gso != 0;
   ep->gro = p->gro < 0 ? ep->gso : p->gro != 0;
   if (ep->gro) {
@@ -91,6 +105,49 @@ int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
   ep->spin_ns = (uint64_t)p->spin_us * 1000u;
   ep->fd = fd;
   return 0;
+}
+
+/* Errors a send or receive call reports for an earlier datagram's ICMP
+ * error (IP_RECVERR); they say nothing about the call itself. */
+static bool unreach_errno(int e) {
+  return e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH ||
+         e == EHOSTDOWN;
+}
+
+/* Reads the socket's error queue: each ICMP "port unreachable" is passed to
+ * ops->on_unreachable with the address it was sent to. */
+static void drain_errors(nexar__ep_t *ep) {
+  ep->errq = false;
+  for (int i = 0; i < 64; i++) {
+    struct sockaddr_storage to;
+    uint8_t data[64];
+    union {
+      char buf[512];
+      struct cmsghdr align;
+    } u;
+    struct iovec iov = {data, sizeof(data)};
+    struct msghdr mh = {0};
+    mh.msg_name = &to;
+    mh.msg_namelen = sizeof(to);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof(u.buf);
+    if (recvmsg(ep->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
+         cm = CMSG_NXTHDR(&mh, cm)) {
+      bool v4 = cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_RECVERR;
+      bool v6 = cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_RECVERR;
+      if (!v4 && !v6) continue;
+      struct sock_extended_err ee;
+      memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
+      bool port = v4 ? ee.ee_origin == SO_EE_ORIGIN_ICMP && ee.ee_type == 3 &&
+                           ee.ee_code == 3
+                     : ee.ee_origin == SO_EE_ORIGIN_ICMP6 && ee.ee_type == 1 &&
+                           ee.ee_code == 4;
+      if (port && ep->ops->on_unreachable) ep->ops->on_unreachable(ep, &to);
+    }
+  }
 }
 
 /* Sends bytes [*off, len) of |data|, datagrams of |segsize| bytes (the last
@@ -128,6 +185,12 @@ static int send_from(nexar__ep_t *ep, const struct sockaddr_storage *to,
     ssize_t r = sendmsg(ep->fd, &mh, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
+      if (unreach_errno(errno)) {
+        /* An earlier datagram's ICMP error, reported once: read the
+         * queue later, send this one again now. */
+        ep->errq = true;
+        continue;
+      }
       if (errno == EAGAIN || errno == EWOULDBLOCK) return -EAGAIN;
       if (errno == ENOBUFS) return -ENOBUFS;
       if (ep->gso && (errno == EIO || errno == EINVAL) && chunk > segsize) {
@@ -262,6 +325,10 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
     int n = recvmmsg(ep->fd, msgs, (unsigned)vlen, 0, NULL);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (unreach_errno(errno)) {
+        ep->errq = true;
+        continue;
+      }
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return NEXAR_ERR_SYS;
     }
@@ -300,5 +367,6 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
     if (n < vlen) break;
     if (rounds == 15) ep->rx_more = true;
   }
+  if (ep->errq) drain_errors(ep);
   return total;
 }

@@ -23,6 +23,13 @@
 #define REJECT_FIXED 6u
 /* Bound on ranks and world sizes carried in HELLO. */
 #define RANK_LIMIT (1 << 24)
+/* Bits of the HELLO flags byte: has_addr, join. */
+#define HELLO_FLAGS 3u
+/* Fixed parts of the elastic bodies, before their lists. */
+#define ADMIT_FIXED (NEXAR__MAC_BYTES + 8u + 4u + 4u + 4u)
+#define ADMITTED_FIXED 8u
+#define JOINER_BYTES (4u + ENTRY_BYTES)
+#define JOIN_FIXED 24u
 
 /* Header field offsets. */
 enum {
@@ -281,6 +288,46 @@ static int waddr_get(nexar__waddr_t *a, const uint8_t *p) {
   return 0;
 }
 
+/* Writes |n| roster entries (address, fingerprint) at |p|. */
+static void entries_put(uint8_t *p, const nexar__roster_entry_t *e,
+                        uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    waddr_put(p, &e[i].addr);
+    memcpy(p + WADDR_BYTES, e[i].fingerprint, NEXAR__FP_BYTES);
+    p += ENTRY_BYTES;
+  }
+}
+
+/* Reads one roster entry; |e| is written only when it is valid. */
+static int entry_get(nexar__roster_entry_t *e, const uint8_t *p) {
+  nexar__roster_entry_t d;
+  memset(&d, 0, sizeof d);
+  if (waddr_get(&d.addr, p) != 0) return NEXAR_ERR_PROTO;
+  memcpy(d.fingerprint, p + WADDR_BYTES, NEXAR__FP_BYTES);
+  *e = d;
+  return 0;
+}
+
+/* 1 when each of the |n| entries at |p| has a valid address. */
+static int entries_valid(const uint8_t *p, uint32_t n) {
+  nexar__waddr_t a;
+  for (uint32_t i = 0; i < n; i++)
+    if (waddr_get(&a, p + (size_t)i * ENTRY_BYTES) != 0) return 0;
+  return 1;
+}
+
+/* 1 when the |n| ids at |p| are below |limit| (<= MAX_IDS) and distinct. */
+static int ids_valid(const uint8_t *p, uint32_t n, uint32_t limit) {
+  uint8_t seen[NEXAR__ELASTIC_MAX_IDS / 8];
+  memset(seen, 0, sizeof seen);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t id = nexar__id_at(p, i);
+    if (id >= limit || (seen[id / 8] >> (id % 8)) & 1) return 0;
+    seen[id / 8] |= (uint8_t)(1u << (id % 8));
+  }
+  return 1;
+}
+
 int nexar__seed_proof_encode(const uint8_t mac[NEXAR__MAC_BYTES], uint8_t *out,
                              size_t cap) {
   int n;
@@ -310,7 +357,7 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
   if (h->rank < -1 || h->rank >= RANK_LIMIT) return NEXAR_ERR_INVALID_ARG;
   if (h->world_size < 0 || h->world_size > RANK_LIMIT)
     return NEXAR_ERR_INVALID_ARG;
-  if (h->has_addr > 1) return NEXAR_ERR_INVALID_ARG;
+  if (h->has_addr > 1 || h->join > 1) return NEXAR_ERR_INVALID_ARG;
   if (h->has_addr && !waddr_valid(&h->advertise)) return NEXAR_ERR_INVALID_ARG;
   host_len = bounded_len(h->host, NEXAR__HOST_MAX);
   if (host_len > NEXAR__HOST_MAX ||
@@ -333,7 +380,7 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
   p += 4;
   nexar__put_u32(p, (uint32_t)h->world_size);
   p += 4;
-  *p++ = h->has_addr;
+  *p++ = (uint8_t)(h->has_addr | h->join << 1);
   if (h->has_addr)
     waddr_put(p, &h->advertise);
   else
@@ -373,14 +420,15 @@ int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
   p += 4;
   if (d.rank < -1 || d.rank >= RANK_LIMIT) return NEXAR_ERR_PROTO;
   if (d.world_size < 0 || d.world_size > RANK_LIMIT) return NEXAR_ERR_PROTO;
-  d.has_addr = *p++;
+  /* The flags byte: bit 0 has_addr, bit 1 join, the rest zero. */
+  if (*p & ~HELLO_FLAGS) return NEXAR_ERR_PROTO;
+  d.has_addr = *p & 1;
+  d.join = (uint8_t)(*p++ >> 1);
   if (d.has_addr == 1) {
     if (waddr_get(&d.advertise, p) != 0) return NEXAR_ERR_PROTO;
-  } else if (d.has_addr == 0) {
+  } else {
     for (size_t i = 0; i < WADDR_BYTES; i++)
       if (p[i] != 0) return NEXAR_ERR_PROTO;
-  } else {
-    return NEXAR_ERR_PROTO;
   }
   p += WADDR_BYTES;
   memcpy(d.fingerprint, p, NEXAR__FP_BYTES);
@@ -449,12 +497,8 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
   p = out + NEXAR__SEED_FRAME_HDR;
   nexar__put_u32(p, rank);
   nexar__put_u32(p + 4, world_size);
-  p += WELCOME_FIXED;
-  for (uint32_t i = 0; i < world_size; i++) {
-    waddr_put(p, &entries[i].addr);
-    memcpy(p + WADDR_BYTES, entries[i].fingerprint, NEXAR__FP_BYTES);
-    p += ENTRY_BYTES;
-  }
+  entries_put(p + WELCOME_FIXED, entries, world_size);
+  p += WELCOME_FIXED + (size_t)world_size * ENTRY_BYTES;
   for (uint32_t i = 0; certs && i < world_size; i++) {
     nexar__put_u16(p, cert_len[i]);
     if (cert_len[i]) memcpy(p + 2, certs[i], cert_len[i]);
@@ -466,7 +510,6 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
 int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
                                size_t len) {
   uint32_t rank, world_size;
-  nexar__waddr_t a;
 
   if (!w || (!body && len)) return NEXAR_ERR_INVALID_ARG;
   if (len < WELCOME_FIXED || len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_PROTO;
@@ -489,9 +532,7 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
   }
   /* Validate every entry now, so that nexar__welcome_entry() cannot fail on
    * a welcome this function accepted. */
-  for (uint32_t i = 0; i < world_size; i++)
-    if (waddr_get(&a, body + WELCOME_FIXED + (size_t)i * ENTRY_BYTES) != 0)
-      return NEXAR_ERR_PROTO;
+  if (!entries_valid(body + WELCOME_FIXED, world_size)) return NEXAR_ERR_PROTO;
   w->rank = rank;
   w->world_size = world_size;
   w->entries = body + WELCOME_FIXED;
@@ -528,17 +569,9 @@ void nexar__relay_env_decode(nexar__relay_env_t *e,
 
 int nexar__welcome_entry(const nexar__seed_welcome_t *w, uint32_t i,
                          nexar__roster_entry_t *e) {
-  const uint8_t *p;
-  nexar__roster_entry_t d;
-
   if (!w || !e || !w->entries) return NEXAR_ERR_INVALID_ARG;
   if (i >= w->world_size) return NEXAR_ERR_INVALID_ARG;
-  p = w->entries + (size_t)i * ENTRY_BYTES;
-  memset(&d, 0, sizeof d);
-  if (waddr_get(&d.addr, p) != 0) return NEXAR_ERR_PROTO;
-  memcpy(d.fingerprint, p + WADDR_BYTES, NEXAR__FP_BYTES);
-  *e = d;
-  return 0;
+  return entry_get(e, w->entries + (size_t)i * ENTRY_BYTES);
 }
 
 int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
@@ -580,4 +613,189 @@ int nexar__seed_reject_decode(nexar__seed_reject_t *r, const uint8_t *body,
   memcpy(r->reason, body + REJECT_FIXED, reason_len);
   r->reason[reason_len] = '\0';
   return 0;
+}
+
+/* ---- Elastic membership: ADMIT, ADMITTED, JOIN. */
+
+int nexar__seed_admit_encode(const nexar__seed_admit_t *a, const uint32_t *ids,
+                             uint8_t *out, size_t cap) {
+  uint8_t *p;
+  int n;
+
+  if (!a || !ids || a->nstay < 1 || a->nstay > NEXAR__ELASTIC_MAX_IDS ||
+      a->comm_id < 1 || a->epoch < 1)
+    return NEXAR_ERR_INVALID_ARG;
+  n = frame_begin(out, cap, NEXAR__SEED_ADMIT,
+                  ADMIT_FIXED + 4u * (size_t)a->nstay);
+  if (n < 0) return n;
+  p = out + NEXAR__SEED_FRAME_HDR;
+  memcpy(p, a->proof, NEXAR__MAC_BYTES);
+  p += NEXAR__MAC_BYTES;
+  nexar__put_u64(p, a->comm_id);
+  nexar__put_u32(p + 8, a->epoch);
+  nexar__put_u32(p + 12, a->max_joiners);
+  nexar__put_u32(p + 16, a->nstay);
+  p += 20;
+  for (uint32_t i = 0; i < a->nstay; i++) nexar__put_u32(p + 4 * i, ids[i]);
+  /* Checked after writing, on the canonical form the decoder will see. */
+  if (!ids_valid(p, a->nstay, NEXAR__ELASTIC_MAX_IDS))
+    return NEXAR_ERR_INVALID_ARG;
+  return n;
+}
+
+int nexar__seed_admit_decode(nexar__seed_admit_t *a, const uint8_t *body,
+                             size_t len) {
+  nexar__seed_admit_t d;
+  const uint8_t *p = body;
+
+  if (!a || (!body && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len < ADMIT_FIXED) return NEXAR_ERR_PROTO;
+  memset(&d, 0, sizeof d);
+  memcpy(d.proof, p, NEXAR__MAC_BYTES);
+  p += NEXAR__MAC_BYTES;
+  d.comm_id = nexar__get_u64(p);
+  d.epoch = nexar__get_u32(p + 8);
+  d.max_joiners = nexar__get_u32(p + 12);
+  d.nstay = nexar__get_u32(p + 16);
+  d.ids = p + 20;
+  if (d.comm_id < 1 || d.epoch < 1) return NEXAR_ERR_PROTO;
+  if (d.nstay < 1 || d.nstay > NEXAR__ELASTIC_MAX_IDS) return NEXAR_ERR_PROTO;
+  if (len != ADMIT_FIXED + 4u * (size_t)d.nstay) return NEXAR_ERR_PROTO;
+  if (!ids_valid(d.ids, d.nstay, NEXAR__ELASTIC_MAX_IDS))
+    return NEXAR_ERR_PROTO;
+  *a = d;
+  return 0;
+}
+
+int nexar__seed_admitted_encode(uint32_t nids, const nexar__joiner_t *j,
+                                uint32_t njoin, uint8_t *out, size_t cap) {
+  uint8_t *p;
+  int n;
+
+  if ((njoin && !j) || nids > NEXAR__ELASTIC_MAX_IDS || njoin > nids)
+    return NEXAR_ERR_INVALID_ARG;
+  for (uint32_t i = 0; i < njoin; i++)
+    if (j[i].id >= nids || (i && j[i].id <= j[i - 1].id) ||
+        !waddr_valid(&j[i].e.addr))
+      return NEXAR_ERR_INVALID_ARG;
+  n = frame_begin(out, cap, NEXAR__SEED_ADMITTED,
+                  ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES);
+  if (n < 0) return n;
+  p = out + NEXAR__SEED_FRAME_HDR;
+  nexar__put_u32(p, nids);
+  nexar__put_u32(p + 4, njoin);
+  p += ADMITTED_FIXED;
+  for (uint32_t i = 0; i < njoin; i++, p += JOINER_BYTES) {
+    nexar__put_u32(p, j[i].id);
+    entries_put(p + 4, &j[i].e, 1);
+  }
+  return n;
+}
+
+int nexar__seed_admitted_decode(nexar__seed_admitted_t *a, const uint8_t *body,
+                                size_t len) {
+  uint32_t nids, njoin, prev = 0;
+
+  if (!a || (!body && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len < ADMITTED_FIXED) return NEXAR_ERR_PROTO;
+  nids = nexar__get_u32(body);
+  njoin = nexar__get_u32(body + 4);
+  if (nids > NEXAR__ELASTIC_MAX_IDS || njoin > nids) return NEXAR_ERR_PROTO;
+  if (len != ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES)
+    return NEXAR_ERR_PROTO;
+  for (uint32_t i = 0; i < njoin; i++) {
+    const uint8_t *p = body + ADMITTED_FIXED + (size_t)i * JOINER_BYTES;
+    uint32_t id = nexar__get_u32(p);
+    if (id >= nids || (i && id <= prev) || !entries_valid(p + 4, 1))
+      return NEXAR_ERR_PROTO;
+    prev = id;
+  }
+  a->nids = nids;
+  a->njoin = njoin;
+  a->entries = body + ADMITTED_FIXED;
+  return 0;
+}
+
+int nexar__admitted_entry(const nexar__seed_admitted_t *a, uint32_t i,
+                          nexar__joiner_t *j) {
+  const uint8_t *p;
+
+  if (!a || !j || !a->entries || i >= a->njoin) return NEXAR_ERR_INVALID_ARG;
+  p = a->entries + (size_t)i * JOINER_BYTES;
+  if (entry_get(&j->e, p + 4) != 0) return NEXAR_ERR_PROTO;
+  j->id = nexar__get_u32(p);
+  return 0;
+}
+
+/* 1 when |id| is one of the |n| ids at |p|. */
+static int ids_have(const uint8_t *p, uint32_t n, uint32_t id) {
+  for (uint32_t i = 0; i < n; i++)
+    if (nexar__id_at(p, i) == id) return 1;
+  return 0;
+}
+
+int nexar__seed_join_encode(const nexar__seed_join_t *j,
+                            const nexar__roster_entry_t *roster,
+                            const uint32_t *members, uint8_t *out, size_t cap) {
+  uint8_t *p;
+  int n;
+
+  if (!j || !roster || !members || j->nids < 1 ||
+      j->nids > NEXAR__ELASTIC_MAX_IDS || j->id >= j->nids || j->nmembers < 1 ||
+      j->nmembers > j->nids || j->comm_id < 1 || j->epoch < 1)
+    return NEXAR_ERR_INVALID_ARG;
+  for (uint32_t i = 0; i < j->nids; i++)
+    if (!waddr_valid(&roster[i].addr)) return NEXAR_ERR_INVALID_ARG;
+  n = frame_begin(
+      out, cap, NEXAR__SEED_JOIN,
+      JOIN_FIXED + (size_t)j->nids * ENTRY_BYTES + 4u * (size_t)j->nmembers);
+  if (n < 0) return n;
+  p = out + NEXAR__SEED_FRAME_HDR;
+  nexar__put_u32(p, j->id);
+  nexar__put_u32(p + 4, j->nids);
+  nexar__put_u64(p + 8, j->comm_id);
+  nexar__put_u32(p + 16, j->epoch);
+  nexar__put_u32(p + 20, j->nmembers);
+  p += JOIN_FIXED;
+  entries_put(p, roster, j->nids);
+  p += (size_t)j->nids * ENTRY_BYTES;
+  for (uint32_t i = 0; i < j->nmembers; i++)
+    nexar__put_u32(p + 4 * i, members[i]);
+  if (!ids_valid(p, j->nmembers, j->nids) || !ids_have(p, j->nmembers, j->id))
+    return NEXAR_ERR_INVALID_ARG;
+  return n;
+}
+
+int nexar__seed_join_decode(nexar__seed_join_t *j, const uint8_t *body,
+                            size_t len) {
+  nexar__seed_join_t d;
+
+  if (!j || (!body && len)) return NEXAR_ERR_INVALID_ARG;
+  if (len < JOIN_FIXED) return NEXAR_ERR_PROTO;
+  memset(&d, 0, sizeof d);
+  d.id = nexar__get_u32(body);
+  d.nids = nexar__get_u32(body + 4);
+  d.comm_id = nexar__get_u64(body + 8);
+  d.epoch = nexar__get_u32(body + 16);
+  d.nmembers = nexar__get_u32(body + 20);
+  if (d.nids < 1 || d.nids > NEXAR__ELASTIC_MAX_IDS || d.id >= d.nids ||
+      d.nmembers < 1 || d.nmembers > d.nids || d.comm_id < 1 || d.epoch < 1)
+    return NEXAR_ERR_PROTO;
+  if (len !=
+      JOIN_FIXED + (size_t)d.nids * ENTRY_BYTES + 4u * (size_t)d.nmembers)
+    return NEXAR_ERR_PROTO;
+  d.entries = body + JOIN_FIXED;
+  d.members = d.entries + (size_t)d.nids * ENTRY_BYTES;
+  if (!entries_valid(d.entries, d.nids) ||
+      !ids_valid(d.members, d.nmembers, d.nids) ||
+      !ids_have(d.members, d.nmembers, d.id))
+    return NEXAR_ERR_PROTO;
+  *j = d;
+  return 0;
+}
+
+int nexar__join_entry(const nexar__seed_join_t *j, uint32_t i,
+                      nexar__roster_entry_t *e) {
+  if (!j || !e || !j->entries || i >= j->nids) return NEXAR_ERR_INVALID_ARG;
+  return entry_get(e, j->entries + (size_t)i * ENTRY_BYTES);
 }

@@ -171,8 +171,19 @@ enum nexar__seed_type {
   NEXAR__SEED_HELLO = 2,   /* worker -> seed: proof, request, identity */
   NEXAR__SEED_WELCOME = 3, /* seed -> worker: rank and roster */
   NEXAR__SEED_REJECT = 4,  /* seed -> worker: refusal with reason */
-  NEXAR__SEED_TYPE_MAX = 4
+  /* Elastic membership (docs/elastic.md). */
+  NEXAR__SEED_ADMIT = 5,    /* member leader -> seed: admit the joiners */
+  NEXAR__SEED_ADMITTED = 6, /* seed -> member leader: who was admitted */
+  NEXAR__SEED_JOIN = 7,     /* seed -> joiner: its id, roster, new world */
+  NEXAR__SEED_TYPE_MAX = 7
 };
+
+/* Bound on the stable ids an elastic seed assigns over a job's life (and so
+ * on every id list of ADMIT, ADMITTED and JOIN): a JOIN carrying the whole
+ * roster then stays below NEXAR__SEED_MAX_BODY. */
+#define NEXAR__ELASTIC_MAX_IDS 16384u
+/* ADMIT max_joiners: no limit on the members' side. */
+#define NEXAR__JOIN_UNLIMITED 0xffffffffu
 
 /* An IPv4 or IPv6 UDP address in wire form. */
 typedef struct nexar__waddr {
@@ -186,6 +197,7 @@ typedef struct nexar__seed_hello {
   int32_t rank;       /* requested rank, or -1 */
   int32_t world_size; /* what the worker expects, or 0 for "any" */
   uint8_t has_addr;   /* 1 when advertise is set (else use observed) */
+  uint8_t join;       /* 1: join a running elastic job (NEXAR_JOIN) */
   nexar__waddr_t advertise;
   uint8_t fingerprint[NEXAR__FP_BYTES];
   uint32_t pid;
@@ -219,6 +231,42 @@ typedef struct nexar__seed_reject {
   char reason[NEXAR__REASON_MAX + 1];
 } nexar__seed_reject_t;
 
+/* ADMIT: the members' leader asks the seed to admit the pending joiners
+ * into the world it is about to rebuild. Id lists are decoded in place
+ * (nexar__id_at). */
+typedef struct nexar__seed_admit {
+  uint8_t proof[NEXAR__MAC_BYTES]; /* worker proof on this connection */
+  uint64_t comm_id;                /* wire id of the new world (>= 1) */
+  uint32_t epoch;                  /* its epoch (>= 1) */
+  uint32_t max_joiners;            /* or NEXAR__JOIN_UNLIMITED */
+  uint32_t nstay;                  /* staying members, 1..MAX_IDS */
+  const uint8_t *ids;              /* their stable ids, in rank order */
+} nexar__seed_admit_t;
+
+/* One admitted joiner: its stable id and roster entry. */
+typedef struct nexar__joiner {
+  uint32_t id;
+  nexar__roster_entry_t e;
+} nexar__joiner_t;
+
+/* ADMITTED: the seed's answer to ADMIT. */
+typedef struct nexar__seed_admitted {
+  uint32_t nids;  /* ids assigned so far, joiners included */
+  uint32_t njoin; /* joiners admitted (ids ascending), 0..nids */
+  const uint8_t *entries;
+} nexar__seed_admitted_t;
+
+/* JOIN: the elastic WELCOME of a joiner. */
+typedef struct nexar__seed_join {
+  uint32_t id;            /* the joiner's stable id, below nids */
+  uint32_t nids;          /* ids assigned so far: the roster length */
+  uint64_t comm_id;       /* wire id of the new world */
+  uint32_t epoch;         /* its epoch */
+  uint32_t nmembers;      /* members of the new world, id among them */
+  const uint8_t *entries; /* nids roster entries (nexar__join_entry) */
+  const uint8_t *members; /* nmembers ids in rank order (nexar__id_at) */
+} nexar__seed_join_t;
+
 /*
  * Reads a seed frame header. Returns NEXAR__SEED_FRAME_HDR and sets *type
  * and *body_len, 0 when short, NEXAR_ERR_PROTO on bad magic, version, type
@@ -246,6 +294,16 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
                                      size_t cap);
 int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
                               size_t cap);
+/* |a->ids| is ignored: the ids come from |ids| (a->nstay of them). */
+int nexar__seed_admit_encode(const nexar__seed_admit_t *a, const uint32_t *ids,
+                             uint8_t *out, size_t cap);
+int nexar__seed_admitted_encode(uint32_t nids, const nexar__joiner_t *j,
+                                uint32_t njoin, uint8_t *out, size_t cap);
+/* |j->entries| and |j->members| are ignored: they come from |roster|
+ * (j->nids entries) and |members| (j->nmembers ids). */
+int nexar__seed_join_encode(const nexar__seed_join_t *j,
+                            const nexar__roster_entry_t *roster,
+                            const uint32_t *members, uint8_t *out, size_t cap);
 
 /* Body decoders: |body| is the frame body of |len| bytes. They return 0 or
  * NEXAR_ERR_PROTO (wrong length, bad family, unterminated text, ...). */
@@ -269,6 +327,26 @@ int nexar__welcome_cert(const nexar__seed_welcome_t *w, size_t *pos,
                         const uint8_t **der, uint16_t *len);
 int nexar__seed_reject_decode(nexar__seed_reject_t *r, const uint8_t *body,
                               size_t len);
+/* Checks 1 <= nstay <= MAX_IDS, distinct ids below MAX_IDS, comm_id and
+ * epoch >= 1, and the exact length. */
+int nexar__seed_admit_decode(nexar__seed_admit_t *a, const uint8_t *body,
+                             size_t len);
+/* Checks nids <= MAX_IDS, njoin <= nids, ids below nids and strictly
+ * ascending, every address, and the exact length. */
+int nexar__seed_admitted_decode(nexar__seed_admitted_t *a, const uint8_t *body,
+                                size_t len);
+/* Entry |i| (< a->njoin) of a decoded ADMITTED. Returns 0 or
+ * NEXAR_ERR_INVALID_ARG / NEXAR_ERR_PROTO. */
+int nexar__admitted_entry(const nexar__seed_admitted_t *a, uint32_t i,
+                          nexar__joiner_t *j);
+/* Checks 1 <= nids <= MAX_IDS, id < nids, 1 <= nmembers <= nids, distinct
+ * members below nids with id among them, every address, comm_id and epoch
+ * >= 1, and the exact length. */
+int nexar__seed_join_decode(nexar__seed_join_t *j, const uint8_t *body,
+                            size_t len);
+/* Roster entry |i| (< j->nids) of a decoded JOIN. */
+int nexar__join_entry(const nexar__seed_join_t *j, uint32_t i,
+                      nexar__roster_entry_t *e);
 
 /* ---- Relay envelope (kind RELAY, after the outer header). */
 typedef struct nexar__relay_env {
@@ -304,6 +382,11 @@ static inline uint64_t nexar__get_u64(const uint8_t *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
   return v;
+}
+
+/* Id |i| of an id list decoded in place (ADMIT ids, JOIN members). */
+static inline uint32_t nexar__id_at(const uint8_t *ids, uint32_t i) {
+  return nexar__get_u32(ids + 4 * (size_t)i);
 }
 
 #endif /* NEXAR_WIRE_H */

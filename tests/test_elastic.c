@@ -1,0 +1,397 @@
+/*
+ * Elastic membership (docs/elastic.md), real processes over loopback.
+ *
+ * grow: a world of 4 and an elastic seed (NEXAR_MAX_WORLD_SIZE=6). Two
+ * processes start with NEXAR_JOIN=1 once the 4 are running and are admitted
+ * at the members' checkpoints (called until the world has 6); then
+ * allreduce (int64 and a 1.6 MB f64 one, bit-exact), bcast, allgather,
+ * barrier and p2p between every pair on the 6. A seventh joiner, started
+ * once the world is full, is refused at once with a message saying so. One
+ * rank leaves (it may only finalize: its world fails with
+ * NEXAR_ERR_INVALID_USAGE), the collectives are checked again on the 5,
+ * and a leave that would go below NEXAR_MIN_WORLD_SIZE=5 is refused on
+ * every rank with nobody leaving.
+ *
+ * noseed: the seed of a world of 3 is not elastic and exits once the world
+ * is formed. A leave still works (the leader's admission attempt ends at
+ * NEXAR_BOOTSTRAP_TIMEOUT_MS), and the next checkpoint does not ask again.
+ *
+ * abandon: first a joiner gives up while pending (its bootstrap deadline):
+ * the seed forgets it, so it is never admitted. Then a joiner advertises an
+ * address nobody answers on. The members cannot connect to it within
+ * NEXAR_OP_TIMEOUT_MS, so every member's checkpoint fails alike, naming
+ * that joiner (id 3: the one that gave up got no id), and nothing changes;
+ * the world works and the next checkpoint is a plain one. The joiner's
+ * nexar_init fails at its own bootstrap deadline.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "nexar.h"
+
+#define MEMBERS 4
+#define MAXW 6
+#define EXTRA MAXW /* worker index of the joiner beyond the max */
+#define LEAVER 2   /* world rank that leaves */
+
+/* Pipes created before nt_run, inherited by every worker: rank 0 writes to
+ * go_join once the members are up, to go_extra once the world is full. */
+static int go_join[2], go_extra[2];
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+/* Waits (at most 20 s) for one byte on |fd|. */
+static int wait_go(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  int r;
+  do r = poll(&p, 1, 20000);
+  while (r < 0 && errno == EINTR);
+  char c;
+  return r == 1 && read(fd, &c, 1) == 1 ? 0 : -1;
+}
+
+static int say(int fd, int n) {
+  for (int i = 0; i < n; i++)
+    if (write(fd, "g", 1) != 1) return -1;
+  return 0;
+}
+
+static int64_t ival(int r, int i) {
+  return (int64_t)(r + 1) * 1000003 + 7 * i;
+}
+
+/* Exact in any summation order: small multiples of 1/4. */
+static double dval(int r, size_t i) {
+  return (double)((r + 1) * (int)(i % 1000)) + 0.25 * r;
+}
+
+/* Collectives and p2p on |w| (size n, this rank r), all checked. */
+static int check_world(nexar_comm_t *w, int n, int r) {
+  /* allreduce int64 */
+  int64_t iv[16], is[16];
+  for (int i = 0; i < 16; i++) iv[i] = ival(r, i);
+  NT_OKC(w, nexar_allreduce(w, iv, is, 16, NEXAR_INT64, NEXAR_SUM));
+  for (int i = 0; i < 16; i++) {
+    int64_t want = 0;
+    for (int k = 0; k < n; k++) want += ival(k, i);
+    NT_CHECKF(is[i] == want, "allreduce int64[%d] %lld want %lld", i,
+              (long long)is[i], (long long)want);
+  }
+  /* allreduce f64, large enough for the ring, bit-exact */
+  size_t cnt = 200000;
+  double *dv = malloc(cnt * sizeof(double)), *ds = malloc(cnt * sizeof(double));
+  NT_CHECK(dv && ds);
+  for (size_t i = 0; i < cnt; i++) dv[i] = dval(r, i);
+  NT_OKC(w, nexar_allreduce(w, dv, ds, cnt, NEXAR_FLOAT64, NEXAR_SUM));
+  for (size_t i = 0; i < cnt; i++) {
+    double want = 0;
+    for (int k = 0; k < n; k++) want += dval(k, i);
+    if (memcmp(&want, &ds[i], sizeof(double)) != 0) {
+      nt_fail(__FILE__, __LINE__, "allreduce f64[%zu] %.17g want %.17g", i,
+              ds[i], want);
+      return 1;
+    }
+  }
+  free(dv);
+  free(ds);
+  /* bcast from the last rank */
+  int64_t b[1000];
+  for (int i = 0; i < 1000; i++) b[i] = r == n - 1 ? ival(n - 1, i) : -1;
+  NT_OKC(w, nexar_bcast(w, b, 1000, NEXAR_INT64, n - 1));
+  for (int i = 0; i < 1000; i++)
+    NT_CHECKF(b[i] == ival(n - 1, i), "bcast[%d] %lld", i, (long long)b[i]);
+  /* allgather: slot k holds rank k's values */
+  int64_t mine[3] = {ival(r, 0), ival(r, 1), r}, all[3 * MAXW];
+  NT_OKC(w, nexar_allgather(w, mine, all, 3, NEXAR_INT64));
+  for (int k = 0; k < n; k++)
+    NT_CHECKF(all[3 * k] == ival(k, 0) && all[3 * k + 1] == ival(k, 1) &&
+                  all[3 * k + 2] == k,
+              "allgather slot %d", k);
+  NT_OKC(w, nexar_barrier(w));
+  /* p2p between every pair, all at once */
+  nexar_req_t *rq[2 * MAXW];
+  int32_t out[MAXW], in[MAXW];
+  int nr = 0;
+  for (int k = 0; k < n; k++) {
+    if (k == r) continue;
+    out[k] = 1000 * r + k;
+    in[k] = -1;
+    NT_OKC(w, nexar_irecv(w, &in[k], 1, NEXAR_INT32, k, 40 + r, &rq[nr++]));
+    NT_OKC(w, nexar_isend(w, &out[k], 1, NEXAR_INT32, k, 40 + k, &rq[nr++]));
+  }
+  NT_OKC(w, nexar_waitall((size_t)nr, rq, NULL));
+  for (int k = 0; k < n; k++)
+    if (k != r) NT_CHECKF(in[k] == 1000 * k + r, "p2p from %d: %d", k, in[k]);
+  return 0;
+}
+
+/* Rank k of |w| must have stable id ids[k], and the epoch must be |ep|. */
+static int check_ids(nexar_comm_t *w, const int *ids, int n, uint32_t ep) {
+  for (int k = 0; k < n; k++) {
+    int id = -1;
+    NT_OKC(w, nexar_comm_id_of(w, k, &id));
+    NT_CHECKF(id == ids[k], "rank %d has id %d, want %d", k, id, ids[k]);
+  }
+  uint32_t e = 0;
+  NT_OKC(w, nexar_comm_epoch(w, &e));
+  NT_CHECKF(e == ep, "epoch %u, want %u", e, ep);
+  return 0;
+}
+
+/* Checkpoints until the world has MAXW members (bounded). */
+static int grow_to_max(nexar_ctx_t *ctx, nexar_comm_t *w) {
+  int n = 0;
+  NT_OK(nexar_comm_size(w, &n));
+  for (int tries = 0; n < MAXW; tries++) {
+    NT_CHECKF(tries < 400, "world still %d after %d checkpoints", n, tries);
+    nexar_membership_t m;
+    NT_OKC(w, nexar_elastic_checkpoint(ctx, 0, &m));
+    NT_CHECKF(m.old_size == n && m.new_size >= n && m.left == 0 &&
+                  m.new_size == n + m.joined,
+              "membership %d -> %d, joined %d left %d", m.old_size, m.new_size,
+              m.joined, m.left);
+    int r;
+    NT_OK(nexar_comm_rank(w, &r));
+    NT_OK(nexar_comm_size(w, &n));
+    NT_CHECKF(n == m.new_size && r == m.new_rank, "rank %d size %d", r, n);
+    if (n < MAXW) sleep_ms(20);
+  }
+  return 0;
+}
+
+static int extra_joiner(void) {
+  NT_CHECK(wait_go(go_extra[0]) == 0);
+  setenv("NEXAR_JOIN", "1", 1);
+  nexar_ctx_t *ctx = NULL;
+  double t0 = nt_now_ms();
+  int rc = nexar_init(NULL, &ctx);
+  const char *e = nexar_last_error();
+  NT_CHECKF(rc == NEXAR_ERR_INVALID_USAGE && strstr(e, "full"),
+            "a joiner beyond the max: %s: %s", nexar_err_name(rc), e);
+  NT_CHECKF(nt_now_ms() - t0 < 5000, "refused after %.0f ms", nt_now_ms() - t0);
+  return 0;
+}
+
+static int grow_worker(int index, void *arg) {
+  (void)arg;
+  if (index == EXTRA) return extra_joiner();
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  if (index >= MEMBERS) {
+    /* A late process: joins while the members are running. */
+    NT_CHECK(wait_go(go_join[0]) == 0);
+    unsetenv("NEXAR_RANK");
+    setenv("NEXAR_JOIN", "1", 1);
+    NT_OK(nt_join(&ctx));
+    w = nexar_comm_world(ctx);
+    NT_OK(nexar_comm_rank(w, &r));
+    NT_OK(nexar_comm_size(w, &n));
+    NT_CHECKF(r >= MEMBERS && r < n, "joiner got rank %d of %d", r, n);
+  } else {
+    NT_OK(nt_join_world(&ctx, &w, &r, &n));
+    NT_CHECK(n == MEMBERS);
+    if (r == 0) NT_CHECK(say(go_join[1], MAXW - MEMBERS) == 0);
+  }
+  if (grow_to_max(ctx, w)) return 1;
+  NT_OK(nexar_comm_rank(w, &r));
+  NT_OK(nexar_comm_size(w, &n));
+  /* Joiners get the next stable ids, in the order they are admitted. */
+  static const int grown[MAXW] = {0, 1, 2, 3, 4, 5};
+  uint32_t ep = 0;
+  NT_OKC(w, nexar_comm_epoch(w, &ep));
+  NT_CHECKF(ep >= 1, "epoch %u after growing", ep);
+  if (check_ids(w, grown, n, ep)) return 1;
+  if (r == 0) NT_CHECK(say(go_extra[1], 1) == 0);
+  if (check_world(w, n, r)) return 1;
+
+  /* One rank leaves. */
+  nexar_membership_t m;
+  int leaving = r == LEAVER;
+  NT_OKC(w, nexar_elastic_checkpoint(ctx, leaving, &m));
+  NT_CHECKF(m.old_rank == r && m.old_size == MAXW && m.left == 1 &&
+                m.joined == 0 && m.new_size == MAXW - 1,
+            "leave: %d/%d -> %d/%d, left %d joined %d", m.old_rank, m.old_size,
+            m.new_rank, m.new_size, m.left, m.joined);
+  if (leaving) {
+    NT_CHECKF(m.new_rank == -1, "leaver new_rank %d", m.new_rank);
+    int rc = nexar_barrier(w);
+    NT_CHECKF(rc == NEXAR_ERR_INVALID_USAGE &&
+                  strstr(nexar_comm_last_error(w), "left"),
+              "barrier after leaving: %s: %s", nexar_err_name(rc),
+              nexar_comm_last_error(w));
+    rc = nexar_elastic_checkpoint(ctx, 0, NULL);
+    NT_CHECKF(rc == NEXAR_ERR_INVALID_USAGE, "checkpoint after leaving: %s",
+              nexar_err_name(rc));
+    NT_OK(nexar_finalize(ctx));
+    return 0;
+  }
+  NT_CHECKF(m.new_rank == (r < LEAVER ? r : r - 1), "new rank %d (was %d)",
+            m.new_rank, r);
+  NT_OK(nexar_comm_rank(w, &r));
+  NT_OK(nexar_comm_size(w, &n));
+  NT_CHECKF(n == MAXW - 1 && r == m.new_rank && m.epoch == ep + 1,
+            "rank %d size %d epoch %u", r, n, m.epoch);
+  static const int left[MAXW - 1] = {0, 1, 3, 4, 5};
+  if (check_ids(w, left, n, ep + 1)) return 1;
+  if (check_world(w, n, r)) return 1;
+
+  /* Below NEXAR_MIN_WORLD_SIZE: refused everywhere, nobody leaves. */
+  int rc = nexar_elastic_checkpoint(ctx, r == 0, &m);
+  NT_CHECKF(rc == NEXAR_ERR_INVALID_ARG &&
+                strstr(nexar_comm_last_error(w), "NEXAR_MIN_WORLD_SIZE"),
+            "leave below the minimum: %s: %s", nexar_err_name(rc),
+            nexar_comm_last_error(w));
+  NT_OK(nexar_comm_size(w, &n));
+  NT_CHECK(n == MAXW - 1);
+  if (check_world(w, n, r)) return 1;
+  if (check_ids(w, left, n, ep + 1)) return 1;
+  /* Leaving and joining are no failures. */
+  int nf = -1;
+  NT_OK(nexar_failures(ctx, NULL, 0, &nf));
+  NT_CHECKF(nf == 0, "%d failures recorded", nf);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+static int noseed_worker(int index, void *arg) {
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  nexar_membership_t m;
+  NT_OKC(w, nexar_elastic_checkpoint(ctx, r == 2, &m));
+  NT_CHECKF(m.new_size == 2 && m.joined == 0 && m.left == 1,
+            "size %d joined %d left %d", m.new_size, m.joined, m.left);
+  if (r == 2) {
+    NT_OK(nexar_finalize(ctx));
+    return 0;
+  }
+  /* The seed is known to be gone: no second wait for it. */
+  double t0 = nt_now_ms();
+  NT_OKC(w, nexar_elastic_checkpoint(ctx, 0, &m));
+  NT_CHECKF(nt_now_ms() - t0 < 1000 && m.new_size == 2 && m.joined == 0,
+            "second checkpoint took %.0f ms", nt_now_ms() - t0);
+  if (check_world(w, 2, m.new_rank)) return 1;
+  int nf = -1;
+  NT_OK(nexar_failures(ctx, NULL, 0, &nf));
+  NT_CHECKF(nf == 0, "%d failures recorded", nf);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+static int go_quit[2]; /* the joiner that gave up tells the members */
+
+static int abandon_worker(int index, void *arg) {
+  (void)arg;
+  if (index == 4) {
+    NT_CHECK(wait_go(go_extra[0]) == 0);
+    unsetenv("NEXAR_RANK");
+    setenv("NEXAR_JOIN", "1", 1);
+    setenv("NEXAR_BOOTSTRAP_TIMEOUT_MS", "300", 1);
+    nexar_ctx_t *ctx = NULL;
+    int rc = nexar_init(NULL, &ctx);
+    NT_CHECKF(rc == NEXAR_ERR_TIMEOUT &&
+                  strstr(nexar_last_error(), "pending as a joiner"),
+              "a joiner that gives up: %s: %s", nexar_err_name(rc),
+              nexar_last_error());
+    NT_CHECK(say(go_quit[1], 3) == 0);
+    return 0;
+  }
+  if (index == 3) {
+    NT_CHECK(wait_go(go_join[0]) == 0);
+    unsetenv("NEXAR_RANK");
+    setenv("NEXAR_JOIN", "1", 1);
+    setenv("NEXAR_ADVERTISE_ADDR", "127.0.0.1:9", 1); /* nobody answers */
+    setenv("NEXAR_BOOTSTRAP_TIMEOUT_MS", "4000", 1);
+    nexar_ctx_t *ctx = NULL;
+    int rc = nexar_init(NULL, &ctx);
+    NT_CHECKF(rc == NEXAR_ERR_TIMEOUT, "unreachable joiner: %s: %s",
+              nexar_err_name(rc), nexar_last_error());
+    return 0;
+  }
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  if (r == 0) NT_CHECK(say(go_extra[1], 1) == 0);
+  NT_CHECK(wait_go(go_quit[0]) == 0);
+  if (r == 0) NT_CHECK(say(go_join[1], 1) == 0);
+  nexar_membership_t m;
+  int rc = NEXAR_OK;
+  for (int tries = 0; rc == NEXAR_OK; tries++) {
+    NT_CHECKF(tries < 400, "the joiner was never taken in");
+    rc = nexar_elastic_checkpoint(ctx, 0, &m);
+    NT_CHECKF(rc != NEXAR_OK || m.joined == 0, "joined %d", m.joined);
+    int go = rc == NEXAR_OK;
+    /* Rank 0 decides, so that every member stops at the same checkpoint. */
+    NT_OKC(w, nexar_bcast(w, &go, 1, NEXAR_INT32, 0));
+    if (go && rc == NEXAR_OK) sleep_ms(20);
+    if (!go) break;
+  }
+  NT_CHECKF(rc == NEXAR_ERR_TIMEOUT &&
+                strstr(nexar_comm_last_error(w), "abandoned") &&
+                strstr(nexar_comm_last_error(w), "joiner id 3 at 127.0.0.1:9"),
+            "checkpoint with an unreachable joiner: %s: %s", nexar_err_name(rc),
+            nexar_comm_last_error(w));
+  if (r == 0) printf("[0] as expected: %s\n", nexar_comm_last_error(w));
+  uint32_t ep = 1;
+  NT_OKC(w, nexar_comm_epoch(w, &ep));
+  NT_OK(nexar_comm_size(w, &n));
+  NT_CHECKF(n == 3 && ep == 0, "size %d epoch %u after abandoning", n, ep);
+  if (check_world(w, n, r)) return 1;
+  NT_OKC(w, nexar_elastic_checkpoint(ctx, 0, &m));
+  NT_CHECKF(m.joined == 0 && m.new_size == 3 && m.epoch == 0,
+            "joined %d size %d epoch %u", m.joined, m.new_size, m.epoch);
+  int nf = -1;
+  NT_OK(nexar_failures(ctx, NULL, 0, &nf));
+  NT_CHECKF(nf == 0, "%d failures recorded", nf);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (pipe(go_join) < 0 || pipe(go_extra) < 0) return 1;
+  int fails = 0;
+  double t0 = nt_now_ms();
+  nt_opts_t o = {.world_size = MEMBERS,
+                 .nprocs = MAXW + 1,
+                 .timeout_ms = 45000,
+                 .env = "NEXAR_MAX_WORLD_SIZE=6\nNEXAR_MIN_WORLD_SIZE=5\n"};
+  int rc = nt_run(&o, grow_worker, NULL);
+  printf("%s elastic grow 4 -> 6, leave -> 5 (%.1f s)\n", rc ? "FAIL" : "ok",
+         (nt_now_ms() - t0) / 1e3);
+  fails += rc != 0;
+  t0 = nt_now_ms();
+  nt_opts_t q = {.world_size = 3,
+                 .timeout_ms = 20000,
+                 .env = "NEXAR_BOOTSTRAP_TIMEOUT_MS=2000\n"};
+  rc = nt_run(&q, noseed_worker, NULL);
+  printf("%s elastic leave with a seed that is gone (%.1f s)\n",
+         rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
+  fails += rc != 0;
+  t0 = nt_now_ms();
+  if (pipe(go_quit) < 0) return 1;
+  nt_opts_t a = {.world_size = 3,
+                 .nprocs = 5,
+                 .timeout_ms = 20000,
+                 .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=1500\n"};
+  rc = nt_run(&a, abandon_worker, NULL);
+  printf("%s elastic checkpoint abandoned for an unreachable joiner (%.1f s)\n",
+         rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
+  fails += rc != 0;
+  printf("%d failure(s)\n", fails);
+  return fails ? 1 : 0;
+}
