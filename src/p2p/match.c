@@ -825,6 +825,19 @@ void nexar__p2p_start(nexar__req_t *req) {
   if (rc < 0) nexar__req_complete(req, rc);
 }
 
+/* Detaches a queued message from its request and stops its stream, so that
+ * nothing reads the request's (user) buffer once it has ended; what was not
+ * sent is dropped. */
+static void omsg_stop(nexar__omsg_t *m) {
+  nexar__conn_t *c = m->conn;
+  if (m->req) m->req->omsg = NULL;
+  m->req = NULL;
+  if (c && c->qc && m->sid >= 0 && c->state != NEXAR__CS_DEAD)
+    ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
+  m->data = NULL;
+  m->sent = nexar__omsg_total(m);
+}
+
 void nexar__p2p_cancel(nexar__req_t *r, int rc) {
   if (atomic_load(&r->done)) return;
   if (r->kind == NEXAR__REQ_RECV) {
@@ -835,15 +848,7 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
       posted_remove(r->comm, r);
     }
   } else if (r->omsg) {
-    nexar__omsg_t *m = r->omsg;
-    nexar__conn_t *c = m->conn;
-    m->req = NULL;
-    r->omsg = NULL;
-    /* Stop the stream so ngtcp2 never reads the user's buffer again. */
-    if (c && c->qc && m->sid >= 0 && c->state != NEXAR__CS_DEAD)
-      ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
-    m->data = NULL;
-    m->sent = nexar__omsg_total(m);
+    omsg_stop(r->omsg);
   }
   nexar__req_complete(r, rc);
 }
@@ -868,8 +873,8 @@ static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
 void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why) {
   nexar__req_t *r = m->req;
   if (!r) return;
-  m->req = NULL;
-  r->omsg = NULL;
+  /* A relayed message leaves on a live link: stop it there too. */
+  omsg_stop(m);
   nexar__comm_set_error(r->comm, "%s", why);
   nexar__req_complete(r, err);
 }
