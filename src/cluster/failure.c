@@ -117,6 +117,21 @@ static int rank_in(const nexar_comm_t *comm, int id) {
     }                                                                   \
   } while (0)
 
+/* Closes every link with |code| / |reason|, then fails what waits on any
+ * peer with |err| / |why|. Links first: a send cancelled while its link
+ * was up ends only once the link is down (p2p/match.c omsg_end). */
+static void end_links(nexar_ctx_t *ctx, int code, const char *reason, int err,
+                      const char *why) {
+  for (int id = 0; ctx->peers && id < ctx->world; id++) {
+    nexar__conn_t *c = ctx->peers[id];
+    if (!c || id == ctx->rank) continue;
+    nexar__conn_close(c, code, reason);
+    nexar__conn_fail(c, err, reason);
+  }
+  for (int id = 0; ctx->peers && id < ctx->world; id++)
+    if (id != ctx->rank) nexar__p2p_fail_peer(ctx, id, err, why);
+}
+
 /* Another member declared this process failed: it is fenced out. */
 static void fence_self(nexar_ctx_t *ctx, int by, const char *detail) {
   if (ctx->fenced) return;
@@ -128,13 +143,7 @@ static void fence_self(nexar_ctx_t *ctx, int by, const char *detail) {
            ctx->rank, by, detail);
   NEXAR__WARN(NEXAR__SUB_INIT, "%s", why);
   FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_EXCLUDED, why));
-  for (int id = 0; id < ctx->world; id++) {
-    nexar__conn_t *c = ctx->peers ? ctx->peers[id] : NULL;
-    if (!c || id == ctx->rank) continue;
-    nexar__p2p_fail_peer(ctx, id, NEXAR_ERR_EXCLUDED, why);
-    nexar__conn_close(c, NEXAR__CLOSE_ABORT, "fenced out");
-    nexar__conn_fail(c, NEXAR_ERR_EXCLUDED, "fenced out");
-  }
+  end_links(ctx, NEXAR__CLOSE_ABORT, "fenced out", NEXAR_ERR_EXCLUDED, why);
   nexar__agree_on_failure(ctx);
 }
 
@@ -380,13 +389,7 @@ static int abort_fn(nexar__req_t *ctl) {
   snprintf(r, sizeof(r), "rank %d aborted", ctx->rank);
   NEXAR__WARN(NEXAR__SUB_INIT, "%s", why);
   FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_ABORTED, why));
-  for (int id = 0; ctx->peers && id < ctx->world; id++) {
-    nexar__conn_t *c = ctx->peers[id];
-    if (!c || id == ctx->rank) continue;
-    nexar__p2p_fail_peer(ctx, id, NEXAR_ERR_ABORTED, why);
-    nexar__conn_close(c, NEXAR__CLOSE_ABORT, r);
-    nexar__conn_fail(c, NEXAR_ERR_ABORTED, r);
-  }
+  end_links(ctx, NEXAR__CLOSE_ABORT, r, NEXAR_ERR_ABORTED, why);
   nexar__agree_on_failure(ctx);
   return 0;
 }

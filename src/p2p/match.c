@@ -21,6 +21,15 @@
 
 #include "nexar_int.h"
 
+/* The error text of a request failed by a peer's end: a revoked
+ * communicator keeps the revocation's text (which names the failure and
+ * says the buffers are unspecified), whatever ends its requests later. */
+#define FAIL_TEXT(comm, ...)                      \
+  do {                                            \
+    if (!atomic_load(&(comm)->revoked))           \
+      nexar__comm_set_error((comm), __VA_ARGS__); \
+  } while (0)
+
 #define EAGER_COPY_CAP (16u << 20) /* eager copies in flight per peer */
 
 /* Entries exist only for communicators this process has registered and
@@ -120,8 +129,8 @@ static int emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
   nexar__conn_t *c = route(ctx, dest, &why);
   if (!c) {
     if (comm)
-      nexar__comm_set_error(comm, "rank %d: send to process %d failed: %s",
-                            ctx->rank, dest, why);
+      FAIL_TEXT(comm, "rank %d: send to process %d failed: %s", ctx->rank, dest,
+                why);
     nexar__conn_t *d = ctx->peers ? ctx->peers[dest] : NULL;
     return gone_code(
         d && nexar__topo_adjacent(&ctx->topo, ctx->rank, dest) ? d : NULL);
@@ -808,8 +817,8 @@ static void start_recv(nexar__req_t *r) {
   if (r->peer >= 0 && r->peer != ctx->rank && ctx->peers &&
       nexar__peer_gone(ctx, r->peer)) {
     posted_remove(comm, r);
-    nexar__comm_set_error(comm, "rank %d: recv from rank %d: peer is gone",
-                          ctx->rank, r->peer);
+    FAIL_TEXT(comm, "rank %d: recv from rank %d: peer is gone", ctx->rank,
+              r->peer);
     nexar__req_complete(r, gone_code(ctx->peers[r->peer]));
   }
 }
@@ -825,17 +834,23 @@ void nexar__p2p_start(nexar__req_t *req) {
   if (rc < 0) nexar__req_complete(req, rc);
 }
 
-/* Detaches a queued message from its request and stops its stream, so that
- * nothing reads the request's (user) buffer once it has ended; what was not
- * sent is dropped. */
-static void omsg_stop(nexar__omsg_t *m) {
+/* Ends the request of queued message |m| with |rc| (an error) and stops
+ * its stream: nothing more of it is written, and ngtcp2 drops the frames of
+ * a reset stream instead of retransmitting them, so the request's buffer is
+ * not read again once it has ended. */
+static void omsg_end(nexar__omsg_t *m, int rc) {
+  nexar__req_t *r = m->req;
   nexar__conn_t *c = m->conn;
-  if (m->req) m->req->omsg = NULL;
-  m->req = NULL;
-  if (c && c->qc && m->sid >= 0 && c->state != NEXAR__CS_DEAD)
+  if (c && c->qc && m->sid >= 0 && c->state == NEXAR__CS_READY) {
     ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
-  m->data = NULL;
+    c->want_write = true; /* the RESET_STREAM goes out */
+  }
   m->sent = nexar__omsg_total(m);
+  m->data = NULL;
+  if (!r) return;
+  m->req = NULL;
+  r->omsg = NULL;
+  nexar__req_complete(r, rc);
 }
 
 void nexar__p2p_cancel(nexar__req_t *r, int rc) {
@@ -848,7 +863,8 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
       posted_remove(r->comm, r);
     }
   } else if (r->omsg) {
-    omsg_stop(r->omsg);
+    omsg_end(r->omsg, rc); /* completes r */
+    return;
   }
   nexar__req_complete(r, rc);
 }
@@ -862,7 +878,7 @@ static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
     for (nexar__req_t *r = comm->posted; r; r = r->next) {
       if (r->peer != peer && r->comm_peer != NEXAR_ANY_SOURCE) continue;
       posted_remove(comm, r);
-      nexar__comm_set_error(comm, "rank %d: recv from %s", ctx->rank, why);
+      FAIL_TEXT(comm, "rank %d: recv from %s", ctx->rank, why);
       nexar__req_complete(r, err);
       again = true;
       break;
@@ -873,10 +889,9 @@ static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
 void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why) {
   nexar__req_t *r = m->req;
   if (!r) return;
+  FAIL_TEXT(r->comm, "%s", why);
   /* A relayed message leaves on a live link: stop it there too. */
-  omsg_stop(m);
-  nexar__comm_set_error(r->comm, "%s", why);
-  nexar__req_complete(r, err);
+  omsg_end(m, err);
 }
 
 void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
@@ -913,7 +928,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
       if (!r || m->origin != peer) continue;
       m->req = NULL;
       r->msg = NULL;
-      nexar__comm_set_error(r->comm, "%s", recv_why);
+      FAIL_TEXT(r->comm, "%s", recv_why);
       nexar__req_complete(r, err);
     }
   }
