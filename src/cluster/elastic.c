@@ -359,6 +359,7 @@ static int prepare_fn(nexar__req_t *req) {
              x->adm.njoin, x->adm.nids, nexar_strerror(rc));
     return rc;
   }
+  if (!ph) return NEXAR_ERR_INTERNAL; /* rc == 0 implies ph */
   memcpy(ph->world_ranks, x->ids, (size_t)x->n * sizeof(int));
   ph->size = x->n;
   for (int r = 0; r < x->n; r++)
@@ -496,7 +497,7 @@ static int share_joiners(change_t *x, int leader, uint8_t **body) {
   uint8_t *b = NULL;
   size_t blen = 0;
   if (w->rank == leader) {
-    uint32_t *ids = malloc((size_t)x->n * sizeof(uint32_t));
+    uint32_t *ids = malloc((size_t)(x->n > 0 ? x->n : 1) * sizeof(uint32_t));
     if (ids) {
       for (int i = 0; i < x->n; i++) ids[i] = (uint32_t)x->ids[i];
       ask_seed(ctx, ids, x->n, x->comm_id, w->epoch + 1, &b, &blen);
@@ -581,7 +582,7 @@ int nexar_elastic_checkpoint(nexar_ctx_t *ctx, int leave,
   if (x.adm.njoin == 0 && x.ngone == 0) goto done; /* a barrier, in effect */
   /* 3. Staying members make room for the new world and dial the joiners. */
   int64_t st = 0;
-  int *ids = realloc(x.ids, ((size_t)x.n + x.adm.njoin) * sizeof(int));
+  int *ids = realloc(x.ids, ((size_t)x.n + x.adm.njoin + 1) * sizeof(int));
   if (ids) {
     x.ids = ids;
     for (uint32_t i = 0; i < x.adm.njoin; i++) {

@@ -181,7 +181,7 @@ static void form(nexar_seed_t *s) {
   int next = 0;
   for (int i = 0; i < s->nw; i++) {
     if (s->w[i].hello.rank >= 0) continue;
-    while (owner[next] >= 0) next++;
+    while (next < s->world && owner[next] >= 0) next++;
     owner[next] = i;
     s->w[i].rank = next;
   }
@@ -305,7 +305,7 @@ static int admit(nexar_seed_t *s, nexar__conn_t *c,
   int n = (int)a->nstay;
   bool lo = waddr_loopback(&s->ids[nexar__id_at(a->ids, 0)].addr);
   nexar__joiner_t *j = calloc((size_t)(room > 0 ? room : 1), sizeof(*j));
-  uint32_t *members = malloc((size_t)(n + room) * sizeof(uint32_t));
+  uint32_t *members = malloc((size_t)(n + room + 1) * sizeof(uint32_t));
   nexar__roster_entry_t *ids =
       realloc(s->ids, (size_t)(s->nids + room + 1) * sizeof(*ids));
   uint8_t *frame = NULL;

@@ -126,7 +126,7 @@ static void bounce_put(nexar__dev_t *dev, nexar__bounce_t *b) {
   nexar__bounce_t *evicted = NULL;
   pthread_mutex_lock(&dev->mu);
   if (b->gen == dev->gen && b->bytes <= dev->cache_max) {
-    while (dev->cached + b->bytes > dev->cache_max) {
+    while (dev->cache && dev->cached + b->bytes > dev->cache_max) {
       nexar__bounce_t **p = &dev->cache;
       while ((*p)->next) p = &(*p)->next;
       nexar__bounce_t *old = *p;

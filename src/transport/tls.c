@@ -128,8 +128,11 @@ int nexar__cert_relay_key(const uint8_t *der, size_t len, const uint8_t fp[32],
     for (int k = 0; k < 32; k++) {
       int hi = hex_nibble(san[pl + 2 * k]),
           lo = hex_nibble(san[pl + 2 * k + 1]);
-      if (hi < 0 || lo < 0) ok = 0;
-      pub[k] = (uint8_t)((hi << 4) | (lo & 15));
+      if (hi < 0 || lo < 0) {
+        ok = 0;
+        break;
+      }
+      pub[k] = (uint8_t)((hi << 4) | lo);
     }
     if (ok) rc = 0;
     break;

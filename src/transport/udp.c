@@ -311,6 +311,7 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
     size_t fit = (RX_PASS_BYTES - bytes) / largest;
     int vlen = ep->rx_batch;
     if (fit < (size_t)vlen) vlen = fit ? (int)fit : 1;
+    if (vlen < 1 || vlen > NEXAR__RX_BATCH) vlen = 1;
     for (int i = 0; i < vlen; i++) {
       iovs[i].iov_base = ep->rxbuf + (size_t)i * NEXAR__RX_BUF;
       iovs[i].iov_len = NEXAR__RX_BUF;
@@ -332,6 +333,7 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return NEXAR_ERR_SYS;
     }
+    if (n > vlen) n = vlen; /* never: recvmmsg fills at most vlen */
     largest = 1;
     for (int i = 0; i < n; i++) {
       size_t len = msgs[i].msg_len;
