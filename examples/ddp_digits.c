@@ -476,11 +476,9 @@ static int heldout_accuracy(nexar_comm_t *comm, const float *w,
 }
 
 /* After a failed call: true when NEXAR_RECOVERY=automatic has rebuilt
- * |comm| without the failed ranks (the epoch advanced); then *rank and
- * *world are the new ones and the step can be redone. Every survivor holds
- * the same weights, so training goes on where it was. */
-static bool rebuilt(nexar_comm_t *comm, int *rank, int *world, int rc,
-                    int epoch) {
+ * |comm| without the failed ranks (its epoch advanced and it shrank); then
+ * *rank and *world are the new ones. */
+static bool rebuilt(nexar_comm_t *comm, int *rank, int *world, int rc) {
   uint32_t ep = 0;
   int old = *world;
   if ((rc != NEXAR_ERR_PEER_FAILED && rc != NEXAR_ERR_REVOKED) ||
@@ -488,16 +486,15 @@ static bool rebuilt(nexar_comm_t *comm, int *rank, int *world, int rc,
     return false;
   nexar_comm_rank(comm, rank);
   nexar_comm_size(comm, world);
-  if (*world >= old) return false;
-  if (*rank == 0) {
-    printf(
-        "[ddp] epoch %d: %d rank(s) failed (%s); recovered, training goes "
-        "on with %d ranks (communicator epoch %u)\n",
-        epoch, old - *world, nexar_comm_last_error(comm), *world, ep);
-    fflush(stdout);
-  }
-  return true;
+  return *world < old;
 }
+
+/* The training state at the start of an epoch: what a rollback restores. */
+typedef struct snapshot {
+  float w[N_PARAMS], vel[N_PARAMS];
+  uint64_t rng;
+  int order[N_SAMPLES];
+} snapshot_t;
 
 /* Runs the training on an initialised communicator. Returns the exit code. */
 static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
@@ -535,7 +532,19 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
   const float lr = (float)o->lr;
   int width = snprintf(NULL, 0, "%d", o->epochs);
   double acc = 0.0;
+  /* Fault tolerance: a collective can succeed on some ranks and fail on
+   * others (those still waiting for the failed rank), so after a failure
+   * the survivors agree to restart the earliest epoch any of them is in,
+   * from a snapshot taken at its start (ranks are at most one collective,
+   * so at most one epoch, apart). */
+  static snapshot_t snap[2];
   for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    snapshot_t *sp = &snap[epoch % 2];
+    memcpy(sp->w, w, sizeof w);
+    memcpy(sp->vel, vel, sizeof vel);
+    memcpy(sp->order, train_idx, sizeof(int) * (size_t)n_train);
+    sp->rng = rng;
+  redo:;
     double comm_ms = 0.0, loss_sum = 0.0, correct = 0.0;
     shuffle(train_idx, n_train, &rng);
     for (int start = 0; start < n_train; start += o->batch) {
@@ -547,18 +556,13 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
         fflush(stdout);
         raise(SIGKILL);
       }
-      for (;;) {
-        memset(g, 0, sizeof g);
-        local_gradient(w, ds, train_idx + start, n, rank, world, g);
-        t0 = now_ms();
-        rc = nexar_allreduce(comm, NEXAR_IN_PLACE, g, G_LEN, NEXAR_FLOAT32,
-                             NEXAR_SUM);
-        comm_ms += now_ms() - t0;
-        if (rc == NEXAR_OK) break;
-        if (!rebuilt(comm, &rank, &world, rc, epoch))
-          return nexar_fail("nexar_allreduce", rank, rc, comm);
-        /* Same batch again, split over the survivors. */
-      }
+      memset(g, 0, sizeof g);
+      local_gradient(w, ds, train_idx + start, n, rank, world, g);
+      t0 = now_ms();
+      rc = nexar_allreduce(comm, NEXAR_IN_PLACE, g, G_LEN, NEXAR_FLOAT32,
+                           NEXAR_SUM);
+      comm_ms += now_ms() - t0;
+      if (rc != NEXAR_OK) goto failed;
       loss_sum += g[G_LOSS];
       correct += g[G_CORRECT];
       /* Mean gradient over the global batch, then SGD with momentum. */
@@ -568,10 +572,9 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
         w[i] -= lr * vel[i];
       }
     }
-    while ((rc = heldout_accuracy(comm, w, ds, held_idx, n_held, rank, world,
-                                  &comm_ms, &acc)) != NEXAR_OK)
-      if (!rebuilt(comm, &rank, &world, rc, epoch))
-        return nexar_fail("nexar_allreduce", rank, rc, comm);
+    rc = heldout_accuracy(comm, w, ds, held_idx, n_held, rank, world, &comm_ms,
+                          &acc);
+    if (rc != NEXAR_OK) goto failed;
     comm_total += comm_ms;
     if (rank == 0) {
       printf(
@@ -581,6 +584,37 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
           comm_ms);
       fflush(stdout);
     }
+    continue;
+  failed:
+    /* Rebuilt without the failed ranks: agree on the epoch to restart. */
+    for (int tries = 0;; tries++) {
+      int old_world = world;
+      if (tries > world || !rebuilt(comm, &rank, &world, rc))
+        return nexar_fail("nexar_allreduce", rank, rc, comm);
+      int64_t at = epoch;
+      rc =
+          nexar_allreduce(comm, NEXAR_IN_PLACE, &at, 1, NEXAR_INT64, NEXAR_MIN);
+      if (rc != NEXAR_OK) continue; /* another failure: rebuilt again */
+      if (rank == 0) {
+        uint32_t ep = 0;
+        nexar_comm_epoch(comm, &ep);
+        printf(
+            "[ddp] epoch %d: %d rank(s) failed (%s); recovered, training "
+            "goes on with %d ranks (communicator epoch %u) from the start "
+            "of epoch %lld\n",
+            epoch, old_world - world, nexar_comm_last_error(comm), world, ep,
+            (long long)at);
+        fflush(stdout);
+      }
+      sp = &snap[at % 2];
+      memcpy(w, sp->w, sizeof w);
+      memcpy(vel, sp->vel, sizeof vel);
+      memcpy(train_idx, sp->order, sizeof(int) * (size_t)n_train);
+      rng = sp->rng;
+      epoch = (int)at;
+      break;
+    }
+    goto redo;
   }
   double total_ms = now_ms() - t_start;
   if (rank == 0) {
