@@ -841,9 +841,11 @@ void nexar__p2p_start(nexar__req_t *req) {
 static void omsg_end(nexar__omsg_t *m, int rc) {
   nexar__req_t *r = m->req;
   nexar__conn_t *c = m->conn;
-  if (c && c->qc && m->sid >= 0 && c->state == NEXAR__CS_READY) {
-    ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
-    c->want_write = true; /* the RESET_STREAM goes out */
+  if (c && c->qc && c->state == NEXAR__CS_READY) {
+    if (m->sid >= 0) ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
+    /* The RESET_STREAM goes out; a message never opened leaves the queue
+     * (quic.c next_sendable). */
+    c->want_write = true;
   }
   m->sent = nexar__omsg_total(m);
   m->data = NULL;

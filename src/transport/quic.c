@@ -450,11 +450,25 @@ static bool unsent(const nexar__omsg_t *m) {
   return nexar__omsg_more(m) && !m->blocked;
 }
 
+/* Unlinks and frees a queued message that never got a stream. */
+static void drop_unopened(nexar__conn_t *c, nexar__omsg_t *m) {
+  nexar__conn_unqueue(c, m);
+  if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
+    c->eager_bytes -= m->len;
+  nexar__omsg_free(m);
+}
+
 /* The first message with bytes to write, control lane first; |nlanes| = 1
  * leaves the data lane out. */
 static nexar__omsg_t *next_sendable(nexar__conn_t *c, int nlanes, int *err) {
   for (int lane = 0; lane < nlanes; lane++) {
-    for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next) {
+    for (nexar__omsg_t *m = c->outq[lane], *next; m; m = next) {
+      next = m->next;
+      if (m->sid < 0 && !m->req && !m->fwd && m->sent >= nexar__omsg_total(m)) {
+        /* Cancelled before its stream opened: ngtcp2 never saw it. */
+        drop_unopened(c, m);
+        continue;
+      }
       if (!unsent(m)) continue;
       if (m->sid < 0) {
         /* Data messages use bidirectional streams (used one way) and
@@ -782,6 +796,8 @@ bool nexar__conn_tx_pending(const nexar__conn_t *c) {
 
 bool nexar__conn_idle(nexar__conn_t *c) {
   for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
-    if (c->outq[lane]) return false;
+    for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
+      if (m->sid >= 0 || m->req || m->fwd || m->sent < nexar__omsg_total(m))
+        return false; /* not a cancelled, never-opened leftover */
   return true;
 }
