@@ -262,11 +262,19 @@ NEXAR_EXTERN int nexar_set_failure_handler(nexar_ctx_t *ctx,
 NEXAR_EXTERN int nexar_failures(nexar_ctx_t *ctx, nexar_failure_t *out, int max,
                                 int *count);
 /*
- * Stable id of rank |rank| of |comm| (the world rank its process got when it
- * joined; ids are never reused). NEXAR_ERR_INVALID_ARG for a bad rank.
+ * Stable id of rank |rank| (0 .. size-1) of |comm|: the world rank its
+ * process got when it joined; ids are never reused. Returns NEXAR_OK, or
+ * NEXAR_ERR_INVALID_ARG for NULL arguments or a rank out of range. Reads the
+ * communicator's current membership: call it between operations on |comm|
+ * (an automatic rebuild inside a failing call changes it).
  */
 NEXAR_EXTERN int nexar_comm_id_of(const nexar_comm_t *comm, int rank, int *id);
-/* Epoch of |comm|: 0 at creation, +1 at each rebuild (shrink, grow). */
+/*
+ * Epoch of |comm|: 0 at creation, +1 at each rebuild (automatic recovery,
+ * elastic checkpoint; nexar_comm_shrink gives a new communicator one epoch
+ * above the old). Returns NEXAR_OK or NEXAR_ERR_INVALID_ARG (NULL argument).
+ * Same thread rule as nexar_comm_id_of.
+ */
 NEXAR_EXTERN int nexar_comm_epoch(const nexar_comm_t *comm, uint32_t *epoch);
 
 /*
@@ -282,9 +290,10 @@ NEXAR_EXTERN int nexar_comm_epoch(const nexar_comm_t *comm, uint32_t *epoch);
  *
  * Returns NEXAR_OK; NEXAR_ERR_EXCLUDED when the others declared this process
  * failed; NEXAR_ERR_TIMEOUT past NEXAR_OP_TIMEOUT_MS; NEXAR_ERR_INVALID_ARG
- * when fewer than NEXAR_MIN_WORLD_SIZE ranks would remain (for the world);
- * NEXAR_ERR_ABORTED; NEXAR_ERR_NOMEM. Not thread-safe with other calls on
- * |comm|.
+ * for NULL arguments or when fewer than NEXAR_MIN_WORLD_SIZE ranks would
+ * remain (for the world); NEXAR_ERR_INVALID_USAGE under NEXAR_RECOVERY=abort
+ * or when |comm| was already shrunk; NEXAR_ERR_ABORTED; NEXAR_ERR_NOMEM. Not
+ * thread-safe with other calls on |comm|.
  */
 NEXAR_EXTERN int nexar_comm_shrink(nexar_comm_t *comm, nexar_comm_t **newcomm);
 
@@ -1018,7 +1027,8 @@ NEXAR_EXTERN int nexar_seed_start(const nexar_seed_config_t *cfg,
                                   nexar_seed_t **seed);
 /* The UDP port the seed listens on (useful with port 0). */
 NEXAR_EXTERN int nexar_seed_port(const nexar_seed_t *seed);
-/* The max world size of an elastic seed, or 0 when it is not elastic. */
+/* The max world size of an elastic seed (ranks), or 0 when it is not
+ * elastic (or |seed| is NULL). Thread-safe. */
 NEXAR_EXTERN int nexar_seed_max_world_size(const nexar_seed_t *seed);
 /*
  * Waits until the cluster is formed (every welcome delivered) or |timeout_ms|

@@ -498,6 +498,7 @@ struct nexar_ctx {
   bool fenced;              /* another member declared this process failed */
   uint64_t hb_timeout_ns;   /* NEXAR_HEARTBEAT_TIMEOUT_MS in ns */
   uint64_t last_tick;       /* when the detector last ran (engine) */
+  uint64_t hb_scan_at;      /* when it next checks the peers (engine) */
   struct nexar__agree *ags; /* agreements in progress (agree.c, engine) */
 };
 
@@ -893,6 +894,8 @@ void nexar__comm_free(nexar_comm_t *c);
  * operation on it fails with |code| (the first reason sticks) and |why|
  * becomes its error text, until it is rebuilt. */
 void nexar__comm_revoke(nexar_comm_t *comm, int code, const char *why);
+/* Rank of stable id |id| in |comm|, or -1 when it is not a member. */
+int nexar__comm_rank_of(const nexar_comm_t *comm, int id);
 /* Rebuilds |comm| in place: members |ids| (stable ids, in new rank order),
  * wire id |new_id| (never used before), epoch + 1; the old epoch's pending
  * operations fail and its messages are dropped. Returns 0,

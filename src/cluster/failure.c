@@ -100,13 +100,6 @@ static void record(nexar_ctx_t *ctx, int id, int reason, int reporter) {
   pthread_mutex_unlock(&ctx->rpc.mu);
 }
 
-/* Rank of stable id |id| in |comm|, or -1. */
-static int rank_in(const nexar_comm_t *comm, int id) {
-  for (int k = 0; k < comm->size; k++)
-    if (comm->world_ranks[k] == id) return k;
-  return -1;
-}
-
 /* Applies |fn| to the world and every registered communicator. */
 #define FOR_EACH_COMM(ctx, cm, body)                                    \
   do {                                                                  \
@@ -177,7 +170,7 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
       reason == NEXAR_FAIL_REPORTED ? NEXAR_ERR_REVOKED : NEXAR_ERR_PEER_FAILED;
   bool all = ctx->recovery == NEXAR__RECOVERY_ABORT;
   FOR_EACH_COMM(ctx, cm, {
-    int pr = rank_in(cm, id);
+    int pr = nexar__comm_rank_of(cm, id);
     /* Sparse topology: a communicator whose messages cross other processes
      * may have lost some with the failed one (docs/topology.md). */
     bool relayed = pr < 0 && nexar__topo_comm_relayed(cm);
@@ -287,6 +280,10 @@ void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
       if (ctx->peers[id]) ctx->peers[id]->last_rx = now;
     return;
   }
+  /* The scan over the peers runs a few times per timeout, not on every
+   * pass (passes come once per message on a busy engine). */
+  if (now < ctx->hb_scan_at) return;
+  ctx->hb_scan_at = now + ctx->hb_timeout_ns / 32;
   for (int id = 0; id < ctx->world; id++) {
     nexar__conn_t *c = ctx->peers[id];
     if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY) continue;

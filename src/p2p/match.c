@@ -917,10 +917,8 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
   fail_posted(ctx, ctx->world_comm, peer, err, why);
   for (int i = 0; i < ctx->ncomms; i++) {
     nexar_comm_t *cm = ctx->comms[i];
-    bool member = false;
-    for (int k = 0; k < cm->size && !member; k++)
-      member = cm->world_ranks[k] == peer;
-    if (member) fail_posted(ctx, cm, peer, err, why);
+    if (nexar__comm_rank_of(cm, peer) >= 0)
+      fail_posted(ctx, cm, peer, err, why);
   }
   /* Messages from the peer still arriving (through relays too). */
   for (int id = 0; id < ctx->world; id++) {
