@@ -3,7 +3,7 @@ BUILD ?= build
 NP ?= 4
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run run-ft test asan clean
+.PHONY: all deps build run run-ft test ft-campaign asan clean
 
 all: build
 
@@ -28,6 +28,14 @@ run-ft: build
 # README command 2: every test, each in its own process under a hard timeout.
 test: build
 	cd $(BUILD) && ctest -j2 --output-on-failure --timeout 600
+
+# The randomized fault campaign (docs/testing.md): 60 trials of SIGKILL,
+# SIGSTOP/SIGCONT and route loss under every recovery policy, at most about
+# 10 minutes; not part of `make test`. NEXAR_CAMPAIGN_TRIALS, _SEED, _ONLY.
+ft-campaign: deps
+	@cmake -S . -B $(BUILD) -DNEXAR_WERROR=ON >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target ft_campaign
+	$(BUILD)/tests/ft_campaign
 
 # The AddressSanitizer/UndefinedBehaviorSanitizer build and test run.
 asan: deps

@@ -228,7 +228,9 @@ typedef enum nexar_failure_reason {
   NEXAR_FAIL_HEARTBEAT =
       1, /* nothing received for NEXAR_HEARTBEAT_TIMEOUT_MS */
   NEXAR_FAIL_CONNECTION = 2, /* its connection closed or broke */
-  NEXAR_FAIL_REPORTED = 3    /* another member declared it failed */
+  NEXAR_FAIL_REPORTED = 3,   /* another member declared it failed */
+  NEXAR_FAIL_UNREACHABLE = 4 /* no route to it: every send failed for
+                                NEXAR_HEARTBEAT_TIMEOUT_MS */
 } nexar_failure_reason_t;
 
 /* One failed process, as this process learnt of it. */
@@ -287,6 +289,12 @@ NEXAR_EXTERN int nexar_comm_epoch(const nexar_comm_t *comm, uint32_t *epoch);
  * fencing), then on the new communicator id, then check that every member
  * has it. A failure during the call restarts the agreement without the
  * failed process. |comm| stays revoked; free it with nexar_comm_free.
+ *
+ * |comm| has one agreement: a shrink after NEXAR_RECOVERY=automatic stopped
+ * for want of a majority (every call on |comm| then fails at once with
+ * NEXAR_ERR_PEER_FAILED and the same "no majority" text) builds the
+ * survivors' communicator from that decision, in milliseconds; a shrink
+ * after one that timed out joins the same agreement again.
  *
  * Returns NEXAR_OK; NEXAR_ERR_EXCLUDED when the others declared this process
  * failed; NEXAR_ERR_TIMEOUT past NEXAR_OP_TIMEOUT_MS; NEXAR_ERR_INVALID_ARG

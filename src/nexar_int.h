@@ -105,7 +105,14 @@ struct nexar__omsg {
   nexar__conn_t *conn; /* the link it is queued on (nexar__conn_send) */
   nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
   bool blocked;        /* stream flow control blocked */
-  nexar__req_t *req;   /* completed when acked; NULL when already done */
+  /* Ended (failed or cancelled) while ngtcp2 may still resend bytes of
+   * the caller's buffer (a reset stream's lost frames): the request
+   * completes with end_rc once those end_at stream bytes are acknowledged
+   * or the stream or link is gone (p2p/match.c omsg_end). */
+  bool ending;
+  int end_rc;
+  uint64_t end_at;
+  nexar__req_t *req; /* completed when acked; NULL when already done */
 };
 
 /* Stream bytes of |m|: header, relay prefix and payload. */
@@ -224,6 +231,12 @@ struct nexar__conn {
   void *role_data; /* seed: per-worker record */
   uint64_t handshake_deadline;
   uint64_t last_rx; /* when a packet from the peer was last processed (ns) */
+  /* Sends to the peer failing (no route, ...): since when (ns; 0: they
+   * work) and the last errno. The detector declares the peer failed when
+   * this lasts a heartbeat timeout. */
+  uint64_t tx_err_since;
+  int tx_errno;
+  bool port_closed; /* an ICMP port unreachable came back from its address */
 };
 
 /* ---- Requests: user-visible p2p, collective and internal steps. */
@@ -317,9 +330,14 @@ typedef struct nexar__ep_ops {
    * rank (>= 0), -1 to refuse, or -2 to accept as a non-mesh (seed)
    * client. */
   int (*verify_client)(nexar__ep_t *ep, const uint8_t *fp);
-  /* An ICMP "port unreachable" came back for a datagram sent to |to|
+  /* An ICMP destination-unreachable report came back for a datagram sent
+   * to |to|; |err| is its errno, ECONNREFUSED for "port unreachable"
    * (optional). */
-  void (*on_unreachable)(nexar__ep_t *ep, const struct sockaddr_storage *to);
+  void (*on_unreachable)(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                         int err);
+  /* The process did not run for |idle_ns| (longer than ep->pause_ns);
+   * everything queued on the socket has been read since (optional). */
+  void (*on_resume)(nexar__ep_t *ep, uint64_t idle_ns);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
@@ -370,9 +388,17 @@ struct nexar__ep {
   uint8_t *txbuf;   /* GSO batch buffer */
   uint8_t *rxbuf;   /* GRO receive buffers */
   /* Transport settings and send back-pressure (udp.c, quic.c). */
-  bool gro;              /* UDP_GRO is on for the socket */
-  bool errq;             /* the socket's error queue needs reading */
-  bool rx_more;          /* the last receive pass stopped at its budget */
+  bool gro;     /* UDP_GRO is on for the socket */
+  bool errq;    /* the socket's error queue needs reading */
+  bool rx_more; /* the last receive pass stopped at its budget */
+  /* "The process did not run" (engine.c catch_up): a gap between passes
+   * longer than pause_ns (0: never checked) reads the socket empty before
+   * anything else and then calls ops->on_resume. */
+  uint64_t pause_ns;
+  uint64_t last_pass;    /* when the last pass (or half of one) ended (ns) */
+  bool resuming;         /* inside that catch-up read */
+  size_t rcvbuf_bytes;   /* the socket's receive buffer (udp.c) */
+  size_t rx_pass_bytes;  /* bytes the last receive pass read */
   int rx_batch;          /* datagrams per recvmmsg call */
   int64_t data_inflight; /* data-lane bytes-in-flight floor; 0: none */
   /* A batch in txbuf the socket refused (EAGAIN/ENOBUFS): bytes
@@ -495,10 +521,21 @@ struct nexar_ctx {
   nexar_failure_fn fail_fn;
   void *fail_ud;
   _Atomic bool aborted;
-  bool fenced;              /* another member declared this process failed */
-  uint64_t hb_timeout_ns;   /* NEXAR_HEARTBEAT_TIMEOUT_MS in ns */
-  uint64_t last_tick;       /* when the detector last ran (engine) */
-  uint64_t hb_scan_at;      /* when it next checks the peers (engine) */
+  bool fenced;            /* another member declared this process failed */
+  uint64_t hb_timeout_ns; /* NEXAR_HEARTBEAT_TIMEOUT_MS in ns */
+  uint64_t last_tick;     /* when the detector last ran (engine) */
+  uint64_t hb_scan_at;    /* when it next checks the peers (engine) */
+  /* Resuming after a long pause (failure.c; engine): the neighbours whose
+   * probe is still unanswered. */
+  uint64_t rs_check_ns; /* pauses at least this long are checked */
+  bool rs_active;
+  uint8_t *rs_need; /* [rs_n]: 1 while id |i| must still answer */
+  int rs_n, rs_left;
+  uint32_t rs_gen;          /* which check a probe belongs to */
+  int rs_fail_id;           /* a probe whose link failed (-1: none) */
+  int rs_fail_rc;           /* and how */
+  uint64_t rs_paused;       /* how long this process did not run (ns) */
+  uint64_t rs_deadline;     /* when unanswered neighbours count as gone */
   struct nexar__agree *ags; /* agreements in progress (agree.c, engine) */
 };
 
@@ -511,6 +548,9 @@ void nexar__comm_set_error(nexar_comm_t *comm, const char *fmt, ...)
 int nexar__parse_addr(const char *s, int default_port,
                       struct sockaddr_storage *ss, socklen_t *len);
 void nexar__addr_str(const struct sockaddr *sa, char *out, size_t n);
+/* Whether |a| and |b| are the same IPv4/IPv6 address and port. */
+bool nexar__addr_equal(const struct sockaddr_storage *a,
+                       const struct sockaddr_storage *b);
 void nexar__addr_to_wire(const struct sockaddr *sa, nexar__waddr_t *w);
 int nexar__wire_to_addr(const nexar__waddr_t *w, struct sockaddr_storage *ss,
                         socklen_t *len);
@@ -558,13 +598,21 @@ typedef void (*nexar__udp_rx_fn)(nexar__ep_t *ep, const uint8_t *data,
 int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn);
 /* Retries a refused batch (see nexar__ep.tx_blocked). Returns 0 when the
  * socket took it (or it was dropped after waiting too long), 1 while the
- * socket is still full, or NEXAR_ERR_SYS. */
+ * socket is still full, or -errno when the send failed (the batch is
+ * dropped, as lost). */
 int nexar__udp_resume(nexar__ep_t *ep);
 
 /* ---------------- quic.c ---------------- */
 int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
                      socklen_t tolen, int role, int peer, const uint8_t *pin,
                      nexar__conn_t **out);
+/* Records the outcome of a send to |c|'s peer: 0 (it worked) or the errno
+ * of a failed send, whose datagrams were dropped as lost. The first failure
+ * of a spell is logged and starts c->tx_err_since. */
+void nexar__conn_tx_result(nexar__conn_t *c, int err);
+/* The same for every connection to address |to|. */
+void nexar__ep_tx_failed(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                         int err);
 void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
                              const struct sockaddr_storage *from,
                              socklen_t fromlen);
@@ -849,9 +897,15 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
                            const char *detail);
 /* Engine: a mesh connection is gone (bootstrap.c on_closed). */
 void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c);
-/* Engine: an ICMP port unreachable for |to| (the endpoint's ops). */
-void nexar__ft_on_unreachable(nexar__ep_t *ep,
+/* Engine: an ICMP port unreachable for |to| (after the mesh formed). */
+void nexar__ft_on_unreachable(nexar_ctx_t *ctx,
                               const struct sockaddr_storage *to);
+/* Engine: the process did not run for |idle_ns| and has read what was
+ * queued since: fresh timeouts, and after a long pause the membership
+ * check (failure.c). */
+void nexar__ft_on_resume(nexar_ctx_t *ctx, uint64_t idle_ns);
+/* The pass gap that counts as "this process did not run" (ep->pause_ns). */
+uint64_t nexar__ft_pause_ns(const nexar_ctx_t *ctx);
 /* Engine, every pass after formation: the heartbeat timeout check. */
 void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now);
 /* Engine: a process-level control message (kind FAILED or AGREE) with its
@@ -860,6 +914,10 @@ void nexar__ft_on_ctl(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
                       const uint8_t *payload, size_t len);
 /* Engine: sends a control-lane message with a copy of |payload| to stable
  * id |to| (header fields other than seq, lane and length come from |h|). */
+/* Sends neighbour |to| an empty process-level HEARTBEAT message on the
+ * control lane; |req| (internal, comm = the world) completes when the peer's
+ * transport acknowledges it, or fails with the link. */
+int nexar__ctl_probe(nexar_ctx_t *ctx, int to, nexar__req_t *req);
 int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
                     const void *payload, size_t len);
 /* Service thread: calls the failure handler for failures not yet reported;
@@ -882,10 +940,15 @@ void nexar__agree_resend(nexar_ctx_t *ctx);
 void nexar__agree_release(nexar_ctx_t *ctx, nexar_comm_t *comm);
 /* Frees every agreement (context teardown). */
 void nexar__agree_fini(nexar_ctx_t *ctx);
-/* Whether a message for agreement id |id| may be dropped (finished). */
+/* Whether a message for agreement id |id| may be dropped: no agreement is
+ * kept under it and its communicator id is retired (a kept agreement takes
+ * every message, even after its calls ended). */
 bool nexar__agree_gone(nexar_ctx_t *ctx, uint64_t id);
 /* User thread: agreement on the failed members of |comm|, then either a
- * rebuild in place (|out| NULL) or a new communicator in *out. */
+ * rebuild in place (|out| NULL) or a new communicator in *out. |comm| has
+ * one agreement, kept until its id is retired or it is freed: a call after
+ * one that failed joins it again, and a decided one answers at once (no
+ * majority in place: the same NEXAR_ERR_PEER_FAILED and text each time). */
 int nexar__recover(nexar_comm_t *comm, nexar_comm_t **out);
 /* Communicator objects (core/api.c). */
 nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx);

@@ -1,6 +1,20 @@
 # The test list: one line per test (name, timeout in seconds, sources).
 nexar_test(test_wire 60 test_wire.c)
+# Decoders of untrusted seed and control input (seed streams, FAILED,
+# AGREE, MISMATCH) in the default build: the fuzz corpora (tests/corpus/seed,
+# tests/corpus/ctl) checked against exact expected results and replayed
+# through the fuzz harnesses' checks (built here with gcc, no libFuzzer),
+# plus truncated, oversized-count, out-of-range-id and garbage inputs.
+nexar_test(test_ctl_decode 60 test_ctl_decode.c fuzz_seed.c fuzz_ctl.c)
+target_compile_definitions(test_ctl_decode PRIVATE NEXAR_FUZZ_EMBED
+  NEXAR_CORPUS_DIR="${CMAKE_CURRENT_SOURCE_DIR}/corpus")
 nexar_test(test_reduce 120 test_reduce.c)
+# Strict settings: every bad NEXAR_* value (table-driven), rule between
+# settings, address and secret fails nexar_init within 1 s naming it; and
+# nexar-seed refuses non-decimal numbers (docs/configuration.md).
+nexar_test(test_config 120 test_config.c)
+target_compile_definitions(test_config PRIVATE NEXAR_SEED_BIN="$<TARGET_FILE:nexar-seed>")
+add_dependencies(test_config nexar-seed)
 # End-to-end DDP training at world sizes 1 and 4, compared weight for weight.
 add_test(NAME test_ddp COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp.sh
   $<TARGET_FILE:nexar-run> $<TARGET_FILE:ddp_digits>
@@ -40,6 +54,12 @@ nexar_test(test_comm 300 test_comm.c)
 # Real failures: SIGKILL and SIGSTOP during collectives, the recovery
 # policies, nexar_abort (docs/fault-tolerance.md).
 nexar_test(test_ft 300 test_ft.c)
+# Faults that must not freeze a job: a route lost mid-job and an unroutable
+# seed (in a network namespace the test creates), the seed gone, a fenced
+# rank resumed after the others finished.
+nexar_test(test_ft_net 180 test_ft_net.c)
+# No majority after two or three kills: calls fail at once, alike; shrink in ms.
+nexar_test(test_ft_majority 120 test_ft_majority.c)
 # Sparse topologies: links per rank, relayed p2p, collectives, RPC, child
 # communicators, a forged relay origin, a failed relay (docs/topology.md).
 nexar_test(test_topology 240 test_topology.c)
@@ -50,3 +70,10 @@ nexar_test(test_elastic 90 test_elastic.c)
 add_test(NAME example_elastic COMMAND $<TARGET_FILE:nexar-run> -n 3
   --max-world 5 -t 60 -- $<TARGET_FILE:elastic> 2)
 set_tests_properties(example_elastic PROPERTIES TIMEOUT 90)
+# The randomized fault campaign (kill, stop, late resume, route loss under
+# every recovery policy): `make ft-campaign` builds and runs it. Not a ctest
+# test and not built by default, so `make test` is unchanged.
+add_executable(ft_campaign EXCLUDE_FROM_ALL ft_campaign.c ft_campaign_trial.c
+  ft_campaign_worker.c)
+target_include_directories(ft_campaign PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(ft_campaign PRIVATE nexar_static m)

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "../src/core/param.h"
 #include "launch.h"
 #include "nexar.h"
 
@@ -85,16 +85,39 @@ static void usage(FILE *f) {
           MAX_PROCS);
 }
 
-/* Parses a timeout in seconds (fractions allowed) into milliseconds. */
+/* Parses a whole decimal integer in [lo, hi] as the library parses every
+ * NEXAR_* integer (nexar__parse_dec: digits and an optional sign; no 0x,
+ * leading zero or spaces). Returns 0 or -1. */
+static int parse_count(const char *s, int lo, int hi, int *out) {
+  int64_t v;
+  if (nexar__parse_dec(s, lo, hi, &v) < 0) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* Parses a timeout in seconds into milliseconds: decimal digits (as
+ * nexar__parse_dec takes them) with an optional fraction, "2" or "0.5";
+ * no sign, exponent, 0x or spaces. */
 static int parse_timeout(const char *s, int *ms) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  /* !(v >= 0) also rejects NaN. */
-  if (errno || end == s || *end || !(v >= 0)) return -1;
-  double m = v * 1000.0;
+  char whole[24];
+  const char *dot = strchr(s, '.');
+  size_t n = dot ? (size_t)(dot - s) : strlen(s);
+  int64_t sec;
+  if (n == 0 || n >= sizeof(whole) || s[0] == '+' || s[0] == '-') return -1;
+  memcpy(whole, s, n);
+  whole[n] = 0;
+  if (nexar__parse_dec(whole, 0, INT_MAX, &sec) < 0) return -1;
+  double frac = 0, scale = 0.1;
+  if (dot) {
+    if (!dot[1]) return -1;
+    for (const char *c = dot + 1; *c; c++, scale /= 10) {
+      if (*c < '0' || *c > '9') return -1;
+      frac += (*c - '0') * scale;
+    }
+  }
+  double m = ((double)sec + frac) * 1000.0;
   *ms = m >= INT_MAX ? INT_MAX : (int)m;
-  if (*ms == 0 && v > 0) *ms = 1; /* a tiny timeout is not "none" */
+  if (*ms == 0 && (sec > 0 || frac > 0)) *ms = 1; /* tiny is not "none" */
   return 0;
 }
 
@@ -137,7 +160,7 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'n':
-        if (cli_parse_int(optarg, 1, MAX_PROCS, &nprocs) < 0) {
+        if (parse_count(optarg, 1, MAX_PROCS, &nprocs) < 0) {
           fprintf(stderr,
                   "nexar-run: -n wants a number from 1 to %d, not '%s'\n",
                   MAX_PROCS, optarg);
@@ -158,7 +181,7 @@ int main(int argc, char **argv) {
         no_prefix = 1;
         break;
       case 'M':
-        if (cli_parse_int(optarg, 2, 16384, &max_world) < 0) {
+        if (parse_count(optarg, 2, 16384, &max_world) < 0) {
           fprintf(stderr,
                   "nexar-run: --max-world wants a number from 2 to 16384, "
                   "not '%s'\n",

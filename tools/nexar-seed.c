@@ -9,9 +9,12 @@
  * With --max-world M (> N) it is elastic: after formation it stays up and
  * admits joiners (NEXAR_JOIN=1) at the workers' elastic checkpoints, up to M
  * members, until SIGINT or SIGTERM (docs/elastic.md).
- * The secret comes from --secret-file, else NEXAR_SECRET, else
- * NEXAR_SECRET_FILE; it is never printed. Exit status: 0 when the cluster
- * formed, 1 when it did not (the reason is printed), 2 on bad arguments.
+ * The secret comes from exactly one of --secret-file, NEXAR_SECRET and
+ * NEXAR_SECRET_FILE (two of them are refused: which one was meant?); it is
+ * never printed. Numbers, in options and in NEXAR_* variables alike, are
+ * decimal (nexar__parse_dec: no 0x, no leading zero, no spaces). Exit
+ * status: 0 when the cluster formed, 1 when it did not (the reason is
+ * printed), 2 on bad arguments.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/core/param.h"
 #include "nexar.h"
 
 static void usage(FILE *f) {
@@ -36,9 +40,10 @@ static void usage(FILE *f) {
           "  --listen IP:PORT     UDP address to listen on (PORT 0: any "
           "free port)\n"
           "  --world-size N       number of workers (else NEXAR_WORLD_SIZE)\n"
-          "  --secret-file FILE   file holding the cluster secret (else "
-          "NEXAR_SECRET,\n"
-          "                       then NEXAR_SECRET_FILE)\n"
+          "  --secret-file FILE   file holding the cluster secret (or "
+          "NEXAR_SECRET or\n"
+          "                       NEXAR_SECRET_FILE: exactly one of the "
+          "three)\n"
           "  --timeout-ms T       formation deadline in ms (else\n"
           "                       NEXAR_BOOTSTRAP_TIMEOUT_MS)\n"
           "  --max-world M        elastic: after formation stay up and admit "
@@ -55,21 +60,31 @@ static void usage(FILE *f) {
           "bad arguments.\n");
 }
 
-/* Parses a whole decimal integer in [lo, hi]. Returns 0 or -1. */
-static int parse_int(const char *s, long lo, long hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 static int bad_arg(const char *msg, const char *value) {
   fprintf(stderr, "nexar-seed: %s%s%s%s\n", msg, value ? " '" : "",
           value ? value : "", value ? "'" : "");
   usage(stderr);
   return 2;
+}
+
+/* Parses the option or variable |name|=|s| as the library parses every
+ * NEXAR_* integer (nexar__parse_dec). Returns 0, or prints why and returns
+ * -1. */
+static int parse_int(const char *name, const char *s, long lo, long hi,
+                     int *out) {
+  int64_t v;
+  int rc = s && *s ? nexar__parse_dec(s, lo, hi, &v) : NEXAR__DEC_SYNTAX;
+  if (rc == 0) {
+    *out = (int)v;
+    return 0;
+  }
+  char why[256];
+  if (s && !*s)
+    snprintf(why, sizeof(why), "%s is set but empty", name);
+  else
+    nexar__parse_dec_error(rc, name, s, lo, hi, why, sizeof(why));
+  fprintf(stderr, "nexar-seed: %s\n", why);
+  return -1;
 }
 
 int main(int argc, char **argv) {
@@ -91,18 +106,18 @@ int main(int argc, char **argv) {
         listen = optarg;
         break;
       case OPT_WORLD:
-        if (parse_int(optarg, 1, 1 << 20, &world_size) < 0)
+        if (parse_int("--world-size", optarg, 1, 1 << 20, &world_size) < 0)
           return bad_arg("--world-size wants a number >= 1, not", optarg);
         break;
       case OPT_SECRET_FILE:
         secret_file = optarg;
         break;
       case OPT_TIMEOUT:
-        if (parse_int(optarg, 1, 86400000, &timeout_ms) < 0)
+        if (parse_int("--timeout-ms", optarg, 1, 86400000, &timeout_ms) < 0)
           return bad_arg("--timeout-ms wants a number of ms >= 1, not", optarg);
         break;
       case OPT_MAXW:
-        if (parse_int(optarg, 0, 16384, &max_world) < 0)
+        if (parse_int("--max-world", optarg, 0, 16384, &max_world) < 0)
           return bad_arg("--max-world wants a number from 0 to 16384, not",
                          optarg);
         break;
@@ -117,19 +132,31 @@ int main(int argc, char **argv) {
   if (optind < argc) return bad_arg("unexpected argument", argv[optind]);
   if (!listen) return bad_arg("--listen IP:PORT is required", NULL);
   const char *colon = strrchr(listen, ':');
+  int port;
   if (!colon || colon == listen || !colon[1])
     return bad_arg("--listen wants IP:PORT, not", listen);
+  if (parse_int("the PORT of --listen", colon + 1, 0, 65535, &port) < 0)
+    return bad_arg("--listen wants IP:PORT with a decimal PORT, not", listen);
   if (world_size == 0) {
     /* The library would read NEXAR_WORLD_SIZE itself; parse it here too so
      * that the messages can say how many workers are awaited. */
     const char *env = getenv("NEXAR_WORLD_SIZE");
-    if (!env || parse_int(env, 1, 1 << 20, &world_size) < 0)
+    if (!env)
       return bad_arg("--world-size N (or NEXAR_WORLD_SIZE) is required", NULL);
+    if (parse_int("NEXAR_WORLD_SIZE", env, 1, 1 << 20, &world_size) < 0)
+      return bad_arg("NEXAR_WORLD_SIZE wants a number >= 1, not", env);
   }
-  if (!secret_file && !getenv("NEXAR_SECRET") && !getenv("NEXAR_SECRET_FILE"))
+  int nsecrets = (secret_file != NULL) + (getenv("NEXAR_SECRET") != NULL) +
+                 (getenv("NEXAR_SECRET_FILE") != NULL);
+  if (nsecrets == 0)
     return bad_arg(
         "no cluster secret: set NEXAR_SECRET or NEXAR_SECRET_FILE, or pass "
         "--secret-file",
+        NULL);
+  if (nsecrets > 1)
+    return bad_arg(
+        "the cluster secret is given more than once (--secret-file, "
+        "NEXAR_SECRET, NEXAR_SECRET_FILE): give exactly one",
         NULL);
 
   nexar_seed_config_t cfg = NEXAR_SEED_CONFIG_INIT;

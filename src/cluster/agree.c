@@ -21,6 +21,16 @@
  * that it is in a proposed failed set stops with NEXAR_ERR_EXCLUDED.
  * Failures during the agreement only add rounds (at most one per failure).
  *
+ * There is one agreement per communicator id (the instance key both sides
+ * derive alike), kept until the id is retired (an in-place rebuild) or the
+ * communicator is freed. A call that ended without a new communicator (no
+ * majority, a timeout) leaves it, and the next call joins it again rather
+ * than start another under the same id that a peer may still hold as the
+ * first; a decided one answers at once from its decision (without a
+ * majority: the same error every time; nexar_comm_shrink builds the
+ * survivors' communicator from the same decision). A member that has
+ * decided answers a late proposal with DECIDE, so nobody waits on it.
+ *
  * After the decision each survivor builds the new communicator (ranks in
  * the old order, the agreed id, epoch + 1), registers it, and sends READY;
  * the call returns once every survivor is ready, so no message on the new
@@ -58,10 +68,14 @@ typedef struct nexar__agree {
   uint64_t did;   /* decided id */
   uint8_t *ready; /* [n] */
   nexar_comm_t *newc;
-  bool done;
+  /* The calls on it, one at a time; it is kept between them (see the top
+   * of this file). */
+  bool applied; /* the current call built the new communicator, said READY */
+  bool shrunk;  /* a nexar_comm_shrink on it returned a communicator */
+  bool done;    /* the current call's result is in rc and err */
   int rc;
   char err[NEXAR__ERRMSG_MAX];
-  nexar__req_t *waiter; /* the user's wait, completed when done */
+  nexar__req_t *waiter; /* the current call's wait, completed when done */
   bool busy, again;     /* re-entrancy guard of evaluate */
   /* Every message this process sent for the agreement (u8 phase, u32
    * round, u32 length, payload), re-sent to the members behind relays when
@@ -181,10 +195,10 @@ static void log_sent(nexar__agree_t *ag, int phase, int round,
   ag->log_len = need;
 }
 
-/* Sends phase |phase| of round |round| with |set| and |id| to every member
- * not known failed. */
-static void send_all(nexar__agree_t *ag, int phase, int round,
-                     const uint8_t *set, uint64_t id) {
+/* Sends phase |phase| of round |round| with |set| and |id| to member |to|,
+ * or (|to| -1) to every member not known failed. */
+static void send_to(nexar__agree_t *ag, int phase, int round,
+                    const uint8_t *set, uint64_t id, int to) {
   nexar_ctx_t *ctx = ag->ctx;
   int cnt = 0;
   for (int k = 0; k < ag->n; k++) cnt += set && set[k];
@@ -204,10 +218,15 @@ static void send_all(nexar__agree_t *ag, int phase, int round,
                     .step = (uint32_t)phase,
                     .coll_seq = (uint64_t)round};
   for (int k = 0; k < ag->n; k++)
-    if (k != ag->me && !member_dead(ag, k))
+    if (k != ag->me && !member_dead(ag, k) && (to < 0 || k == to))
       nexar__ctl_send(ctx, ag->ids[k], &h, pl, len);
-  log_sent(ag, phase, round, pl, len);
+  if (to < 0) log_sent(ag, phase, round, pl, len);
   free(pl);
+}
+
+static void send_all(nexar__agree_t *ag, int phase, int round,
+                     const uint8_t *set, uint64_t id) {
+  send_to(ag, phase, round, set, id, -1);
 }
 
 /* This process's proposal for |round|: the previous round's union (or, in
@@ -225,7 +244,10 @@ static void propose(nexar__agree_t *ag, int round) {
   send_all(ag, NEXAR__AG_PROPOSE, round, mine, ag->nid[round]);
 }
 
-/* Builds the new communicator from the decision and says READY. */
+/* Builds the new communicator from the decision and says READY. A
+ * function of the decision alone: a later call on the same agreement gets
+ * the same outcome (and, when it fails, the same error) without a round
+ * trip. */
 static void apply_decision(nexar__agree_t *ag) {
   nexar_ctx_t *ctx = ag->ctx;
   if (ag->dset[ag->me]) {
@@ -250,16 +272,35 @@ static void apply_decision(nexar__agree_t *ag) {
   for (int k = 0; k < ag->n; k++)
     if (!ag->dset[k]) surv[ns++] = ag->ids[k];
   nexar_comm_t *comm = ag->comm;
+  /* The id is spent everywhere (proposals start above it from now on),
+   * also when nothing is built now: a shrink after "no majority" builds
+   * its communicator under this id later, so nothing else may take it. */
+  uint64_t cur = atomic_load(&ctx->next_free_id);
+  while (cur < ag->did + 1 &&
+         !atomic_compare_exchange_weak(&ctx->next_free_id, &cur, ag->did + 1))
+    ;
   if (ag->in_place && 2 * ns <= ag->n) {
     /* Automatic recovery continues only on a majority of the old epoch,
-     * so the two sides of a partition can never both go on. */
+     * so the two sides of a partition can never both go on. The text is
+     * the same on every survivor (no local rank in it) and becomes the
+     * communicator's: every later call on it fails with it at once
+     * (start_fn). */
+    char who[160];
+    size_t o = 0;
+    int k = 0;
+    for (; k < ns && o < sizeof(who) - 16; k++)
+      o += (size_t)snprintf(who + o, sizeof(who) - o, "%s%d", k ? ", " : "",
+                            surv[k]);
+    if (k < ns) snprintf(who + o, sizeof(who) - o, ", ...");
     free(surv);
     finish(ag, NEXAR_ERR_PEER_FAILED,
-           "rank %d: only %d of %d ranks of communicator %llu survive, no "
-           "majority: NEXAR_RECOVERY=automatic stops here (nexar_comm_shrink "
-           "can still build a communicator of the survivors)",
-           comm->rank, ns, ag->n,
-           (unsigned long long)(ag->wid & ~NEXAR__AGREE_BIT));
+           "only %d of %d ranks of communicator %llu (epoch %u) survive "
+           "(processes %s), no majority: NEXAR_RECOVERY=automatic stops "
+           "here and every call on it fails with this error; "
+           "nexar_comm_shrink builds a communicator of the survivors",
+           ns, ag->n, (unsigned long long)(ag->wid & ~NEXAR__AGREE_BIT),
+           comm->epoch, who);
+    snprintf(comm->revoke_msg, sizeof(comm->revoke_msg), "%s", ag->err);
     return;
   }
   if (comm == ctx->world_comm && ns < ctx->prm.min_world_size) {
@@ -270,16 +311,12 @@ static void apply_decision(nexar__agree_t *ag) {
            comm->rank, ns, (long long)ctx->prm.min_world_size);
     return;
   }
-  /* The id is spent everywhere (proposals start above it from now on). */
-  uint64_t cur = atomic_load(&ctx->next_free_id);
-  while (cur < ag->did + 1 &&
-         !atomic_compare_exchange_weak(&ctx->next_free_id, &cur, ag->did + 1))
-    ;
   int rc;
   nexar_comm_t *nc = comm;
   if (ag->in_place) {
     comm->ag = NULL; /* the rebuild retires the old id (and would free ag) */
     rc = nexar__comm_rebuild(ctx, comm, surv, ns, ag->did);
+    if (rc < 0) comm->ag = ag; /* not rebuilt: the old id lives on */
   } else {
     nc = nexar__comm_new(ctx);
     rc = nc ? 0 : NEXAR_ERR_NOMEM;
@@ -318,21 +355,32 @@ static void apply_decision(nexar__agree_t *ag) {
     nexar__comm_revoke(nc, NEXAR_ERR_PEER_FAILED, why);
     break;
   }
+  ag->applied = true;
   ag->ready[ag->me] = 1;
   send_all(ag, NEXAR__AG_READY, 0, NULL, ag->did);
 }
 
-static void decide(nexar__agree_t *ag, const uint8_t *set, uint64_t id) {
+/* Records the decision (reached here, or adopted from a DECIDE) and sends
+ * it on before anything acts on it, so that it survives its sender. The
+ * current call applies it (evaluate_once). */
+static void decide(nexar__agree_t *ag, const uint8_t *set, uint64_t id,
+                   int round) {
   ag->decided = true;
   memcpy(ag->dset, set, (size_t)ag->n);
   ag->did = id;
-  send_all(ag, NEXAR__AG_DECIDE, ag->round, ag->dset, id);
-  if (ag->started) apply_decision(ag);
+  send_all(ag, NEXAR__AG_DECIDE, round, ag->dset, id);
 }
 
+/* Whether a call on |ag| is waiting for its result. */
+static bool active(const nexar__agree_t *ag) {
+  return ag->waiter && !ag->done;
+}
+
+/* Runs the rounds once this process has joined (also between calls, so
+ * that no peer waits on it), and finishes the current call, if any. */
 static void evaluate_once(nexar__agree_t *ag) {
   nexar_ctx_t *ctx = ag->ctx;
-  if (ag->done || !ag->started) return;
+  if (!ag->started) return;
   if (atomic_load(&ctx->aborted)) {
     finish(ag, NEXAR_ERR_ABORTED, "nexar_abort was called");
     return;
@@ -355,7 +403,7 @@ static void evaluate_once(nexar__agree_t *ag) {
     if (!complete) return;
     if (same) {
       decide(ag, ag->set + (size_t)ag->round * (size_t)ag->n,
-             ag->nid[ag->round]);
+             ag->nid[ag->round], ag->round);
       break;
     }
     if (ag->round + 1 >= ag->maxr) {
@@ -364,6 +412,8 @@ static void evaluate_once(nexar__agree_t *ag) {
     }
     propose(ag, ag->round + 1);
   }
+  if (!active(ag)) return;
+  if (!ag->applied) apply_decision(ag);
   if (ag->done) return;
   for (int k = 0; k < ag->n; k++)
     if (!ag->dset[k] && !ag->ready[k] && !member_dead(ag, k)) return;
@@ -388,8 +438,11 @@ void nexar__agree_on_failure(nexar_ctx_t *ctx) {
 }
 
 bool nexar__agree_gone(nexar_ctx_t *ctx, uint64_t wid) {
-  nexar__agree_t *ag = find(ctx, wid);
-  if (ag) return ag->done;
+  /* A kept agreement (even one whose calls are over) takes every message:
+   * it answers a late proposal with its decision. Dropping one here would
+   * also leave its sequence number unconsumed and hold back the sender's
+   * next message on this id for good. */
+  if (find(ctx, wid)) return false;
   return nexar__find_comm(ctx, wid & ~NEXAR__AGREE_BIT) == NULL;
 }
 
@@ -409,14 +462,14 @@ void nexar__agree_on_msg(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
     nexar__comm_revoke(comm, NEXAR_ERR_REVOKED, why);
   }
   int p = idx_of(ag, from);
-  if (ag->done || p < 0 || len < 12) return;
-  uint64_t id = nexar__get_u64(payload);
-  uint32_t cnt = nexar__get_u32(payload + 8);
-  if (len != 12 + 4 * (size_t)cnt || cnt > (uint32_t)ag->n) return;
+  nexar__agree_msg_t msg;
+  if (p < 0 || nexar__agree_decode(&msg, payload, len, (uint32_t)ag->n) < 0)
+    return;
+  uint64_t id = msg.id;
   uint8_t *set = calloc((size_t)ag->n, 1);
   if (!set) return;
-  for (uint32_t i = 0; i < cnt; i++) {
-    int k = idx_of(ag, (int)nexar__get_u32(payload + 12 + 4 * i));
+  for (uint32_t i = 0; i < msg.n; i++) {
+    int k = idx_of(ag, (int)nexar__id_at(msg.ids, i));
     if (k >= 0) set[k] = 1;
   }
   int round = (int)h->coll_seq;
@@ -425,13 +478,12 @@ void nexar__agree_on_msg(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
     ag->from[o + (size_t)p] = 1;
     for (int k = 0; k < ag->n; k++) ag->set[o + (size_t)k] |= set[k];
     if (id > ag->nid[round]) ag->nid[round] = id;
+    /* A laggard still agreeing (it missed the DECIDE, or joins late) gets
+     * the decision: nobody waits on a member that has decided. */
+    if (ag->decided)
+      send_to(ag, NEXAR__AG_DECIDE, ag->round, ag->dset, ag->did, p);
   } else if (h->step == NEXAR__AG_DECIDE && !ag->decided) {
-    ag->decided = true;
-    memcpy(ag->dset, set, (size_t)ag->n);
-    ag->did = id;
-    /* Forward before acting: the decision survives its sender. */
-    send_all(ag, NEXAR__AG_DECIDE, round, ag->dset, id);
-    if (ag->started) apply_decision(ag);
+    decide(ag, set, id, round);
   } else if (h->step == NEXAR__AG_READY) {
     ag->ready[p] = 1;
   }
@@ -493,11 +545,24 @@ typedef struct recover_arg {
   char err[NEXAR__ERRMSG_MAX];
 } recover_arg_t;
 
+/* Whether the decision of |ag| leaves no majority of the old epoch. */
+static bool no_majority(const nexar__agree_t *ag) {
+  int ns = 0;
+  for (int k = 0; k < ag->n; k++) ns += !ag->dset[k];
+  return ag->decided && 2 * ns <= ag->n;
+}
+
+/* Joins the agreement of |comm| for one call: creates it, or takes up the
+ * one kept from an earlier call (see nexar__agree_t), whose decision, when
+ * there is one, answers at once. */
 static int start_fn(nexar__req_t *ctl) {
   recover_arg_t *a = ctl->cb_arg;
   nexar_ctx_t *ctx = a->comm->ctx;
   nexar__agree_t *ag = a->comm->ag;
-  if (ag && ag->started) return NEXAR_ERR_INVALID_USAGE; /* already shrunk */
+  /* Another call waits on it, or it was shrunk (an in-place call still
+   * gets the "no majority" answer). */
+  if (ag && (ag->waiter || (ag->shrunk && !(a->in_place && no_majority(ag)))))
+    return NEXAR_ERR_INVALID_USAGE;
   if (!ag) ag = create(ctx, a->comm);
   if (!ag) return NEXAR_ERR_NOMEM;
   char why[NEXAR__ERRMSG_MAX];
@@ -505,17 +570,19 @@ static int start_fn(nexar__req_t *ctl) {
            "rank %d of communicator %llu (epoch %u): revoked for recovery",
            a->comm->rank, (unsigned long long)a->comm->id, a->comm->epoch);
   nexar__comm_revoke(a->comm, NEXAR_ERR_REVOKED, why);
-  ag->started = true;
+  if (!ag->started) {
+    ag->started = true;
+    ag->my_id = a->my_id;
+    /* When others decided before this process joined, it adopts that. */
+    if (!ag->decided) propose(ag, 1);
+  }
   ag->in_place = a->in_place;
   ag->waiter = a->waiter;
-  ag->my_id = a->my_id;
+  ag->done = false;
+  ag->rc = 0;
+  ag->err[0] = 0;
+  ag->applied = false;
   a->ag = ag;
-  if (ag->decided) {
-    /* Others decided before this process started: adopt it. */
-    apply_decision(ag);
-  } else {
-    propose(ag, 1);
-  }
   evaluate(ag);
   return 0;
 }
@@ -555,10 +622,11 @@ static int collect_fn(nexar__req_t *ctl) {
   }
   ag->newc = NULL;
   ag->waiter = NULL;
-  /* In place the old id is gone: nothing more can arrive for it. A shrunk
-   * communicator keeps its agreement (late messages are dropped) until it
-   * is freed. */
-  if (ag->in_place || ag->rc < 0) destroy(ctx, ag);
+  if (ag->rc == 0 && !ag->in_place) ag->shrunk = true;
+  /* Rebuilt in place, the old id is gone: nothing more can arrive for it.
+   * Otherwise the agreement stays with the communicator until it is freed
+   * (see nexar__agree_t). */
+  if (a->comm->ag != ag) destroy(ctx, ag);
   return 0;
 }
 

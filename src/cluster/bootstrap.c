@@ -11,6 +11,7 @@
  *           kregular:K; docs/topology.md).
  * Runs on the progress thread; nexar_init waits on ctx->boot_state.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +304,20 @@ static void worker_on_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
   }
 }
 
+/* What the network said about the seed link |c| (may be NULL): the text
+ * an error or warning about reaching the seed ends with. */
+static const char *seed_cause(const nexar__conn_t *c, char *out, size_t n) {
+  if (c && c->port_closed)
+    snprintf(out, n,
+             "nothing listens at that address (ICMP port unreachable): the "
+             "seed has exited or was never started");
+  else if (c && c->tx_err_since)
+    snprintf(out, n, "sending to it fails: %s", strerror(c->tx_errno));
+  else
+    snprintf(out, n, "no QUIC connection could be made");
+  return out;
+}
+
 static void worker_on_closed(nexar__conn_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
   if (c->role_data) {
@@ -311,11 +326,15 @@ static void worker_on_closed(nexar__conn_t *c) {
   }
   if (c == ctx->seed_conn) {
     ctx->seed_conn = NULL;
+    char cause[160] = "";
+    if (ctx->boot_state == BOOT_SEED && !c->peer_closed &&
+        (c->port_closed || c->tx_err_since))
+      seed_cause(c, cause, sizeof(cause));
     if (ctx->boot_state == BOOT_SEED)
       boot_fail(ctx,
                 c->err == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_TRANSPORT : c->err,
-                "lost the seed at %s before the welcome: %s", c->remote_str,
-                c->close_reason);
+                "lost the seed at %s before the welcome: %s%s%s", c->remote_str,
+                c->close_reason, cause[0] ? "; " : "", cause);
     return;
   }
   if (c->peer < 0) return;
@@ -341,13 +360,16 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   /* Not begun (boot_begin sets the deadline), or not yet due. */
   if (!ctx->boot_state || now < ctx->boot_deadline) return;
   /* While connected to the seed, give its verdict (which names the missing
-   * ranks) 2 s to arrive before reporting our own timeout. */
+   * ranks) 2 s to arrive before reporting our own timeout; a pending joiner
+   * gets no verdict. */
   if (ctx->boot_state == BOOT_SEED && ctx->seed_conn &&
-      ctx->seed_conn->state == NEXAR__CS_READY &&
+      ctx->seed_conn->state == NEXAR__CS_READY && !ctx->prm.join &&
       now < ctx->boot_deadline + 2000000000ull)
     return;
   if (ctx->boot_state == BOOT_SEED) {
     bool up = ctx->seed_conn && ctx->seed_conn->state == NEXAR__CS_READY;
+    char cause[160];
+    seed_cause(ctx->seed_conn, cause, sizeof(cause));
     /* Tell the seed: a pending joiner is then forgotten at once, not when
      * its connection idles out (the close goes out in this pass). */
     if (ctx->seed_conn)
@@ -356,7 +378,7 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
               "bootstrap timed out after %lld ms: no welcome from the seed "
               "at %s (%s)",
               (long long)ctx->prm.bootstrap_timeout_ms, ctx->prm.seed_addr,
-              !up ? "no QUIC connection could be made"
+              !up ? cause
               : ctx->prm.join
                   ? "connected and pending as a joiner; no elastic checkpoint "
                     "of the members admitted it"
@@ -395,13 +417,44 @@ static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
   return -1;
 }
 
+/* An ICMP destination-unreachable report for a datagram to |to|: a port
+ * unreachable marks every connection to that address (a seed that is not
+ * there is said once, while the bootstrap goes on until its deadline; a
+ * mesh peer's goes to the failure detector). */
+static void worker_on_unreachable(nexar__ep_t *ep,
+                                  const struct sockaddr_storage *to, int err) {
+  nexar_ctx_t *ctx = ep->owner;
+  if (err != ECONNREFUSED) return; /* path trouble: the heartbeat judges */
+  for (int i = 0; i < ep->nconns; i++) {
+    nexar__conn_t *c = ep->conns[i];
+    if (!nexar__addr_equal(&c->remote, to)) continue;
+    bool first = !c->port_closed;
+    c->port_closed = true;
+    if (first && c == ctx->seed_conn && ctx->boot_state == BOOT_SEED) {
+      char cause[160];
+      NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
+                  "no reply from the seed at %s: %s; trying until "
+                  "NEXAR_BOOTSTRAP_TIMEOUT_MS=%lld ends",
+                  c->remote_str, seed_cause(c, cause, sizeof(cause)),
+                  (long long)ctx->prm.bootstrap_timeout_ms);
+    }
+  }
+  if (ctx->boot_state >= BOOT_DONE) nexar__ft_on_unreachable(ctx, to);
+}
+
+static void worker_on_resume(nexar__ep_t *ep, uint64_t idle_ns) {
+  nexar_ctx_t *ctx = ep->owner;
+  if (ctx->boot_state >= BOOT_DONE) nexar__ft_on_resume(ctx, idle_ns);
+}
+
 const nexar__ep_ops_t nexar__worker_ops = {
     .on_ready = worker_on_ready,
     .on_seed_data = worker_on_seed_data,
     .on_closed = worker_on_closed,
     .on_tick = worker_on_tick,
     .verify_client = worker_verify_client,
-    .on_unreachable = nexar__ft_on_unreachable,
+    .on_unreachable = worker_on_unreachable,
+    .on_resume = worker_on_resume,
 };
 
 static int boot_begin(nexar__req_t *req) {
@@ -414,6 +467,15 @@ static int boot_begin(nexar__req_t *req) {
     boot_fail(ctx, NEXAR_ERR_INVALID_ARG,
               "cannot parse NEXAR_SEED='%s' (want ip:port)",
               ctx->prm.seed_addr);
+    return 0;
+  }
+  if (ss.ss_family != ctx->ep.local.ss_family) {
+    boot_fail(ctx, NEXAR_ERR_INVALID_ARG,
+              "NEXAR_BIND_ADDR='%s' is an IPv%c address but NEXAR_SEED='%s' "
+              "is IPv%c: the socket cannot reach the seed",
+              ctx->prm.bind_addr,
+              ctx->ep.local.ss_family == AF_INET6 ? '6' : '4',
+              ctx->prm.seed_addr, ss.ss_family == AF_INET6 ? '6' : '4');
     return 0;
   }
   boot_set(ctx, BOOT_SEED);

@@ -17,6 +17,23 @@
  * operations fail with NEXAR_ERR_REVOKED within a round trip, not a
  * timeout), and the application is told through nexar_failures and the
  * failure handler, which runs on the service thread.
+ *
+ * A peer this process cannot send to (no route: the sends fail, whether or
+ * not its packets still arrive) is declared failed once that has lasted
+ * half a heartbeat timeout (quic.c records the spell in
+ * conn->tx_err_since).
+ *
+ * Resuming (engine.c catch_up): a process that did not run for a while
+ * reads everything queued before it judges anyone, so the peers' fencing
+ * closes come first. One that did not run for so long that its peers may
+ * have declared it failed (a heartbeat timeout less one interval) also
+ * proves it is still a member before going on: every live neighbour must
+ * acknowledge a probe sent after the resume, within a heartbeat timeout.
+ * A neighbour that cannot (its process is gone, its link closed, no
+ * answer) may have declared this process failed and moved on without it,
+ * so this process fences itself (NEXAR_ERR_EXCLUDED) instead of judging
+ * that neighbour: a paused process never carries on beside the group
+ * that excluded it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +49,8 @@ static const char *reason_text(int reason) {
       return "connection lost";
     case NEXAR_FAIL_REPORTED:
       return "reported by another member";
+    case NEXAR_FAIL_UNREACHABLE:
+      return "no route to it";
   }
   return "unknown";
 }
@@ -49,20 +68,28 @@ int nexar__ft_init(nexar_ctx_t *ctx, char *err, size_t errlen) {
              "NEXAR_RECOVERY='%s' is not one of abort, manual, automatic", r);
     return NEXAR_ERR_INVALID_ARG;
   }
-  if (ctx->prm.heartbeat_timeout_ms <= ctx->prm.heartbeat_ms) {
-    snprintf(err, errlen,
-             "NEXAR_HEARTBEAT_TIMEOUT_MS=%lld must be larger than "
-             "NEXAR_HEARTBEAT_MS=%lld",
-             (long long)ctx->prm.heartbeat_timeout_ms,
-             (long long)ctx->prm.heartbeat_ms);
-    return NEXAR_ERR_INVALID_ARG;
-  }
+  /* NEXAR_HEARTBEAT_TIMEOUT_MS > NEXAR_HEARTBEAT_MS is checked with the
+   * other rules between settings, in nexar__params_check. */
   ctx->hb_timeout_ns = (uint64_t)ctx->prm.heartbeat_timeout_ms * 1000000ull;
+  /* Peers hear from a running process at least once per heartbeat
+   * interval, so they may declare it failed once it has been silent for a
+   * timeout less one interval. */
+  uint64_t hb_ns = (uint64_t)ctx->prm.heartbeat_ms * 1000000ull;
+  ctx->rs_check_ns = ctx->hb_timeout_ns - hb_ns;
+  ctx->rs_fail_id = -1;
   pthread_mutex_init(&ctx->fmu, NULL);
   return 0;
 }
 
+uint64_t nexar__ft_pause_ns(const nexar_ctx_t *ctx) {
+  uint64_t half = ctx->hb_timeout_ns / 2;
+  return ctx->rs_check_ns < half ? ctx->rs_check_ns : half;
+}
+
 void nexar__ft_fini(nexar_ctx_t *ctx) {
+  ctx->rs_active = false; /* probes still completing find nothing to do */
+  free(ctx->rs_need);
+  ctx->rs_need = NULL;
   pthread_mutex_destroy(&ctx->fmu);
   free(ctx->failures);
   ctx->failures = NULL;
@@ -125,19 +152,42 @@ static void end_links(nexar_ctx_t *ctx, int code, const char *reason, int err,
     if (id != ctx->rank) nexar__p2p_fail_peer(ctx, id, err, why);
 }
 
-/* Another member declared this process failed: it is fenced out. */
-static void fence_self(nexar_ctx_t *ctx, int by, const char *detail) {
+/* This process is out: every communicator fails with NEXAR_ERR_EXCLUDED
+ * and |why|, every link closes. */
+static void fence(nexar_ctx_t *ctx, const char *why) {
   if (ctx->fenced) return;
   ctx->fenced = true;
+  ctx->rs_active = false;
+  NEXAR__WARN(NEXAR__SUB_INIT, "%s", why);
+  FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_EXCLUDED, why));
+  end_links(ctx, NEXAR__CLOSE_ABORT, "fenced out", NEXAR_ERR_EXCLUDED, why);
+  nexar__agree_on_failure(ctx);
+}
+
+/* Another member declared this process failed: it is fenced out. */
+static void fence_self(nexar_ctx_t *ctx, int by, const char *detail) {
   char why[NEXAR__ERRMSG_MAX];
   snprintf(why, sizeof(why),
            "rank %d: this process was declared failed by process %d (%s) "
            "and is fenced out of every communicator: it can only finalize",
            ctx->rank, by, detail);
-  NEXAR__WARN(NEXAR__SUB_INIT, "%s", why);
-  FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_EXCLUDED, why));
-  end_links(ctx, NEXAR__CLOSE_ABORT, "fenced out", NEXAR_ERR_EXCLUDED, why);
-  nexar__agree_on_failure(ctx);
+  fence(ctx, why);
+}
+
+/* A resumed process could not prove that neighbour |id| still counts it as
+ * a member: it fences itself (see the top of this file). */
+static void resume_fail(nexar_ctx_t *ctx, int id, const char *detail) {
+  char addr[64], why[NEXAR__ERRMSG_MAX];
+  id_addr(ctx, id, addr, sizeof(addr));
+  snprintf(why, sizeof(why),
+           "rank %d: this process did not run for %llu ms, long enough for "
+           "its peers to declare it failed (NEXAR_HEARTBEAT_TIMEOUT_MS=%lld), "
+           "and process %d at %s cannot confirm that it is still a member "
+           "(%s): it is fenced out of every communicator and can only "
+           "finalize",
+           ctx->rank, (unsigned long long)(ctx->rs_paused / 1000000ull),
+           (long long)ctx->prm.heartbeat_timeout_ms, id, addr, detail);
+  fence(ctx, why);
 }
 
 void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
@@ -150,6 +200,13 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
     return;
   }
   if (ctx->dead[id]) return; /* known failed, or departed */
+  if (ctx->rs_active && reason != NEXAR_FAIL_REPORTED && id < ctx->rs_n &&
+      ctx->rs_need[id]) {
+    /* Resuming: this process judges no one it still needs an answer
+     * from; a neighbour that seems gone may have excluded it. */
+    resume_fail(ctx, id, detail);
+    return;
+  }
   ctx->dead[id] = 1;
   char addr[64], what[256], why[NEXAR__ERRMSG_MAX];
   id_addr(ctx, id, addr, sizeof(addr));
@@ -229,36 +286,173 @@ void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c) {
   nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank, detail);
 }
 
-static bool same_addr(const struct sockaddr_storage *a,
-                      const struct sockaddr_storage *b) {
-  if (a->ss_family != b->ss_family) return false;
-  if (a->ss_family == AF_INET) {
-    const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-    return x->sin_port == y->sin_port &&
-           x->sin_addr.s_addr == y->sin_addr.s_addr;
-  }
-  const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-  return x->sin6_port == y->sin6_port &&
-         !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
-}
+#define PORT_CLOSED_DETAIL \
+  "its UDP port is closed (ICMP port unreachable): the process is gone"
 
-void nexar__ft_on_unreachable(nexar__ep_t *ep,
+void nexar__ft_on_unreachable(nexar_ctx_t *ctx,
                               const struct sockaddr_storage *to) {
-  nexar_ctx_t *ctx = ep->owner;
   /* Only a formed mesh: during bootstrap the deadline names who is
-   * missing. */
+   * missing. While a resumed process reads what was queued, reports are
+   * only recorded (conn->port_closed) and judged by nexar__ft_on_resume. */
   if (!ctx->prm.icmp_detect || !ctx->world_comm || !ctx->dead ||
-      !ctx->ep.accept_mesh)
+      !ctx->ep.accept_mesh || ctx->ep.resuming)
     return;
   for (int id = 0; id < ctx->world; id++) {
     nexar__conn_t *c = ctx->peers[id];
     if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY ||
-        !same_addr(&c->remote, to))
+        !nexar__addr_equal(&c->remote, to))
       continue;
     nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank,
-                          "its UDP port is closed (ICMP port unreachable): "
-                          "the process is gone");
+                          PORT_CLOSED_DETAIL);
   }
+}
+
+/* A membership probe (nexar__ctl_probe) ended: acknowledged, or its link
+ * failed. Runs inside the engine's completion paths, so it only records;
+ * nexar__ft_tick acts. */
+typedef struct probe {
+  nexar__req_t req; /* first: the callback gets &req */
+  nexar_ctx_t *ctx;
+  int id;
+  uint32_t gen;
+} probe_t;
+
+static void probe_done(nexar__req_t *r) {
+  probe_t *p = (probe_t *)r;
+  nexar_ctx_t *ctx = p->ctx;
+  if (ctx->rs_active && p->gen == ctx->rs_gen && p->id < ctx->rs_n &&
+      ctx->rs_need[p->id]) {
+    if (r->rc == NEXAR_OK) {
+      ctx->rs_need[p->id] = 0;
+      ctx->rs_left--;
+    } else if (ctx->rs_fail_id < 0) {
+      ctx->rs_fail_id = p->id;
+      ctx->rs_fail_rc = r->rc;
+    }
+  }
+  free(p);
+}
+
+void nexar__ft_on_resume(nexar_ctx_t *ctx, uint64_t paused_ns) {
+  if (ctx->fenced || atomic_load(&ctx->aborted) || ctx->finalizing ||
+      !ctx->dead)
+    return;
+  /* A verdict read meanwhile (a fencing close not yet handled) first. */
+  for (int id = 0; id < ctx->world; id++) {
+    nexar__conn_t *c = ctx->peers[id];
+    if (c && id != ctx->rank && c->peer_closed &&
+        c->close_code == NEXAR__CLOSE_FENCED) {
+      fence_self(ctx, id,
+                 c->close_reason[0] ? c->close_reason : "no reason given");
+      return;
+    }
+  }
+  uint64_t now = nexar__now();
+  bool check = paused_ns >= ctx->rs_check_ns;
+  ctx->last_tick = now;
+  NEXAR__WARN(NEXAR__SUB_INIT,
+              "rank %d: this process did not run for %llu ms; %s", ctx->rank,
+              (unsigned long long)(paused_ns / 1000000ull),
+              check ? "its peers may have declared it failed meanwhile: it "
+                      "asks every neighbour to confirm that it is still a "
+                      "member before it judges anyone"
+                    : "peers get a fresh heartbeat timeout");
+  /* Silence from the peers while this process did not run proves
+   * nothing: a fresh timeout for each. */
+  for (int id = 0; id < ctx->world; id++)
+    if (ctx->peers[id]) ctx->peers[id]->last_rx = now;
+  if (!check) {
+    /* What the ICMP reports read meanwhile said, judged now. */
+    for (int id = 0; ctx->prm.icmp_detect && id < ctx->world; id++) {
+      nexar__conn_t *c = ctx->peers[id];
+      if (c && c->port_closed && !ctx->dead[id] && c->state == NEXAR__CS_READY)
+        nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank,
+                              PORT_CLOSED_DETAIL);
+    }
+    return;
+  }
+  uint8_t *need = calloc((size_t)ctx->world, 1);
+  if (!need) {
+    /* Cannot keep track of the answers: the safe side is out. */
+    resume_fail(ctx, ctx->rank, "out of memory for the membership probes");
+    return;
+  }
+  free(ctx->rs_need);
+  ctx->rs_need = need;
+  ctx->rs_n = ctx->world;
+  ctx->rs_gen++;
+  ctx->rs_left = 0;
+  ctx->rs_fail_id = -1;
+  ctx->rs_paused = paused_ns;
+  ctx->rs_deadline = now + ctx->hb_timeout_ns;
+  ctx->rs_active = true;
+  for (int id = 0; id < ctx->world; id++) {
+    nexar__conn_t *c = ctx->peers[id];
+    if (id == ctx->rank || ctx->dead[id] ||
+        !nexar__topo_adjacent(&ctx->topo, ctx->rank, id))
+      continue;
+    need[id] = 1;
+    ctx->rs_left++;
+    if (!c || c->state != NEXAR__CS_READY || c->port_closed) {
+      resume_fail(
+          ctx, id,
+          c && c->port_closed ? PORT_CLOSED_DETAIL : "its link is down");
+      return;
+    }
+    probe_t *p = calloc(1, sizeof(*p));
+    if (p) {
+      p->ctx = ctx;
+      p->id = id;
+      p->gen = ctx->rs_gen;
+      p->req.kind = NEXAR__REQ_SEND;
+      p->req.internal = true;
+      p->req.cb = probe_done;
+      p->req.comm = ctx->world_comm;
+    }
+    if (!p || nexar__ctl_probe(ctx, id, &p->req) < 0) {
+      free(p);
+      resume_fail(ctx, id, "the probe could not be sent");
+      return;
+    }
+  }
+}
+
+/* Resuming: acts on the probes' answers; true while the check goes on
+ * (the heartbeat judges no one meanwhile). */
+static bool resume_tick(nexar_ctx_t *ctx, uint64_t now) {
+  if (!ctx->rs_active) return false;
+  if (ctx->rs_fail_id >= 0) {
+    char d[128];
+    snprintf(d, sizeof(d), "its link failed: %s",
+             nexar_strerror(ctx->rs_fail_rc));
+    resume_fail(ctx, ctx->rs_fail_id, d);
+    return true;
+  }
+  /* Declared failed or departed meanwhile (a confirming peer's notice, a
+   * goodbye): no answer is needed from it. */
+  for (int id = 0; id < ctx->rs_n && id < ctx->world; id++)
+    if (ctx->rs_need[id] && ctx->dead[id]) {
+      ctx->rs_need[id] = 0;
+      ctx->rs_left--;
+    }
+  if (ctx->rs_left <= 0) {
+    ctx->rs_active = false;
+    NEXAR__WARN(NEXAR__SUB_INIT,
+                "rank %d: every neighbour confirmed that this process is "
+                "still a member; it goes on",
+                ctx->rank);
+    return false;
+  }
+  if (now < ctx->rs_deadline) return true;
+  for (int id = 0; id < ctx->rs_n; id++)
+    if (ctx->rs_need[id]) {
+      char d[128];
+      snprintf(d, sizeof(d), "no acknowledgement of a probe within %lld ms",
+               (long long)ctx->prm.heartbeat_timeout_ms);
+      resume_fail(ctx, id, d);
+      break;
+    }
+  return true;
 }
 
 void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
@@ -266,14 +460,15 @@ void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
   /* Judge only once what is queued has been read: the peers' verdict on
    * this process (a fencing close) may be waiting in the socket. */
   if (ctx->ep.rx_more) return;
+  if (resume_tick(ctx, now)) return;
   uint64_t last = ctx->last_tick;
   ctx->last_tick = now;
   if (last && now - last > ctx->hb_timeout_ns / 2) {
-    /* This process itself did not run (SIGSTOP, a paused VM): silence
-     * from the peers meanwhile proves nothing. Give them a full timeout
-     * from now. */
+    /* The socket was not read for a while (a long pass: this process was
+     * busy, or did not run): silence from the peers meanwhile proves
+     * nothing. Give them a full timeout from now. */
     NEXAR__WARN(NEXAR__SUB_INIT,
-                "rank %d: this process did not run for %llu ms; peers get a "
+                "rank %d: the detector did not run for %llu ms; peers get a "
                 "fresh heartbeat timeout",
                 ctx->rank, (unsigned long long)((now - last) / 1000000ull));
     for (int id = 0; id < ctx->world; id++)
@@ -287,8 +482,20 @@ void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
   for (int id = 0; id < ctx->world; id++) {
     nexar__conn_t *c = ctx->peers[id];
     if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY) continue;
+    char detail[160];
+    if (c->tx_err_since && now >= c->tx_err_since + ctx->hb_timeout_ns / 2) {
+      /* Its packets may still arrive; ours cannot leave. A failed send is
+       * certain where silence is not, so half a timeout confirms it: the
+       * cut-off process, which hears nothing, judges only after a whole
+       * one, so its verdicts (fencing closes that can still reach us)
+       * come after ours and are ignored. */
+      snprintf(detail, sizeof(detail), "every send for %llu ms failed (%s)",
+               (unsigned long long)((now - c->tx_err_since) / 1000000ull),
+               strerror(c->tx_errno));
+      nexar__declare_failed(ctx, id, NEXAR_FAIL_UNREACHABLE, ctx->rank, detail);
+      continue;
+    }
     if (now < c->last_rx + ctx->hb_timeout_ns) continue;
-    char detail[128];
     snprintf(detail, sizeof(detail),
              "nothing received for %llu ms (NEXAR_HEARTBEAT_TIMEOUT_MS=%lld)",
              (unsigned long long)((now - c->last_rx) / 1000000ull),
@@ -304,10 +511,10 @@ void nexar__ft_on_ctl(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
     nexar__agree_on_msg(ctx, from, h, payload, len);
     return;
   }
-  if (len != NEXAR__FAILED_BYTES) return;
-  uint32_t id = nexar__get_u32(payload);
-  uint32_t reason = nexar__get_u32(payload + 4);
-  if (id >= (uint32_t)ctx->world) return;
+  nexar__failed_t fmsg;
+  if (nexar__failed_decode(&fmsg, payload, len, (uint32_t)ctx->world) < 0)
+    return;
+  uint32_t id = fmsg.id, reason = fmsg.reason;
   char detail[128];
   snprintf(detail, sizeof(detail), "process %d reported it (%s)", from,
            reason_text((int)reason));

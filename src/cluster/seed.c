@@ -77,10 +77,10 @@ int nexar__seed_feed(nexar__conn_t *c, const uint8_t *d, size_t n,
   for (;;) {
     uint8_t type;
     uint32_t blen;
-    int r = nexar__seed_frame_decode(c->sbuf, c->sbuf_len, &type, &blen);
-    if (r < 0) return r;
-    if (r == 0 || c->sbuf_len < NEXAR__SEED_FRAME_HDR + blen) return 0;
-    r = fn(c, type, c->sbuf + NEXAR__SEED_FRAME_HDR, blen);
+    const uint8_t *body;
+    int r = nexar__seed_frame_next(c->sbuf, c->sbuf_len, &type, &body, &blen);
+    if (r <= 0) return r;
+    r = fn(c, type, body, blen);
     if (r < 0 || c->state == NEXAR__CS_DEAD) return r;
     size_t used = NEXAR__SEED_FRAME_HDR + blen;
     memmove(c->sbuf, c->sbuf + used, c->sbuf_len - used);

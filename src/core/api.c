@@ -73,46 +73,42 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   nexar_ctx_t *ctx = calloc(1, sizeof(*ctx));
   if (!ctx) return NEXAR_ERR_NOMEM;
   char err[NEXAR__ERRMSG_MAX];
+  bool ft_ready = false;
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  /* Every setting is checked here, before any socket, thread or
+   * connection exists, so that a bad one fails within milliseconds with a
+   * message naming it (docs/configuration.md). Nothing allocated so far
+   * outlives a failure: nexar_init may be called again. */
   int rc = nexar__params_load(&ctx->prm, cfg, err, sizeof(err));
-  if (rc < 0) {
-    nexar__set_init_error("nexar_init: %s", err);
-    free(ctx);
-    return rc;
-  }
+  if (rc == 0) rc = nexar__params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0) rc = nexar__coll_params_check(&ctx->prm, err, sizeof(err));
-  if (rc == 0) rc = nexar__ft_init(ctx, err, sizeof(err));
+  if (rc == 0) {
+    rc = nexar__ft_init(ctx, err, sizeof(err));
+    ft_ready = rc == 0;
+  }
   /* The topology's spelling now, and against the world size when it is
    * known here (else once the roster arrives). */
   if (rc == 0)
     rc = nexar__topo_parse(ctx->prm.topology, (int)ctx->prm.world_size,
                            &ctx->topo, err, sizeof(err));
-  if (rc < 0) {
-    nexar__set_init_error("nexar_init: %s", err);
-    free(ctx);
-    return rc;
-  }
+  if (rc < 0) goto fail_early;
   nexar__params_dump(&ctx->prm);
   if (!ctx->prm.seed_addr) {
-    nexar__set_init_error(
-        "nexar_init: NEXAR_SEED is not set (the seed's "
-        "ip:port; see nexar-seed and nexar-run)");
-    free(ctx);
-    return NEXAR_ERR_INVALID_ARG;
+    snprintf(err, sizeof(err),
+             "NEXAR_SEED is not set (the seed's ip:port; see nexar-seed and "
+             "nexar-run)");
+    rc = NEXAR_ERR_INVALID_ARG;
+    goto fail_early;
   }
   rc = nexar__read_secret(ctx->prm.secret, ctx->prm.secret_file,
                           ctx->secret_key, err, sizeof(err));
-  if (rc < 0) {
-    nexar__set_init_error("nexar_init: %s", err);
-    free(ctx);
-    return rc;
-  }
-  struct sockaddr_storage ss;
-  socklen_t sl;
+  if (rc < 0) goto fail_early;
   if (nexar__parse_addr(ctx->prm.bind_addr, 0, &ss, &sl) < 0) {
-    nexar__set_init_error("nexar_init: cannot parse NEXAR_BIND_ADDR='%s'",
-                          ctx->prm.bind_addr);
-    free(ctx);
-    return NEXAR_ERR_INVALID_ARG;
+    snprintf(err, sizeof(err), "cannot parse NEXAR_BIND_ADDR='%s'",
+             ctx->prm.bind_addr);
+    rc = NEXAR_ERR_INVALID_ARG;
+    goto fail_early;
   }
   /* The adapter before the network: a NEXAR_DEVICE that cannot be
    * honoured fails fast. */
@@ -120,16 +116,15 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
                        (uint64_t)ctx->prm.device_stage_cache_bytes, err,
                        sizeof(err));
   if (rc < 0) {
-    nexar__set_init_error("nexar_init: %s", err);
     nexar__dev_fini(&ctx->dev);
-    free(ctx);
-    return rc;
+    goto fail_early;
   }
   ctx->world_comm = nexar__comm_new(ctx);
   if (!ctx->world_comm) {
     nexar__dev_fini(&ctx->dev);
-    free(ctx);
-    return NEXAR_ERR_NOMEM;
+    snprintf(err, sizeof(err), "out of memory");
+    rc = NEXAR_ERR_NOMEM;
+    goto fail_early;
   }
   nexar__rpc_init(ctx);
   rc = nexar__ep_init(&ctx->ep, &ss, sl, &nexar__worker_ops, ctx);
@@ -139,6 +134,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     ctx_free(ctx);
     return rc;
   }
+  ctx->ep.pause_ns = nexar__ft_pause_ns(ctx);
   rc = nexar__ep_start(&ctx->ep);
   if (rc < 0) {
     ctx_free(ctx);
@@ -153,6 +149,15 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   }
   *out = ctx;
   return NEXAR_OK;
+fail_early:
+  /* Before any socket or thread (a device adapter that was set up has
+   * been finalised already): only the failure detector's mutex and the key
+   * need undoing. */
+  nexar__set_init_error("nexar_init: %s", err);
+  if (ft_ready) nexar__ft_fini(ctx);
+  gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
+  free(ctx);
+  return rc;
 }
 
 nexar_comm_t *nexar_comm_world(nexar_ctx_t *ctx) {

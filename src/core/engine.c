@@ -360,9 +360,34 @@ static void reap_dead(nexar__ep_t *ep) {
   }
 }
 
+/* The process did not run for |gap| ns (SIGSTOP, a paused VM, a starved
+ * host): before anything else, read everything queued on the socket, so
+ * that what the peers said meanwhile (a fencing close above all) is known
+ * before this process judges anyone; ICMP reports read meanwhile are only
+ * recorded (ep->resuming). What was queued fits in the socket's receive
+ * buffer, so reading that many bytes (or until the socket is empty) gets
+ * all of it; peers that keep sending cannot make it longer. */
+static void catch_up(nexar__ep_t *ep, uint64_t idle) {
+  ep->resuming = true;
+  size_t bytes = 0;
+  for (int i = 0; i < 4096 && bytes <= ep->rcvbuf_bytes; i++) {
+    nexar__udp_recv_all(ep, nexar__quic_on_datagram);
+    bytes += ep->rx_pass_bytes;
+    if (!ep->rx_more) break;
+  }
+  ep->resuming = false;
+  if (ep->ops->on_resume) ep->ops->on_resume(ep, idle);
+}
+
 /* First half of a progress pass (emu held): queued operations, received
  * datagrams, expired timers, the tick. */
 static void ep_input(nexar__ep_t *ep) {
+  /* Passes come at least every 50 ms (ep_output) while the process runs;
+   * a longer gap from the end of one to the start of the next means it did
+   * not run (a long pass is work, not a pause: the detector's tick gives
+   * the peers a fresh timeout after one, failure.c). */
+  uint64_t idle = nexar__now() - ep->last_pass;
+  if (ep->last_pass && ep->pause_ns && idle > ep->pause_ns) catch_up(ep, idle);
   run_ops(ep);
   nexar__udp_recv_all(ep, nexar__quic_on_datagram);
   if (ep->accept_mesh && ep->nstash) {
@@ -379,13 +404,17 @@ static void ep_input(nexar__ep_t *ep) {
     if (nexar__conn_expiry(ep->conns[i]) <= now)
       nexar__conn_on_expiry(ep->conns[i], now);
   if (ep->ops->on_tick) ep->ops->on_tick(ep, now);
+  ep->last_pass = nexar__now();
 }
 
 /* Second half (emu held): writes, connection state. Returns when the next
  * pass is due (ns; 0 when there is more to do at once). */
 static uint64_t ep_output(nexar__ep_t *ep) {
   /* A batch the socket refused goes out before anything new. */
-  if (ep->tx_blocked) nexar__udp_resume(ep);
+  if (ep->tx_blocked) {
+    int rc = nexar__udp_resume(ep);
+    if (rc < 0) nexar__ep_tx_failed(ep, &ep->tx_to, -rc);
+  }
   /* More queued datagrams (a receive pass stopped at its budget) or more
    * to write: the next pass runs at once. */
   bool busy = ep->rx_more;
@@ -399,6 +428,7 @@ static uint64_t ep_output(nexar__ep_t *ep) {
    * rather than spin on the writes it holds back. */
   if (ep->tx_blocked) busy = ep->rx_more;
   reap_dead(ep);
+  ep->last_pass = nexar__now();
   if (busy) return 0;
   /* Tick at least every 50 ms for bootstrap and other deadlines. */
   uint64_t next = nexar__now() + 50000000ull;

@@ -1,11 +1,13 @@
 /*
- * Debug logging: NEXAR_DEBUG=VERSION|WARN|INFO|TRACE (default WARN) and
+ * Debug logging: NEXAR_DEBUG=NONE|VERSION|WARN|INFO|TRACE (default WARN) and
  * NEXAR_DEBUG_SUBSYS, a comma list of subsystems with ^ negation (default
  * INIT,BOOTSTRAP,ENV). Level and mask are tested before any formatting.
  * Secrets are never passed to these functions.
  */
 #ifndef NEXAR_LOG_H
 #define NEXAR_LOG_H
+
+#include <stddef.h>
 
 enum nexar__log_level {
   NEXAR__LOG_NONE = 0,
@@ -28,7 +30,20 @@ enum nexar__subsys {
 
 extern int nexar__log_level;
 extern int nexar__log_mask;
+/* Reads NEXAR_DEBUG, NEXAR_DEBUG_SUBSYS and NEXAR_DEBUG_FILE once. A value
+ * it cannot use leaves the default (WARN, INIT,BOOTSTRAP,ENV, stderr): the
+ * logger never fails; nexar__log_check reports the value. */
 void nexar__log_init(void);
+/*
+ * Checks the logging variables as they are now: NEXAR_DEBUG one of NONE,
+ * VERSION, WARN, INFO, TRACE (any case); NEXAR_DEBUG_SUBSYS a comma list of
+ * INIT, BOOTSTRAP, ENV, NET, TLS, COLL, P2P, ALL, each optionally preceded
+ * by ^, with no empty item; NEXAR_DEBUG_FILE a file that can be opened for
+ * appending (after %h and %p are replaced). None may be set but empty.
+ * Returns 0, or NEXAR_ERR_INVALID_ARG with |err| naming the variable (the
+ * file's error: its path and strerror).
+ */
+int nexar__log_check(char *err, size_t errlen);
 void nexar__log_write(int level, int subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -66,8 +66,8 @@
     "heartbeat interval: a connection idle this long sends a PING")            \
   X(INT, heartbeat_timeout_ms, "NEXAR_HEARTBEAT_TIMEOUT_MS", 5000, 20,         \
     86400000, "a peer nothing is received from for this long has failed")      \
-  X(INT, icmp_detect, "NEXAR_ICMP_DETECT", 1, 0, 1,                           \
-    "1: an ICMP port unreachable from a peer declares it failed at once")     \
+  X(INT, icmp_detect, "NEXAR_ICMP_DETECT", 1, 0, 1,                            \
+    "1: an ICMP port unreachable from a peer declares it failed at once")      \
   X(STR, recovery, "NEXAR_RECOVERY", "abort", 0, 0,                            \
     "after a failure: abort, manual (nexar_comm_shrink) or automatic")         \
   X(INT, min_world_size, "NEXAR_MIN_WORLD_SIZE", 1, 1, 1 << 20,                \
@@ -83,11 +83,12 @@
     "bytes of one relayed message a relay holds in transit (at least the "     \
     "eager size)")                                                             \
   X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
-    "QUIC idle timeout (0: off)")                                              \
+    "QUIC idle timeout (0: off; else at least NEXAR_HEARTBEAT_TIMEOUT_MS)")    \
   X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,      \
     "UDP socket send and receive buffer size")                                 \
   X(INT, udp_payload, "NEXAR_UDP_PAYLOAD", 0, 0, 65507,                        \
-    "QUIC packet size (0: 65000 on loopback, 1452 otherwise)")                 \
+    "QUIC packet size: 0 (65000 on loopback, 1452 otherwise) or 1200 .. "      \
+    "65507 (QUIC's minimum is 1200)")                                          \
   X(INT, gso, "NEXAR_GSO", 1, 0, 1, "use UDP GSO/GRO batching")                \
   X(INT, gro, "NEXAR_GRO", -1, -1, 1, "UDP GRO on receive (-1: as NEXAR_GSO)") \
   X(INT, rx_batch, "NEXAR_RX_BATCH", 32, 1, 32,                                \
@@ -117,14 +118,55 @@ typedef struct nexar__params {
   size_t strused;
 } nexar__params_t;
 
+/* Smallest NEXAR_UDP_PAYLOAD other than 0: QUIC's minimum datagram size. */
+#define NEXAR__UDP_PAYLOAD_MIN 1200
+
+/*
+ * Parses |s| as a whole decimal integer in [lo, hi] into *out: an optional
+ * sign and the digits 0-9, nothing else (no spaces, no 0x, no trailing
+ * text). A leading zero ("010") is refused: settings were once read with
+ * strtoll base 0, which took "010" for 8. Every NEXAR_* integer and every
+ * numeric option of the programs is parsed with this. Returns 0, or one of
+ * the negative NEXAR__DEC_* codes (*out unchanged).
+ */
+enum {
+  NEXAR__DEC_SYNTAX = -1, /* empty, not decimal, or trailing text */
+  NEXAR__DEC_ZERO = -2,   /* a leading zero, as in "010" */
+  NEXAR__DEC_RANGE = -3   /* outside [lo, hi] (or int64) */
+};
+int nexar__parse_dec(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/*
+ * Writes to |err| why nexar__parse_dec refused |s| (result |rc|) for the
+ * setting or option |name|, e.g. "NEXAR_WORLD_SIZE='0x10' is not a decimal
+ * integer ...". At most 64 bytes of |s| are quoted.
+ */
+void nexar__parse_dec_error(int rc, const char *name, const char *s, int64_t lo,
+                            int64_t hi, char *err, size_t errlen);
+
 struct nexar_config;
 /*
  * Fills |p| from the defaults, then the environment, then |cfg| (may be
- * NULL). Returns 0, or NEXAR_ERR_INVALID_ARG with |err| naming the variable
- * and the accepted range.
+ * NULL). Checks each setting on its own: integers are strictly decimal and
+ * in range (NEXAR_UDP_PAYLOAD: 0 or 1200 .. 65507), a variable set to the
+ * empty string is refused, and a secret given twice (NEXAR_SECRET and
+ * NEXAR_SECRET_FILE, or the config fields secret and secret_file, in any
+ * mix) is refused. Returns 0, or NEXAR_ERR_INVALID_ARG with |err| naming
+ * the variable and what it accepts.
  */
 int nexar__params_load(nexar__params_t *p, const struct nexar_config *cfg,
                        char *err, size_t errlen);
+/*
+ * The checks of a worker's configuration that look past one integer, run
+ * once by nexar_init after nexar__params_load and before any socket or
+ * thread exists: the rules between settings (heartbeat timeout above the
+ * interval, idle timeout 0 or at least the heartbeat timeout, relay window
+ * at least the eager size, min world size at most a non-zero max), the
+ * syntax of NEXAR_SEED, NEXAR_BIND_ADDR and NEXAR_ADVERTISE_ADDR, the
+ * K of NEXAR_TOPOLOGY=kregular:K, the words of NEXAR_REDUCE_ISA and
+ * NEXAR_QUIC_LOG, and the logging variables (nexar__log_check). Returns 0,
+ * or NEXAR_ERR_INVALID_ARG with |err| naming the variable(s).
+ */
+int nexar__params_check(const nexar__params_t *p, char *err, size_t errlen);
 /* Logs the effective configuration at INFO (secrets shown as "(set)"). */
 void nexar__params_dump(const nexar__params_t *p);
 /* Prints the table as help text (for --help of the programs). */

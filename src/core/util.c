@@ -65,6 +65,20 @@ int nexar__parse_addr(const char *s, int default_port,
   return NEXAR_ERR_INVALID_ARG;
 }
 
+bool nexar__addr_equal(const struct sockaddr_storage *a,
+                       const struct sockaddr_storage *b) {
+  if (a->ss_family != b->ss_family) return false;
+  if (a->ss_family == AF_INET) {
+    const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+    return x->sin_port == y->sin_port &&
+           x->sin_addr.s_addr == y->sin_addr.s_addr;
+  }
+  if (a->ss_family != AF_INET6) return false;
+  const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+  return x->sin6_port == y->sin6_port &&
+         !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+}
+
 void nexar__addr_str(const struct sockaddr *sa, char *out, size_t n) {
   char ip[INET6_ADDRSTRLEN] = "?";
   if (sa->sa_family == AF_INET) {
@@ -124,6 +138,15 @@ int nexar__read_secret(const char *secret, const char *file, uint8_t key[32],
                        char *err, size_t errlen) {
   char buf[4096];
   size_t n = 0;
+  /* Both given: the file would be ignored silently, even when missing or
+   * holding another secret. Neither value is printed. */
+  if (secret && *secret && file && *file) {
+    snprintf(err, errlen,
+             "a cluster secret (NEXAR_SECRET or the config field secret) and "
+             "a secret file (NEXAR_SECRET_FILE, the config field secret_file "
+             "or --secret-file) are both given: give the secret one way only");
+    return NEXAR_ERR_INVALID_ARG;
+  }
   if (secret && *secret) {
     n = strlen(secret);
     if (n >= sizeof(buf)) {

@@ -78,12 +78,13 @@ void nexar__omsg_free(nexar__omsg_t *m) {
 }
 
 void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m) {
+  (void)c;
   if (m->req) {
     nexar__req_t *r = m->req;
     m->req = NULL;
     r->omsg = NULL;
-    r->st.bytes = m->len;
-    nexar__req_complete(r, NEXAR_OK);
+    r->st.bytes = m->ending ? 0 : m->len;
+    nexar__req_complete(r, m->ending ? m->end_rc : NEXAR_OK);
   }
 }
 
@@ -471,6 +472,16 @@ int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
               NULL);
 }
 
+int nexar__ctl_probe(nexar_ctx_t *ctx, int to, nexar__req_t *req) {
+  nexar__conn_t *c = ctx->peers ? ctx->peers[to] : NULL;
+  if (!c || c->state != NEXAR__CS_READY || c->peer != to)
+    return NEXAR_ERR_PEER_FAILED;
+  nexar__hdr_t h = {.kind = NEXAR__KIND_HEARTBEAT,
+                    .comm_id = NEXAR__PROC_ID,
+                    .src_rank = (uint32_t)ctx->rank};
+  return emit(ctx, to, &h, NEXAR__LANE_CONTROL, NULL, 0, false, req, NULL);
+}
+
 void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id) {
   nexar__peer_t *p = &ctx->ps[peer];
   for (int i = 0; i < p->nseqs; i++) {
@@ -481,6 +492,12 @@ void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id) {
 }
 
 static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  if (m->hdr.kind == NEXAR__KIND_HEARTBEAT) {
+    /* A resumed process's membership probe (failure.c): the transport's
+     * acknowledgement is the answer; the message itself carries nothing. */
+    discard(ctx, m);
+    return;
+  }
   if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE) {
     ctl_recv(ctx, m);
     return;
@@ -583,7 +600,9 @@ void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
 }
 
 void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
-  if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE) {
+  if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE ||
+      (m->hdr.kind == NEXAR__KIND_HEARTBEAT &&
+       m->hdr.comm_id == NEXAR__PROC_ID)) {
     /* Process-level control: the source is the sender's stable id. */
     if (m->hdr.src_rank != (uint32_t)m->origin) {
       nexar__p2p_refuse(ctx, c, m,
@@ -841,15 +860,29 @@ void nexar__p2p_start(nexar__req_t *req) {
 static void omsg_end(nexar__omsg_t *m, int rc) {
   nexar__req_t *r = m->req;
   nexar__conn_t *c = m->conn;
-  if (c && c->qc && c->state == NEXAR__CS_READY) {
-    if (m->sid >= 0) ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
+  bool live = c && c->qc && c->state == NEXAR__CS_READY;
+  uint64_t written = m->ending ? m->end_at : m->sent;
+  if (live) {
+    if (m->sid >= 0 && !m->ending)
+      ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
     /* The RESET_STREAM goes out; a message never opened leaves the queue
      * (quic.c next_sendable). */
     c->want_write = true;
   }
+  bool user_buf = m->data && !m->owned;
   m->sent = nexar__omsg_total(m);
   m->data = NULL;
   if (!r) return;
+  if (live && m->sid >= 0 && (user_buf || m->ending) && m->acked < written) {
+    /* Frames of the reset stream already lost may still be resent from
+     * the caller's buffer (ngtcp2 keeps pointers to it): the request ends
+     * once the bytes written so far are acknowledged, the stream closes
+     * or the link goes (omsg_fail, conn_free), an RTT or so later. */
+    m->ending = true;
+    m->end_rc = rc;
+    m->end_at = written;
+    return;
+  }
   m->req = NULL;
   r->omsg = NULL;
   nexar__req_complete(r, rc);

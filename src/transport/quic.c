@@ -82,7 +82,8 @@ static int acked_cb(ngtcp2_conn *qc, int64_t sid, uint64_t offset, uint64_t len,
   if (!m) return 0;
   m->acked += len;
   if (m->fwd) nexar__relay_acked(m);
-  if (m->acked >= nexar__omsg_total(m)) nexar__omsg_acked(ud, m);
+  if (m->acked >= (m->ending ? m->end_at : nexar__omsg_total(m)))
+    nexar__omsg_acked(ud, m);
   return 0;
 }
 
@@ -524,15 +525,55 @@ static int send_batch(nexar__conn_t *c, size_t len, size_t pktmax) {
   nexar__ep_t *ep = c->ep;
   int rc =
       nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, len, pktmax);
-  if (rc == 1) {
+  if (rc == 1)
     c->want_write = true;
-  } else if (rc < 0) {
-    NEXAR__WARN(NEXAR__SUB_NET,
-                "rank %d (%s): sending %zu bytes to rank %d at %s failed: %s",
-                ep->local_rank, ep->local_str, len, c->peer, c->remote_str,
-                strerror(errno));
+  else if (rc < 0 || c->tx_err_since)
+    nexar__conn_tx_result(c, rc < 0 ? -rc : 0);
+  return rc < 0 ? 0 : rc; /* a failed send is a loss QUIC recovers */
+}
+
+/* Who the peer of |c| is, for log lines. */
+static void conn_who(const nexar__conn_t *c, char *out, size_t n) {
+  if (c->peer >= 0)
+    snprintf(out, n, "rank %d", c->peer);
+  else
+    snprintf(out, n, "%s",
+             c->role != NEXAR__ROLE_SEED ? "a peer"
+             : c->ep->server_alpn_seed   ? "a worker"
+                                         : "the seed");
+}
+
+void nexar__conn_tx_result(nexar__conn_t *c, int err) {
+  nexar__ep_t *ep = c->ep;
+  uint64_t now = nexar__now();
+  char who[32];
+  conn_who(c, who, sizeof(who));
+  if (!err) {
+    if (c->tx_err_since)
+      NEXAR__WARN(NEXAR__SUB_NET,
+                  "rank %d (%s): sending to %s at %s works again after %llu "
+                  "ms",
+                  ep->local_rank, ep->local_str, who, c->remote_str,
+                  (unsigned long long)((now - c->tx_err_since) / 1000000ull));
+    c->tx_err_since = 0;
+    return;
   }
-  return rc;
+  c->tx_errno = err;
+  if (c->tx_err_since) return;
+  c->tx_err_since = now;
+  /* Once per spell: the datagrams are dropped as lost, and a peer that
+   * stays unreachable is declared failed by the detector. */
+  NEXAR__WARN(NEXAR__SUB_NET,
+              "rank %d (%s): sending to %s at %s fails: %s (datagrams are "
+              "dropped as lost until it works again)",
+              ep->local_rank, ep->local_str, who, c->remote_str, strerror(err));
+}
+
+void nexar__ep_tx_failed(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                         int err) {
+  for (int i = 0; i < ep->nconns; i++)
+    if (nexar__addr_equal(&ep->conns[i]->remote, to))
+      nexar__conn_tx_result(ep->conns[i], err);
 }
 
 void nexar__conn_flush(nexar__conn_t *c) {

@@ -11,9 +11,20 @@
  *
  * Unreachable peers: with IP_RECVERR the kernel reports ICMP errors for
  * this unconnected socket on its error queue (and once through the next
- * send or receive call). A "port unreachable" from a peer means its process
- * is gone, which the engine learns in milliseconds instead of a heartbeat
- * timeout (ep->ops->on_unreachable).
+ * send or receive call). Each report goes to ep->ops->on_unreachable with
+ * its errno: ECONNREFUSED (port unreachable) means the peer's process is
+ * gone, which the engine learns in milliseconds instead of a heartbeat
+ * timeout; the others (host or network unreachable, prohibited) say the
+ * path is broken.
+ *
+ * Send errors: a send that fails with an earlier datagram's ICMP error is
+ * tried again, a bounded number of times; any other error (or the same one
+ * again: no route, a prohibiting route, an interface gone, an address of
+ * the wrong family) is this send's own. The datagrams are then dropped,
+ * which QUIC recovers as loss, and the error goes back to the caller once,
+ * as -errno; nothing here ever loops on it (quic.c tells the engine, whose
+ * detector declares a peer it cannot reach failed after the heartbeat
+ * timeout).
  *
  * Receive passes are bounded (RX_PASS_BYTES) so that the progress loop runs
  * timers, user operations and writes between them, and within each
@@ -47,6 +58,9 @@
 #define RX_SMALL_BYTES 1024
 #define TX_WAIT_MAX_NS (200ull * 1000000ull)
 #define TX_NOBUFS_RETRY_NS (500ull * 1000ull)
+/* A send failing with an ICMP error is tried this many more times; after
+ * that the error is the datagram's own. */
+#define TX_STALE_ERR_RETRIES 4
 
 static void set_buf(int fd, int opt_force, int opt, int bytes) {
   /* FORCE variants pass net.core.[rw]mem_max when we run as root. */
@@ -75,6 +89,11 @@ int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
   int bytes = (int)p->sockbuf_bytes;
   set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, bytes);
   set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, bytes);
+  int got = 0;
+  socklen_t gl = sizeof(got);
+  ep->rcvbuf_bytes = (size_t)bytes;
+  if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &gl) == 0 && got > 0)
+    ep->rcvbuf_bytes = (size_t)got;
   if (bind(fd, (const struct sockaddr *)addr, len) < 0) {
     int err = errno;
     close(fd);
@@ -108,14 +127,15 @@ int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
 }
 
 /* Errors a send or receive call reports for an earlier datagram's ICMP
- * error (IP_RECVERR); they say nothing about the call itself. */
+ * error (IP_RECVERR), or the call's own (no route). */
 static bool unreach_errno(int e) {
   return e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH ||
          e == EHOSTDOWN;
 }
 
-/* Reads the socket's error queue: each ICMP "port unreachable" is passed to
- * ops->on_unreachable with the address it was sent to. */
+/* Reads the socket's error queue: each ICMP destination-unreachable report
+ * is passed to ops->on_unreachable with the address it was sent to and its
+ * errno (ECONNREFUSED for "port unreachable"). */
 static void drain_errors(nexar__ep_t *ep) {
   ep->errq = false;
   for (int i = 0; i < 64; i++) {
@@ -141,21 +161,23 @@ static void drain_errors(nexar__ep_t *ep) {
       if (!v4 && !v6) continue;
       struct sock_extended_err ee;
       memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
-      bool port = v4 ? ee.ee_origin == SO_EE_ORIGIN_ICMP && ee.ee_type == 3 &&
-                           ee.ee_code == 3
-                     : ee.ee_origin == SO_EE_ORIGIN_ICMP6 && ee.ee_type == 1 &&
-                           ee.ee_code == 4;
-      if (port && ep->ops->on_unreachable) ep->ops->on_unreachable(ep, &to);
+      /* ICMP type 3 / ICMPv6 type 1: destination unreachable. */
+      bool unreach = v4 ? ee.ee_origin == SO_EE_ORIGIN_ICMP && ee.ee_type == 3
+                        : ee.ee_origin == SO_EE_ORIGIN_ICMP6 && ee.ee_type == 1;
+      if (unreach && ee.ee_errno && ep->ops->on_unreachable)
+        ep->ops->on_unreachable(ep, &to, (int)ee.ee_errno);
     }
   }
 }
 
 /* Sends bytes [*off, len) of |data|, datagrams of |segsize| bytes (the last
- * may be shorter), advancing *off. Returns 0, -EAGAIN or -ENOBUFS when the
- * socket is full, or NEXAR_ERR_SYS. */
+ * may be shorter), advancing *off. Returns 0; -EAGAIN or -ENOBUFS when the
+ * socket is full; or -errno of a send error, the rest of the bytes being
+ * dropped (*off = len). */
 static int send_from(nexar__ep_t *ep, const struct sockaddr_storage *to,
                      socklen_t tolen, const uint8_t *data, size_t *off,
                      size_t len, size_t segsize) {
+  int stale = 0; /* sends retried after an ICMP error */
   while (*off < len) {
     size_t chunk = len - *off;
     struct iovec iov = {(void *)(data + *off), chunk};
@@ -184,21 +206,24 @@ static int send_from(nexar__ep_t *ep, const struct sockaddr_storage *to,
     }
     ssize_t r = sendmsg(ep->fd, &mh, 0);
     if (r < 0) {
-      if (errno == EINTR) continue;
-      if (unreach_errno(errno)) {
-        /* An earlier datagram's ICMP error, reported once: read the
-         * queue later, send this one again now. */
-        ep->errq = true;
+      int e = errno;
+      if (e == EINTR) continue;
+      if (unreach_errno(e)) ep->errq = true;
+      if (unreach_errno(e) && stale++ < TX_STALE_ERR_RETRIES) {
+        /* Perhaps an earlier datagram's ICMP error, reported once: read
+         * the queue later, send this one again now. */
         continue;
       }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return -EAGAIN;
-      if (errno == ENOBUFS) return -ENOBUFS;
-      if (ep->gso && (errno == EIO || errno == EINVAL) && chunk > segsize) {
+      if (e == EAGAIN || e == EWOULDBLOCK) return -EAGAIN;
+      if (e == ENOBUFS) return -ENOBUFS;
+      if (ep->gso && (e == EIO || e == EINVAL) && chunk > segsize) {
         /* No GSO on this path: fall back to one datagram per call. */
         ep->gso = false;
         continue;
       }
-      return NEXAR_ERR_SYS;
+      /* This send's own error: the datagrams are lost. */
+      *off = len;
+      return e > 0 ? -e : -EIO;
     }
     *off += chunk;
   }
@@ -225,17 +250,17 @@ static void defer(nexar__ep_t *ep, int why, uint64_t now) {
 }
 
 /* Sends |len| bytes made of datagrams of |segsize| bytes (the last may be
- * shorter). Returns 0 when sent, 1 when the socket is full, or
- * NEXAR_ERR_SYS. When the socket is full and |data| is the endpoint's
- * txbuf, the unsent rest stays there for nexar__udp_resume and tx_blocked
- * is set (the caller writes nothing more until it clears); other data (a
- * CONNECTION_CLOSE) is dropped. */
+ * shorter). Returns 0 when sent, 1 when the socket is full, or -errno when
+ * the send failed and the datagrams were dropped (as lost). When the socket
+ * is full and |data| is the endpoint's txbuf, the unsent rest stays there
+ * for nexar__udp_resume and tx_blocked is set (the caller writes nothing
+ * more until it clears); other data (a CONNECTION_CLOSE) is dropped. */
 int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
                     socklen_t tolen, const uint8_t *data, size_t len,
                     size_t segsize) {
   size_t off = 0;
   int rc = send_from(ep, to, tolen, data, &off, len, segsize);
-  if (rc == 0 || rc == NEXAR_ERR_SYS) return rc;
+  if (rc == 0 || (rc != -EAGAIN && rc != -ENOBUFS)) return rc;
   if (data != ep->txbuf) return 1;
   uint64_t now = nexar__now();
   ep->tx_blocked = true;
@@ -260,23 +285,16 @@ int nexar__udp_resume(nexar__ep_t *ep) {
     defer(ep, rc, now);
     return 1;
   }
-  if (rc != 0) {
-    int err = errno;
+  if (rc == -EAGAIN || rc == -ENOBUFS) {
     char to[64];
     nexar__addr_str((const struct sockaddr *)&ep->tx_to, to, sizeof(to));
-    if (rc == NEXAR_ERR_SYS)
-      NEXAR__WARN(NEXAR__SUB_NET,
-                  "rank %d (%s): sending %zu bytes to %s failed: %s",
-                  ep->local_rank, ep->local_str, ep->tx_len - ep->tx_off, to,
-                  strerror(err));
-    else
-      NEXAR__WARN(NEXAR__SUB_NET,
-                  "rank %d (%s): UDP socket full for %llu ms, dropping %zu "
-                  "bytes to %s (QUIC retransmits them)",
-                  ep->local_rank, ep->local_str,
-                  (unsigned long long)((now - ep->tx_since) / 1000000ull),
-                  ep->tx_len - ep->tx_off, to);
-    rc = rc == NEXAR_ERR_SYS ? rc : 0;
+    NEXAR__WARN(NEXAR__SUB_NET,
+                "rank %d (%s): UDP socket full for %llu ms, dropping %zu "
+                "bytes to %s (QUIC retransmits them)",
+                ep->local_rank, ep->local_str,
+                (unsigned long long)((now - ep->tx_since) / 1000000ull),
+                ep->tx_len - ep->tx_off, to);
+    rc = 0;
   }
   ep->tx_blocked = false;
   ep->tx_retry_at = 0;
@@ -369,6 +387,7 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
     if (n < vlen) break;
     if (rounds == 15) ep->rx_more = true;
   }
+  ep->rx_pass_bytes = bytes;
   if (ep->errq) drain_errors(ep);
   return total;
 }

@@ -201,12 +201,16 @@ void nexar__notice_encode(const nexar__notice_t *n,
 }
 
 int nexar__notice_decode(nexar__notice_t *n, const uint8_t *in, size_t len) {
+  nexar__notice_t d;
+
   if (!n || !in || len != NEXAR__NOTICE_BYTES) return NEXAR_ERR_PROTO;
-  n->coll_seq = nexar__get_u64(in);
-  n->rank_a = nexar__get_u32(in + 8);
-  n->rank_b = nexar__get_u32(in + 12);
-  if (fp_get(&n->a, in + 16) < 0 || fp_get(&n->b, in + 32) < 0)
+  d.coll_seq = nexar__get_u64(in);
+  d.rank_a = nexar__get_u32(in + 8);
+  d.rank_b = nexar__get_u32(in + 12);
+  /* Like every decoder here, |n| is written only when all of it is valid. */
+  if (fp_get(&d.a, in + 16) < 0 || fp_get(&d.b, in + 32) < 0)
     return NEXAR_ERR_PROTO;
+  *n = d;
   return 0;
 }
 
@@ -226,6 +230,23 @@ int nexar__seed_frame_decode(const uint8_t *in, size_t len, uint8_t *type,
   *type = in[3];
   *body_len = blen;
   return (int)NEXAR__SEED_FRAME_HDR;
+}
+
+int nexar__seed_frame_next(const uint8_t *in, size_t len, uint8_t *type,
+                           const uint8_t **body, uint32_t *body_len) {
+  uint8_t t;
+  uint32_t blen;
+
+  if (!body) return NEXAR_ERR_INVALID_ARG;
+  int r = nexar__seed_frame_decode(in, len, type ? &t : NULL,
+                                   body_len ? &blen : NULL);
+  if (r <= 0) return r;
+  /* blen <= NEXAR__SEED_MAX_BODY: the sum cannot overflow. */
+  if (len - NEXAR__SEED_FRAME_HDR < blen) return 0;
+  *type = t;
+  *body = in + NEXAR__SEED_FRAME_HDR;
+  *body_len = blen;
+  return (int)(NEXAR__SEED_FRAME_HDR + blen);
 }
 
 /*

@@ -152,6 +152,58 @@ void nexar__notice_encode(const nexar__notice_t *n,
 /* Returns 0, or NEXAR_ERR_PROTO when a field is out of range. */
 int nexar__notice_decode(nexar__notice_t *n, const uint8_t *in, size_t len);
 
+/* ---- Failure notice and agreement payloads (kinds FAILED and AGREE;
+ * wire_ctl.c). Layouts above and in docs/wire-protocol.md section 2.5; the
+ * header decoder has already checked the kind's lane, comm_id, step and
+ * payload_len rules. */
+typedef struct nexar__failed {
+  uint32_t id;     /* the failed process's stable id */
+  uint32_t reason; /* nexar_failure_reason_t, as sent (see the decoder) */
+} nexar__failed_t;
+
+/* Writes exactly NEXAR__FAILED_BYTES bytes to |out|. */
+void nexar__failed_encode(const nexar__failed_t *f,
+                          uint8_t out[NEXAR__FAILED_BYTES]);
+/*
+ * Decodes a FAILED payload of |len| bytes. |nids| is the number of stable
+ * ids the receiver knows (ctx->world): the id must be below it, since it
+ * indexes the receiver's tables. The reason is not range checked: it only
+ * names the cause in a log line (the receiver records the process as
+ * NEXAR_FAIL_REPORTED whatever it says), and a notice is not worth losing
+ * over it. Returns 0, NEXAR_ERR_PROTO (length other than
+ * NEXAR__FAILED_BYTES, id >= nids) or NEXAR_ERR_INVALID_ARG (f NULL, or in
+ * NULL with len > 0). |f| is written only on success.
+ */
+int nexar__failed_decode(nexar__failed_t *f, const uint8_t *in, size_t len,
+                         uint32_t nids);
+
+typedef struct nexar__agree_msg {
+  uint64_t id;        /* proposed or decided new communicator id */
+  uint32_t n;         /* stable ids listed */
+  const uint8_t *ids; /* n u32 ids, decoded in place (nexar__id_at) */
+} nexar__agree_msg_t;
+
+/*
+ * Writes an AGREE payload (u64 id, u32 n, n u32 ids) into |out| of |cap|
+ * bytes. Returns its length, 12 + 4 n, or NEXAR_ERR_INVALID_ARG (ids NULL
+ * with n > 0, n above NEXAR__AGREE_MAX_IDS, out too small).
+ */
+int nexar__agree_encode(uint64_t id, const uint32_t *ids, uint32_t n,
+                        uint8_t *out, size_t cap);
+/*
+ * Decodes an AGREE payload of |len| bytes. |max_n| is the most ids the
+ * receiver accepts (the members of the communicator being agreed on). The
+ * count is checked against both |max_n| and NEXAR__AGREE_MAX_IDS, and the
+ * length must be exactly 12 + 4 n, before anything is read from the list.
+ * The ids themselves are not range checked: ids that are not members are
+ * ignored by the protocol (docs/wire-protocol.md section 2.5), so a
+ * receiver only compares them with its members and never indexes by them.
+ * Returns 0, NEXAR_ERR_PROTO or NEXAR_ERR_INVALID_ARG (m NULL, or in NULL
+ * with len > 0). |m| is written only on success; m->ids points into |in|.
+ */
+int nexar__agree_decode(nexar__agree_msg_t *m, const uint8_t *in, size_t len,
+                        uint32_t max_n);
+
 /* ---- Seed protocol: framed messages on one bidirectional stream.
  * A frame is [u16 magic][u8 version][u8 type][u32 body_len][body]. */
 #define NEXAR__SEED_FRAME_HDR 8u
@@ -274,6 +326,17 @@ typedef struct nexar__seed_join {
  */
 int nexar__seed_frame_decode(const uint8_t *in, size_t len, uint8_t *type,
                              uint32_t *body_len);
+
+/*
+ * Splits the next whole frame off a stream: |in| holds the |len| bytes
+ * received and not yet consumed. Returns the frame's length (header and
+ * body) and sets *type, *body (pointing into |in|) and *body_len when a
+ * whole frame is there; 0 when more bytes are needed; NEXAR_ERR_PROTO on a
+ * bad header (as nexar__seed_frame_decode), which is reported as soon as
+ * the 8 header bytes are in, before any body byte.
+ */
+int nexar__seed_frame_next(const uint8_t *in, size_t len, uint8_t *type,
+                           const uint8_t **body, uint32_t *body_len);
 
 /* Encoders write a whole frame (header and body) into |out| of |cap| bytes
  * and return its length, or NEXAR_ERR_INVALID_ARG when it does not fit. */
