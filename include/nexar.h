@@ -296,8 +296,15 @@ NEXAR_EXTERN int nexar_comm_epoch(const nexar_comm_t *comm, uint32_t *epoch);
  * survivors' communicator from that decision, in milliseconds; a shrink
  * after one that timed out joins the same agreement again.
  *
+ * Partitions: a shrink that would leave half of |comm| or less is refused
+ * (NEXAR_ERR_PEER_FAILED, "may be cut off") when some of the others were
+ * declared failed only because they went silent or out of reach, not
+ * because their processes are known gone (port closed, connection ended):
+ * this process may be the one a network partition cut off, and the others
+ * may go on without it (docs/fault-tolerance.md section 9).
+ *
  * Returns NEXAR_OK; NEXAR_ERR_EXCLUDED when the others declared this process
- * failed; NEXAR_ERR_TIMEOUT past NEXAR_OP_TIMEOUT_MS; NEXAR_ERR_INVALID_ARG
+ * failed; NEXAR_ERR_PEER_FAILED for such a minority; NEXAR_ERR_TIMEOUT past NEXAR_OP_TIMEOUT_MS; NEXAR_ERR_INVALID_ARG
  * for NULL arguments or when fewer than NEXAR_MIN_WORLD_SIZE ranks would
  * remain (for the world); NEXAR_ERR_INVALID_USAGE under NEXAR_RECOVERY=abort
  * or when |comm| was already shrunk; NEXAR_ERR_ABORTED; NEXAR_ERR_NOMEM. Not

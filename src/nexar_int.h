@@ -491,6 +491,12 @@ struct nexar_ctx {
   /* Stable id -> 0 member or candidate, 1 declared failed, 2 departed (left
    * gracefully, or never a member of this process's world). Engine. */
   uint8_t *dead;
+  /* [world]: why each failed process failed, first-hand (the reason of
+   * this process's own verdict, or the one a notice carried):
+   * NEXAR_FAIL_CONNECTION proves its process gone (port closed, its
+   * connection ended); HEARTBEAT and UNREACHABLE say only that it went
+   * silent or out of reach, which a network partition looks like too. */
+  uint8_t *dead_how;
   nexar_comm_t *world_comm;
   /* Communicators other than the world (engine, emu): id -> comm. */
   nexar_comm_t **comms;

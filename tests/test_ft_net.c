@@ -6,8 +6,10 @@
  *                  127.0.0.3 unreachable mid-job (every send to it fails,
  *                  its own packets still arrive). The others declare it
  *                  failed ("no route") within the heartbeat timeout and
- *                  rebuild without it (automatic); rank 2 stops with an
- *                  error. Bit-exact allreduces before and after.
+ *                  rebuild without it (automatic, or nexar_comm_shrink
+ *                  under manual); rank 2 stops with an error, and under
+ *                  manual its shrink is refused (it may be the one cut
+ *                  off). Bit-exact allreduces before and after.
  *   unroutable     nexar_init with a seed that has no route (only lo in the
  *                  namespace) ends at the bootstrap deadline, naming why.
  *   family         an IPv6 NEXAR_BIND_ADDR with an IPv4 seed: an error at
@@ -100,7 +102,7 @@ static int allreduce_it(nexar_comm_t *w, int id, int it, int64_t *a, int64_t *b,
 /* ---- route_loss ---- */
 
 static int route_loss(int index, void *arg) {
-  (void)arg;
+  bool manual = arg != NULL;
   if (index == 2) setenv("NEXAR_BIND_ADDR", "127.0.0.3", 1);
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
@@ -132,6 +134,18 @@ static int route_loss(int index, void *arg) {
     NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED ||
                   rc == NEXAR_ERR_EXCLUDED,
               "cut-off rank: %s: %s", nexar_err_name(rc), e);
+    if (manual) {
+      /* Everyone else went silent at once: it may be the one cut off, so
+       * it must not go on as a world of one. */
+      nexar_comm_t *nc = NULL;
+      int src = nexar_comm_shrink(w, &nc);
+      NT_CHECKF(src == NEXAR_ERR_PEER_FAILED || src == NEXAR_ERR_EXCLUDED,
+                "cut-off rank shrank: %s", nexar_err_name(src));
+      NT_CHECKF(src == NEXAR_ERR_EXCLUDED ||
+                    strstr(nexar_comm_last_error(w), "cut off"),
+                "shrink error: %s", nexar_comm_last_error(w));
+      NT_CHECK(nc == NULL);
+    }
     for (int k = 0; k < 3; k++) {
       double t0 = nt_now_ms();
       int r2 = allreduce_it(w, index, it, a, b, COUNT);
@@ -154,7 +168,13 @@ static int route_loss(int index, void *arg) {
   NT_CHECKF(f[0].reason == NEXAR_FAIL_UNREACHABLE ||
                 f[0].reason == NEXAR_FAIL_REPORTED,
             "reason %d", f[0].reason);
-  /* Automatic: the world was rebuilt in place, without rank 2. */
+  /* Automatic: the world was rebuilt in place, without rank 2; manual: a
+   * shrink builds that world. */
+  if (manual) {
+    nexar_comm_t *nc = NULL;
+    NT_OKC(w, nexar_comm_shrink(w, &nc));
+    w = nc;
+  }
   NT_OK(nexar_comm_size(w, &n));
   NT_CHECKF(n == 3, "world of %d after the rebuild", n);
   for (; it < ITERS; it++) {
@@ -162,6 +182,7 @@ static int route_loss(int index, void *arg) {
     if (check_sum(w, it, b, COUNT)) return 1;
   }
   NT_OKC(w, nexar_barrier(w));
+  if (manual) NT_OK(nexar_comm_free(&w));
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
@@ -373,9 +394,15 @@ int main(void) {
            f ? "FAIL" : "ok");
     fails += f;
   }
-  if ((!only || !strcmp(only, "route_loss")) && have_netns)
-    fails += run_case("route_loss", 4, route_loss, NULL,
+  if ((!only || !strcmp(only, "route_loss")) && have_netns) {
+    static int one = 1;
+    fails += run_case("route_loss_automatic", 4, route_loss, NULL,
                       NET_ENV "NEXAR_RECOVERY=automatic\n");
+    sh_cmd("ip rule del pref 50"); /* the route back for the next case */
+    fails += run_case("route_loss_manual", 4, route_loss, &one,
+                      NET_ENV "NEXAR_RECOVERY=manual\n");
+    sh_cmd("ip rule del pref 50");
+  }
   if (!only || !strcmp(only, "late_resume")) {
     static int one = 1;
     fails += run_case("late_resume_manual", 4, late_resume, &one,

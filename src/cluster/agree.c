@@ -543,6 +543,7 @@ typedef struct recover_arg {
   nexar__agree_t *ag;
   nexar_comm_t *newc;
   char err[NEXAR__ERRMSG_MAX];
+  bool refused; /* a shrink to a minority in doubt (minority_in_doubt) */
 } recover_arg_t;
 
 /* Whether the decision of |ag| leaves no majority of the old epoch. */
@@ -550,6 +551,37 @@ static bool no_majority(const nexar__agree_t *ag) {
   int ns = 0;
   for (int k = 0; k < ag->n; k++) ns += !ag->dset[k];
   return ag->decided && 2 * ns <= ag->n;
+}
+
+/* A shrink that would leave a minority of |comm| while some of the others
+ * are only known to have gone silent or out of reach (no proof that their
+ * processes are gone): this process may be the one cut off by a network
+ * partition, and the others may be going on without it. Says so in |err|
+ * and returns true; the shrink is refused (docs/fault-tolerance.md). */
+static bool minority_in_doubt(const nexar_comm_t *comm, char *err, size_t n) {
+  const nexar_ctx_t *ctx = comm->ctx;
+  int live = 0;
+  for (int r = 0; r < comm->size; r++) live += !ctx->dead[comm->world_ranks[r]];
+  if (2 * live > comm->size) return false;
+  char silent[160] = "";
+  size_t o = 0;
+  for (int r = 0; r < comm->size && o < sizeof(silent) - 16; r++) {
+    int id = comm->world_ranks[r];
+    if (ctx->dead[id] == 1 && ctx->dead_how[id] != NEXAR_FAIL_CONNECTION)
+      o += (size_t)snprintf(silent + o, sizeof(silent) - o, "%s%d",
+                            o ? ", " : "", id);
+  }
+  if (!o) return false;
+  snprintf(err, n,
+           "rank %d: comm_shrink of communicator %llu (epoch %u): only %d of "
+           "%d ranks are reachable and processes %s were declared failed "
+           "only because they went silent or out of reach, not because their "
+           "processes are known gone: this process may be cut off from the "
+           "others, which may go on without it, so it does not shrink to a "
+           "minority (only nexar_finalize may follow)",
+           comm->rank, (unsigned long long)comm->id, comm->epoch, live,
+           comm->size, silent);
+  return true;
 }
 
 /* Joins the agreement of |comm| for one call: creates it, or takes up the
@@ -563,6 +595,8 @@ static int start_fn(nexar__req_t *ctl) {
    * gets the "no majority" answer). */
   if (ag && (ag->waiter || (ag->shrunk && !(a->in_place && no_majority(ag)))))
     return NEXAR_ERR_INVALID_USAGE;
+  if (!a->in_place && minority_in_doubt(a->comm, a->err, sizeof(a->err)))
+    return NEXAR_ERR_PEER_FAILED;
   if (!ag) ag = create(ctx, a->comm);
   if (!ag) return NEXAR_ERR_NOMEM;
   char why[NEXAR__ERRMSG_MAX];
@@ -615,8 +649,13 @@ static int collect_fn(nexar__req_t *ctl) {
   nexar__agree_t *ag = a->ag;
   nexar_ctx_t *ctx = a->comm->ctx;
   snprintf(a->err, sizeof(a->err), "%s", ag->err);
-  a->newc = ag->rc == 0 ? ag->newc : NULL;
-  if (ag->rc < 0 && ag->newc) {
+  /* The decision may have taken more than this process knew when the
+   * shrink began. */
+  if (ag->rc == 0 && !ag->in_place &&
+      minority_in_doubt(a->comm, a->err, sizeof(a->err)))
+    a->refused = true;
+  a->newc = ag->rc == 0 && !a->refused ? ag->newc : NULL;
+  if ((ag->rc < 0 || a->refused) && ag->newc) {
     nexar__comm_unregister(ctx, ag->newc);
     nexar__comm_free(ag->newc);
   }
@@ -645,10 +684,13 @@ int nexar__recover(nexar_comm_t *comm, nexar_comm_t **out) {
   int rc = nexar__ep_call(&ctx->ep, start_fn, &a, UINT64_MAX);
   if (rc < 0) {
     free(w);
-    nexar__comm_set_error(comm,
-                          "rank %d: communicator %llu is already being "
-                          "recovered or was shrunk",
-                          comm->rank, (unsigned long long)comm->id);
+    if (a.err[0])
+      nexar__comm_set_error(comm, "%s", a.err);
+    else
+      nexar__comm_set_error(comm,
+                            "rank %d: communicator %llu is already being "
+                            "recovered or was shrunk",
+                            comm->rank, (unsigned long long)comm->id);
     return rc;
   }
   uint64_t deadline = t0 + (uint64_t)ctx->prm.op_timeout_ms * 1000000ull;
@@ -658,6 +700,7 @@ int nexar__recover(nexar_comm_t *comm, nexar_comm_t **out) {
   rc = w->rc;
   nexar__ep_call(&ctx->ep, collect_fn, &a, UINT64_MAX);
   free(w);
+  if (a.refused) rc = NEXAR_ERR_PEER_FAILED;
   if (rc < 0) {
     nexar__comm_set_error(comm, "%s", a.err);
     return rc;

@@ -213,7 +213,8 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
   ctx->peers = calloc(w.world_size, sizeof(*ctx->peers));
   ctx->ps = calloc(w.world_size, sizeof(*ctx->ps));
   ctx->dead = calloc(w.world_size, 1);
-  if (!ctx->roster || !ctx->peers || !ctx->ps || !ctx->dead)
+  ctx->dead_how = calloc(w.world_size, 1);
+  if (!ctx->roster || !ctx->peers || !ctx->ps || !ctx->dead || !ctx->dead_how)
     return NEXAR_ERR_NOMEM;
   for (uint32_t i = 0; i < w.world_size; i++)
     if (nexar__welcome_entry(&w, i, &ctx->roster[i]) < 0)

@@ -50,6 +50,10 @@ int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n) {
   uint8_t *de = realloc(ctx->dead, (size_t)n);
   if (!de) return NEXAR_ERR_NOMEM;
   ctx->dead = de;
+  uint8_t *dh = realloc(ctx->dead_how, (size_t)n);
+  if (!dh) return NEXAR_ERR_NOMEM;
+  ctx->dead_how = dh;
+  memset(dh + old, 0, add);
   nexar__peer_t *ps = realloc(ctx->ps, (size_t)n * sizeof(*ps));
   if (!ps) return NEXAR_ERR_NOMEM;
   ctx->ps = ps;

@@ -200,6 +200,7 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
     return;
   }
   if (ctx->dead[id]) return; /* known failed, or departed */
+  if (reason != NEXAR_FAIL_REPORTED) ctx->dead_how[id] = (uint8_t)reason;
   if (ctx->rs_active && reason != NEXAR_FAIL_REPORTED && id < ctx->rs_n &&
       ctx->rs_need[id]) {
     /* Resuming: this process judges no one it still needs an answer
@@ -248,7 +249,8 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
    * everyone even when its first sender dies half-way). */
   uint8_t pl[NEXAR__FAILED_BYTES];
   nexar__put_u32(pl, (uint32_t)id);
-  nexar__put_u32(pl + 4, (uint32_t)reason);
+  nexar__put_u32(pl + 4,
+                 ctx->dead_how[id] ? ctx->dead_how[id] : (uint32_t)reason);
   nexar__hdr_t h = {.kind = NEXAR__KIND_FAILED,
                     .comm_id = NEXAR__PROC_ID,
                     .src_rank = (uint32_t)ctx->rank};
@@ -515,6 +517,10 @@ void nexar__ft_on_ctl(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
   if (nexar__failed_decode(&fmsg, payload, len, (uint32_t)ctx->world) < 0)
     return;
   uint32_t id = fmsg.id, reason = fmsg.reason;
+  /* The notice's reason is its first-hand one; proof that the process is
+   * gone is kept even when this process already knew it failed. */
+  if (reason == NEXAR_FAIL_CONNECTION || !ctx->dead_how[id])
+    ctx->dead_how[id] = (uint8_t)reason;
   char detail[128];
   snprintf(detail, sizeof(detail), "process %d reported it (%s)", from,
            reason_text((int)reason));

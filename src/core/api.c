@@ -60,6 +60,7 @@ static void ctx_free(nexar_ctx_t *ctx) {
   for (int i = 0; ctx->ps && i < ctx->world; i++) free(ctx->ps[i].seqs);
   free(ctx->ps);
   free(ctx->dead);
+  free(ctx->dead_how);
   nexar__topo_fini(ctx);
   nexar__ft_fini(ctx);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
