@@ -354,7 +354,11 @@ static int run_case(const char *name, int world, nt_worker_fn fn, void *arg,
   for (int k = 0; k < MAXW; k++)
     if (sh->back_ms[k] > mx) mx = sh->back_ms[k];
   printf("%s %s", rc ? "FAIL" : "ok", name);
-  if (mx > 0) printf(" (slowest first error %.0f ms after the fault)", mx);
+  if (mx > 0) {
+    printf(" (first error after the fault, ms, by rank:");
+    for (int k = 0; k < world; k++) printf(" %.0f", sh->back_ms[k]);
+    printf(")");
+  }
   printf("\n");
   fflush(stdout);
   return rc ? 1 : 0;
