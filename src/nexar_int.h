@@ -391,12 +391,23 @@ struct nexar__ep {
   bool gro;     /* UDP_GRO is on for the socket */
   bool errq;    /* the socket's error queue needs reading */
   bool rx_more; /* the last receive pass stopped at its budget */
-  /* "The process did not run" (engine.c catch_up): a gap between passes
-   * longer than pause_ns (0: never checked) reads the socket empty before
-   * anything else and then calls ops->on_resume. */
+  /* "The process did not run" (engine.c catch_up): not running for longer
+   * than pause_ns (0: never checked) since the socket was last read makes
+   * the engine read it empty before anything else and then call
+   * ops->on_resume. */
   uint64_t pause_ns;
-  uint64_t last_pass;    /* when the last pass (or half of one) ended (ns) */
+  struct {
+    uint64_t unrun;      /* not running since the last read (ns) */
+    uint64_t pass_start; /* start of the pass, or of its unaccounted rest */
+    uint64_t pass_end;   /* when the last pass (or half of one) ended */
+    uint64_t s_wall;     /* a sample of the passing thread's CPU clock: */
+    uint64_t s_cpu;      /*   when, its value, */
+    uint64_t s_gaps;     /*   gaps between passes since, already counted */
+    pthread_t s_tid;     /*   and the thread */
+    bool s_ok;
+  } run;
   bool resuming;         /* inside that catch-up read */
+  bool resume_due;       /* a pause was seen while reading (udp.c) */
   size_t rcvbuf_bytes;   /* the socket's receive buffer (udp.c) */
   size_t rx_pass_bytes;  /* bytes the last receive pass read */
   int rx_batch;          /* datagrams per recvmmsg call */
@@ -650,6 +661,11 @@ void nexar__ep_stop(nexar__ep_t *ep);
 void nexar__ep_fini(nexar__ep_t *ep);
 int nexar__ep_add_conn(nexar__ep_t *ep, nexar__conn_t *c);
 void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__conn_t *c);
+/* Called by the transport before it judges what it read (ICMP reports):
+ * when this process did not run for longer than ep->pause_ns since the
+ * socket was last read, the rest of the reading is a catch-up
+ * (ep->resuming, ep->resume_due; the engine ends it). */
+void nexar__ep_check_run(nexar__ep_t *ep);
 /* How long a caller whose request completed may leave the writes of that
  * pass (ACKs, credit) for its next call: the ACK delay we advertise. */
 #define NEXAR__WRITE_DEFER_NS 1000000ull

@@ -290,10 +290,16 @@ static int late_resume(int index, void *arg) {
   for (int i = 0; i < n; i++) sh->pid[i] = (pid_t)all[i];
   const int victim = 3;
   NT_OKC(w, nexar_barrier(w));
+  /* 1 MiB allreduces until the failure: the stop lands inside a progress
+   * pass more often than not, and the others' data fills the victim's
+   * receive buffer, so their fencing closes may be dropped. */
+  enum { BIG = 1 << 17 };
+  static int64_t ba[BIG], bb[BIG];
   if (index == victim) {
     /* Stopped in this loop; continued only after the others exited. */
     int rc = NEXAR_OK, it = 0;
-    for (; it < 1000000 && rc == NEXAR_OK; it++) rc = nexar_barrier(w);
+    for (; it < 1000000 && rc == NEXAR_OK; it++)
+      rc = allreduce_it(w, index, it, ba, bb, BIG);
     NT_CHECKF(sh->done == 3,
               "the barrier loop ended before the others were "
               "done: %s: %s",
@@ -312,12 +318,13 @@ static int late_resume(int index, void *arg) {
     return 0;
   }
   if (index == 0) {
-    sleep_ms(50);
+    sleep_ms(300);
     sh->t_fault = nt_now_ms();
     kill(sh->pid[victim], SIGSTOP);
   }
   int rc = NEXAR_OK;
-  for (int i = 0; i < 1000000 && rc == NEXAR_OK; i++) rc = nexar_barrier(w);
+  for (int i = 0; i < 1000000 && rc == NEXAR_OK; i++)
+    rc = allreduce_it(w, index, i, ba, bb, BIG);
   NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED, "%s: %s",
             nexar_err_name(rc), nexar_comm_last_error(w));
   nexar_comm_t *c = w;

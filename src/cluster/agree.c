@@ -457,7 +457,7 @@ void nexar__agree_on_msg(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
     char why[NEXAR__ERRMSG_MAX];
     snprintf(why, sizeof(why),
              "rank %d of communicator %llu (epoch %u): revoked, process %d "
-             "started its recovery",
+             "started its recovery; receive buffers are unspecified",
              comm->rank, (unsigned long long)comm->id, comm->epoch, from);
     nexar__comm_revoke(comm, NEXAR_ERR_REVOKED, why);
   }

@@ -13,6 +13,7 @@
  * deadline is before the thread's planned wake-up, so no timer is missed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -360,14 +361,100 @@ static void reap_dead(nexar__ep_t *ep) {
   }
 }
 
-/* The process did not run for |gap| ns (SIGSTOP, a paused VM, a starved
- * host): before anything else, read everything queued on the socket, so
- * that what the peers said meanwhile (a fencing close above all) is known
- * before this process judges anyone; ICMP reports read meanwhile are only
- * recorded (ep->resuming). What was queued fits in the socket's receive
- * buffer, so reading that many bytes (or until the socket is empty) gets
- * all of it; peers that keep sending cannot make it longer. */
-static void catch_up(nexar__ep_t *ep, uint64_t idle) {
+/* ---- Did this process run? ----
+ * A process that did not run for longer than ep->pause_ns (SIGSTOP, a
+ * paused VM, a starved host) may have been declared failed meanwhile: it
+ * reads everything queued before it judges anyone (catch_up). Not running
+ * is counted since the socket was last read: the gaps between passes (a
+ * running process passes at least every 50 ms), and within a pass the wall
+ * time its thread was neither running nor waiting for a CPU (a long pass
+ * that computes is work, one on an oversubscribed host is work delayed;
+ * one that was stopped in the middle is not). Running is the thread's CPU
+ * clock, waiting the run-queue time in /proc/thread-self/schedstat (without
+ * it, waiting counts as not running). They cost system calls, so they are
+ * sampled at most every RUN_SAMPLE_NS at the start of a pass and read
+ * again only once a pass has run for RUN_LONG_NS. */
+#define RUN_SAMPLE_NS 10000000ull /* 10 ms */
+#define RUN_LONG_NS 20000000ull   /* 20 ms */
+
+/* The calling thread's time running or runnable (ns). */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  /* "<ran> <waited on a run queue> <slices>"; ran is only brought up to
+   * date at context switches, so the clock above stands for it. */
+  int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return t;
+  char b[96];
+  ssize_t n = read(fd, b, sizeof(b) - 1);
+  close(fd);
+  unsigned long long ran, waited;
+  if (n > 0) {
+    b[n] = 0;
+    if (sscanf(b, "%llu %llu", &ran, &waited) == 2) t += waited;
+  }
+  return t;
+}
+
+static void run_sample(nexar__ep_t *ep, uint64_t now, uint64_t cpu) {
+  ep->run.s_wall = now;
+  ep->run.s_cpu = cpu;
+  ep->run.s_gaps = 0;
+  ep->run.s_tid = pthread_self();
+  ep->run.s_ok = true;
+}
+
+static void run_pass_begin(nexar__ep_t *ep, uint64_t now) {
+  if (ep->run.pass_end && now > ep->run.pass_end) {
+    uint64_t gap = now - ep->run.pass_end;
+    ep->run.unrun += gap;
+    ep->run.s_gaps += gap;
+  }
+  ep->run.pass_start = now;
+  if (!ep->run.s_ok || !pthread_equal(ep->run.s_tid, pthread_self()) ||
+      now - ep->run.s_wall > RUN_SAMPLE_NS)
+    run_sample(ep, now, thread_cpu_ns());
+}
+
+/* Counts the time since the sample that the pass's thread got no CPU, once
+ * the pass (or its rest since the last count) has run for RUN_LONG_NS. */
+static void run_settle(nexar__ep_t *ep, uint64_t now) {
+  if (now - ep->run.pass_start < RUN_LONG_NS) return;
+  uint64_t cpu = thread_cpu_ns();
+  uint64_t wall = now - ep->run.s_wall;
+  wall = wall > ep->run.s_gaps ? wall - ep->run.s_gaps : 0;
+  uint64_t used = cpu - ep->run.s_cpu; /* ran or waited to */
+  if (wall > used) ep->run.unrun += wall - used;
+  run_sample(ep, now, cpu);
+  ep->run.pass_start = now;
+}
+
+static void run_pass_end(nexar__ep_t *ep) {
+  uint64_t now = nexar__now();
+  run_settle(ep, now);
+  ep->run.pass_end = now;
+}
+
+static bool run_paused(nexar__ep_t *ep) {
+  if (!ep->pause_ns) return false;
+  run_settle(ep, nexar__now());
+  return ep->run.unrun > ep->pause_ns;
+}
+
+void nexar__ep_check_run(nexar__ep_t *ep) {
+  if (!ep->resuming && run_paused(ep)) ep->resuming = ep->resume_due = true;
+}
+
+/* The process did not run for ep->run.unrun ns: read everything queued on
+ * the socket, so that what the peers said meanwhile (a fencing close above
+ * all) is known before this process judges anyone; ICMP reports read
+ * meanwhile are only recorded (ep->resuming). What was queued fits in the
+ * socket's receive buffer, so reading that many bytes (or until the socket
+ * is empty) gets all of it; peers that keep sending cannot make it longer.
+ * Then ops->on_resume judges. */
+static void catch_up(nexar__ep_t *ep) {
+  uint64_t idle = ep->run.unrun;
   ep->resuming = true;
   size_t bytes = 0;
   for (int i = 0; i < 4096 && bytes <= ep->rcvbuf_bytes; i++) {
@@ -375,21 +462,22 @@ static void catch_up(nexar__ep_t *ep, uint64_t idle) {
     bytes += ep->rx_pass_bytes;
     if (!ep->rx_more) break;
   }
-  ep->resuming = false;
+  ep->resuming = ep->resume_due = false;
+  ep->run.unrun = 0;
   if (ep->ops->on_resume) ep->ops->on_resume(ep, idle);
 }
 
 /* First half of a progress pass (emu held): queued operations, received
- * datagrams, expired timers, the tick. */
+ * datagrams, expired timers, the tick. A pause before or while reading
+ * makes the reading a catch-up. */
 static void ep_input(nexar__ep_t *ep) {
-  /* Passes come at least every 50 ms (ep_output) while the process runs;
-   * a longer gap from the end of one to the start of the next means it did
-   * not run (a long pass is work, not a pause: the detector's tick gives
-   * the peers a fresh timeout after one, failure.c). */
-  uint64_t idle = nexar__now() - ep->last_pass;
-  if (ep->last_pass && ep->pause_ns && idle > ep->pause_ns) catch_up(ep, idle);
+  run_pass_begin(ep, nexar__now());
+  if (run_paused(ep)) catch_up(ep);
   run_ops(ep);
+  if (run_paused(ep)) catch_up(ep);
   nexar__udp_recv_all(ep, nexar__quic_on_datagram);
+  if (ep->resume_due || run_paused(ep)) catch_up(ep);
+  ep->run.unrun = 0;
   if (ep->accept_mesh && ep->nstash) {
     int n = ep->nstash;
     ep->nstash = 0;
@@ -404,7 +492,7 @@ static void ep_input(nexar__ep_t *ep) {
     if (nexar__conn_expiry(ep->conns[i]) <= now)
       nexar__conn_on_expiry(ep->conns[i], now);
   if (ep->ops->on_tick) ep->ops->on_tick(ep, now);
-  ep->last_pass = nexar__now();
+  run_pass_end(ep);
 }
 
 /* Second half (emu held): writes, connection state. Returns when the next
@@ -428,7 +516,7 @@ static uint64_t ep_output(nexar__ep_t *ep) {
    * rather than spin on the writes it holds back. */
   if (ep->tx_blocked) busy = ep->rx_more;
   reap_dead(ep);
-  ep->last_pass = nexar__now();
+  run_pass_end(ep);
   if (busy) return 0;
   /* Tick at least every 50 ms for bootstrap and other deadlines. */
   uint64_t next = nexar__now() + 50000000ull;

@@ -388,6 +388,9 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
     if (rounds == 15) ep->rx_more = true;
   }
   ep->rx_pass_bytes = bytes;
-  if (ep->errq) drain_errors(ep);
+  if (ep->errq) {
+    nexar__ep_check_run(ep); /* a pause: the reports are only recorded */
+    drain_errors(ep);
+  }
   return total;
 }
