@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elastic_churn.h"
 #include "harness.h"
 #include "nexar.h"
 
@@ -391,6 +392,14 @@ int main(void) {
   rc = nt_run(&a, abandon_worker, NULL);
   printf("%s elastic checkpoint abandoned for an unreachable joiner (%.1f s)\n",
          rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
+  fails += rc != 0;
+  t0 = nt_now_ms();
+  churn_opts_t co = {.cycles = 6, .timeout_ms = 30000};
+  rc = churn_run(&co);
+  printf(
+      "%s elastic churn: 6 joiners in and out of a world of 4, departed "
+      "connections freed (%.1f s)\n",
+      rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
   fails += rc != 0;
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;

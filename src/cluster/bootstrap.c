@@ -456,6 +456,7 @@ const nexar__ep_ops_t nexar__worker_ops = {
     .verify_client = worker_verify_client,
     .on_unreachable = worker_on_unreachable,
     .on_resume = worker_on_resume,
+    .peer_release = nexar__peer_release,
 };
 
 static int boot_begin(nexar__req_t *req) {
