@@ -9,6 +9,8 @@
 #include "elastic_churn.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,8 +166,11 @@ static int lived(int me) {
     if (c + 1 == opt->warmup) base = now;
     if (c + 1 > opt->warmup && now > top) top = now;
     if (me == 0 && opt->report_every && (c + 1) % opt->report_every == 0)
-      printf("[%d] cycle %d: RSS %ld KiB (%.1f ms per cycle)\n", me, c + 1, now,
-             (nt_now_ms() - t0) / (c + 1));
+      printf(
+          "[%d] cycle %d: RSS %ld KiB, heap in use %zu KiB, %d ids (%.1f "
+          "ms per cycle)\n",
+          me, c + 1, now, mallinfo2().uordblks / 1024, ctx->world,
+          (nt_now_ms() - t0) / (c + 1));
   }
   /* The last joiner leaves. */
   nexar_membership_t m;
