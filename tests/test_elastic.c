@@ -492,79 +492,76 @@ static int abandon_worker(int index, void *arg) {
   return 0;
 }
 
+typedef struct world {
+  const char *what;
+  nt_worker_fn fn; /* NULL: the churn (elastic_churn.c runs its own) */
+  void *arg;
+  nt_opts_t o;
+} world_t;
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (pipe(go_join) < 0 || pipe(go_extra) < 0) return 1;
-  int fails = 0;
-  double t0 = nt_now_ms();
-  nt_opts_t o = {.world_size = MEMBERS,
-                 .nprocs = MAXW + 1,
-                 .timeout_ms = 45000,
-                 .env = "NEXAR_MAX_WORLD_SIZE=6\nNEXAR_MIN_WORLD_SIZE=5\n"};
-  int rc = nt_run(&o, grow_worker, NULL);
-  printf("%s elastic grow 4 -> 6, leave -> 5 (%.1f s)\n", rc ? "FAIL" : "ok",
-         (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
-  t0 = nt_now_ms();
-  nt_opts_t q = {.world_size = 3,
-                 .timeout_ms = 20000,
-                 .env = "NEXAR_OP_TIMEOUT_MS=3000\n"};
-  rc = nt_run(&q, noseed_worker, NULL);
-  printf("%s elastic checkpoints with a seed that is gone (%.1f s)\n",
-         rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
-  t0 = nt_now_ms();
-  q.env = "NEXAR_MAX_WORLD_SIZE=3\n";
-  rc = nt_run(&q, noseed_worker, "escape");
-  printf(
-      "%s elastic leave, NEXAR_MAX_WORLD_SIZE = world size: the seed is "
-      "never asked (%.1f s)\n",
-      rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
-  t0 = nt_now_ms();
   char hole[64];
   int hfd = bind_hole(hole, sizeof(hole));
-  if (hfd < 0) return 1;
-  nt_opts_t sl = {.world_size = 3,
-                  .timeout_ms = 20000,
-                  .env =
-                      "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=2000\n"
-                      "NEXAR_BOOTSTRAP_TIMEOUT_MS=2000\n"};
-  rc = nt_run(&sl, silent_worker, hole);
+  if (pipe(go_join) < 0 || pipe(go_extra) < 0 || pipe(go_quit) < 0 || hfd < 0)
+    return 1;
+  const world_t worlds[] = {
+      {"grow 4 -> 6, leave -> 5",
+       grow_worker,
+       NULL,
+       {.world_size = MEMBERS,
+        .nprocs = MAXW + 1,
+        .timeout_ms = 45000,
+        .env = "NEXAR_MAX_WORLD_SIZE=6\nNEXAR_MIN_WORLD_SIZE=5\n"}},
+      {"checkpoints with a seed that is gone",
+       noseed_worker,
+       NULL,
+       {.world_size = 3,
+        .timeout_ms = 20000,
+        .env = "NEXAR_OP_TIMEOUT_MS=3000\n"}},
+      {"leave, NEXAR_MAX_WORLD_SIZE = world size: the seed is never asked",
+       noseed_worker,
+       "escape",
+       {.world_size = 3,
+        .timeout_ms = 20000,
+        .env = "NEXAR_MAX_WORLD_SIZE=3\n"}},
+      {"checkpoint with a silent seed, op timeout = bootstrap timeout",
+       silent_worker,
+       hole,
+       {.world_size = 3,
+        .timeout_ms = 20000,
+        .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=2000\n"
+               "NEXAR_BOOTSTRAP_TIMEOUT_MS=2000\n"}},
+      {"leave revokes the child communicators with the leaver",
+       child_worker,
+       NULL,
+       {.world_size = 3,
+        .timeout_ms = 30000,
+        .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=10000\n"}},
+      {"checkpoint abandoned for an unreachable joiner",
+       abandon_worker,
+       NULL,
+       {.world_size = 3,
+        .nprocs = 5,
+        .timeout_ms = 20000,
+        .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=1500\n"}},
+      {"churn: 6 joiners in and out of a world of 4, departed connections "
+       "freed",
+       NULL,
+       NULL,
+       {0}},
+  };
+  int fails = 0;
+  for (size_t i = 0; i < sizeof(worlds) / sizeof(worlds[0]); i++) {
+    const world_t *wd = &worlds[i];
+    churn_opts_t co = {.cycles = 6, .timeout_ms = 30000};
+    double t0 = nt_now_ms();
+    int rc = wd->fn ? nt_run(&wd->o, wd->fn, wd->arg) : churn_run(&co);
+    printf("%s elastic %s (%.1f s)\n", rc ? "FAIL" : "ok", wd->what,
+           (nt_now_ms() - t0) / 1e3);
+    fails += rc != 0;
+  }
   close(hfd);
-  printf(
-      "%s elastic checkpoint with a silent seed, op timeout = bootstrap "
-      "timeout (%.1f s)\n",
-      rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
-  t0 = nt_now_ms();
-  nt_opts_t ch = {.world_size = 3,
-                  .timeout_ms = 30000,
-                  .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=10000\n"};
-  rc = nt_run(&ch, child_worker, NULL);
-  printf(
-      "%s elastic leave revokes the child communicators with the leaver "
-      "(%.1f s)\n",
-      rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
-  t0 = nt_now_ms();
-  if (pipe(go_quit) < 0) return 1;
-  nt_opts_t a = {.world_size = 3,
-                 .nprocs = 5,
-                 .timeout_ms = 20000,
-                 .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=1500\n"};
-  rc = nt_run(&a, abandon_worker, NULL);
-  printf("%s elastic checkpoint abandoned for an unreachable joiner (%.1f s)\n",
-         rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
-  t0 = nt_now_ms();
-  churn_opts_t co = {.cycles = 6, .timeout_ms = 30000};
-  rc = churn_run(&co);
-  printf(
-      "%s elastic churn: 6 joiners in and out of a world of 4, departed "
-      "connections freed (%.1f s)\n",
-      rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
 }
