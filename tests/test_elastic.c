@@ -60,6 +60,9 @@
 /* Pipes created before nt_run, inherited by every worker: rank 0 writes to
  * go_join once the members are up, to go_extra once the world is full. */
 static int go_join[2], go_extra[2];
+/* The joiner beyond the max tells rank 0 it was refused: the leave, which
+ * makes room again, must not come before its HELLO. */
+static int go_refused[2];
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -195,6 +198,7 @@ static int extra_joiner(void) {
   NT_CHECKF(rc == NEXAR_ERR_INVALID_USAGE && strstr(e, "full"),
             "a joiner beyond the max: %s: %s", nexar_err_name(rc), e);
   NT_CHECKF(nt_now_ms() - t0 < 5000, "refused after %.0f ms", nt_now_ms() - t0);
+  NT_CHECK(say(go_refused[1], 1) == 0);
   return 0;
 }
 
@@ -230,6 +234,7 @@ static int grow_worker(int index, void *arg) {
   if (check_ids(w, grown, n, ep)) return 1;
   if (r == 0) NT_CHECK(say(go_extra[1], 1) == 0);
   if (check_world(w, n, r)) return 1;
+  if (r == 0) NT_CHECK(wait_go(go_refused[0]) == 0);
 
   /* One rank leaves. */
   nexar_membership_t m;
@@ -503,7 +508,8 @@ int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   char hole[64];
   int hfd = bind_hole(hole, sizeof(hole));
-  if (pipe(go_join) < 0 || pipe(go_extra) < 0 || pipe(go_quit) < 0 || hfd < 0)
+  if (pipe(go_join) < 0 || pipe(go_extra) < 0 || pipe(go_quit) < 0 ||
+      pipe(go_refused) < 0 || hfd < 0)
     return 1;
   const world_t worlds[] = {
       {"grow 4 -> 6, leave -> 5",
