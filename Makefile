@@ -39,7 +39,7 @@ ft-campaign: deps
 
 # The elastic soak (docs/testing.md): 1,000 join/leave cycles on a world of
 # 4, a long-lived member's RSS asserted flat within 2 MiB after warm-up;
-# about 30 s on a 2-core machine; not part of `make test`. NEXAR_SOAK_CYCLES.
+# 30 s to 1 min on a 2-core machine; not part of `make test`. NEXAR_SOAK_CYCLES.
 elastic-soak: deps
 	@cmake -S . -B $(BUILD) -DNEXAR_WERROR=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target elastic_soak
