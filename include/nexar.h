@@ -339,16 +339,25 @@ typedef struct nexar_membership {
  * keep their order, the newcomers follow in arrival order, the epoch
  * advances, and every collective, p2p call and barrier works on it when the
  * call returns (newcomers return from nexar_init at the same point). With no
- * joiner and no leaver it is a barrier. A process that left may only call
- * nexar_finalize. |out| may be NULL.
+ * joiner and no leaver it is a barrier; when no seed is to be asked (known
+ * not elastic or gone, or NEXAR_MAX_WORLD_SIZE reached) it costs one
+ * allgather of 24 bytes per member. The leader (lowest staying rank) waits
+ * for the seed at most min(NEXAR_BOOTSTRAP_TIMEOUT_MS, NEXAR_OP_TIMEOUT_MS /
+ * 2), less when its port is closed. Child communicators that contain a
+ * leaver are revoked (NEXAR_ERR_REVOKED on the staying members: free them);
+ * on a leaver every communicator is. A process that left may only call
+ * nexar_finalize. |out| may be NULL. Thread-safety: a collective on the
+ * world, called in the same order as its other collectives on every member;
+ * no other operation on the world may be in flight during it.
  *
  * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG when fewer than
  * NEXAR_MIN_WORLD_SIZE would remain (nobody leaves then); NEXAR_ERR_TIMEOUT
  * (e.g. a joiner could not be connected: every member then abandons the
  * change and the world is unchanged); NEXAR_ERR_PEER_FAILED /
  * NEXAR_ERR_REVOKED (see the recovery policy); NEXAR_ERR_INVALID_USAGE on a
- * process that already left. A seed that is not elastic or cannot be reached
- * admits nobody, which is not an error (docs/elastic.md).
+ * process that already left. A seed that is not elastic, gone or silent
+ * admits nobody, which is not an error, and no later checkpoint asks it
+ * (docs/elastic.md).
  */
 NEXAR_EXTERN int nexar_elastic_checkpoint(nexar_ctx_t *ctx, int leave,
                                           nexar_membership_t *out);

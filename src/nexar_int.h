@@ -338,6 +338,10 @@ typedef struct nexar__ep_ops {
   /* The process did not run for |idle_ns| (longer than ep->pause_ns);
    * everything queued on the socket has been read since (optional). */
   void (*on_resume)(nexar__ep_t *ep, uint64_t idle_ns);
+  /* A mesh connection ended and was reported (on_closed): returns true
+   * when it may be freed now, having detached it from the owner's tables
+   * (optional; without it mesh connections live until ep_fini). */
+  bool (*peer_release)(nexar__conn_t *c);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
@@ -917,6 +921,18 @@ void nexar__ft_fini(nexar_ctx_t *ctx);
  * detector saw it; |detail| says how. */
 void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
                            const char *detail);
+/* Engine (ep ops peer_release): when the process of the ended mesh
+ * connection |c| has left or failed, detaches |c| from ctx->peers and
+ * frees that process's sequence state; returns whether |c| may be freed
+ * (not while it holds a whole message still unreceived). Error texts and
+ * nexar_failures keep its id and the roster's address. */
+bool nexar__peer_release(nexar__conn_t *c);
+/* Engine: the |n| processes |ids| left at the checkpoint that made world
+ * epoch |epoch|: every registered communicator (not the world) that
+ * contains one of them is revoked (NEXAR_ERR_REVOKED), so that no member
+ * waits on it. */
+void nexar__comm_revoke_departed(nexar_ctx_t *ctx, const int *ids, int n,
+                                 uint32_t epoch);
 /* Engine: a mesh connection is gone (bootstrap.c on_closed). */
 void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c);
 /* Engine: an ICMP port unreachable for |to| (after the mesh formed). */

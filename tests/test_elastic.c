@@ -13,8 +13,13 @@
  * every rank with nobody leaving.
  *
  * noseed: the seed of a world of 3 is not elastic and exits once the world
- * is formed. A leave still works (the leader's admission attempt ends at
- * NEXAR_BOOTSTRAP_TIMEOUT_MS), and the next checkpoint does not ask again.
+ * is formed. The first checkpoint learns it at once (its closed port), a
+ * leave works, and a later checkpoint runs one collective, as a barrier.
+ * With NEXAR_MAX_WORLD_SIZE = world size nobody asks the seed, a leave
+ * included. silent: a seed that never answers and an op timeout no longer
+ * than the bootstrap timeout: every member's checkpoint still succeeds.
+ * child: a leave revokes a child communicator with the leaver in it, so the
+ * others fail at once (NEXAR_ERR_REVOKED), not after the op timeout.
  *
  * abandon: first a joiner gives up while pending (its bootstrap deadline):
  * the seed forgets it, so it is never admitted. Then a joiner advertises an
@@ -22,7 +27,11 @@
  * NEXAR_OP_TIMEOUT_MS, so every member's checkpoint fails alike, naming
  * that joiner (id 3: the one that gave up got no id), and nothing changes;
  * the world works and the next checkpoint is a plain one. The joiner's
- * nexar_init fails at its own bootstrap deadline.
+ * nexar_init fails at its own bootstrap deadline, the one that gave up
+ * within 500 ms of its NEXAR_BOOTSTRAP_TIMEOUT_MS.
+ *
+ * churn (elastic_churn.c): 6 joiners in and out of a world of 4; no
+ * connection of a departed process outlives its checkpoint.
  */
 #include <errno.h>
 #include <poll.h>
@@ -33,8 +42,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include "elastic_churn.h"
 #include "harness.h"
 #include "nexar.h"
+#include "nexar_int.h"
 
 #define MEMBERS 4
 #define MAXW 6
@@ -44,6 +60,9 @@
 /* Pipes created before nt_run, inherited by every worker: rank 0 writes to
  * go_join once the members are up, to go_extra once the world is full. */
 static int go_join[2], go_extra[2];
+/* The joiner beyond the max tells rank 0 it was refused: the leave, which
+ * makes room again, must not come before its HELLO. */
+static int go_refused[2];
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -179,6 +198,7 @@ static int extra_joiner(void) {
   NT_CHECKF(rc == NEXAR_ERR_INVALID_USAGE && strstr(e, "full"),
             "a joiner beyond the max: %s: %s", nexar_err_name(rc), e);
   NT_CHECKF(nt_now_ms() - t0 < 5000, "refused after %.0f ms", nt_now_ms() - t0);
+  NT_CHECK(say(go_refused[1], 1) == 0);
   return 0;
 }
 
@@ -214,6 +234,7 @@ static int grow_worker(int index, void *arg) {
   if (check_ids(w, grown, n, ep)) return 1;
   if (r == 0) NT_CHECK(say(go_extra[1], 1) == 0);
   if (check_world(w, n, r)) return 1;
+  if (r == 0) NT_CHECK(wait_go(go_refused[0]) == 0);
 
   /* One rank leaves. */
   nexar_membership_t m;
@@ -264,31 +285,139 @@ static int grow_worker(int index, void *arg) {
   return 0;
 }
 
+/* Collectives the world has run (its next collective number). */
+static uint64_t world_colls(nexar_ctx_t *ctx) {
+  return nexar_comm_world(ctx)->coll_seq;
+}
+
+/* A plain checkpoint (nobody leaves, nobody joins), timed: NEXAR_OK on
+ * every member within |ms|, the world unchanged; *colls: the collectives it
+ * ran on the world. */
+static int plain_checkpoint(nexar_ctx_t *ctx, int n, double ms,
+                            uint64_t *colls) {
+  nexar_comm_t *w = nexar_comm_world(ctx);
+  nexar_membership_t m;
+  uint64_t c0 = world_colls(ctx);
+  double t0 = nt_now_ms();
+  NT_OKC(w, nexar_elastic_checkpoint(ctx, 0, &m));
+  double took = nt_now_ms() - t0;
+  *colls = world_colls(ctx) - c0;
+  NT_CHECKF(took < ms && m.new_size == n && m.joined == 0 && m.left == 0,
+            "plain checkpoint: %.0f ms (limit %.0f), size %d, joined %d, "
+            "left %d",
+            took, ms, m.new_size, m.joined, m.left);
+  return 0;
+}
+
+/* A seed that is gone (a classic one exits after formation): the first
+ * checkpoint learns it at once from its closed port, the others do not ask;
+ * a plain checkpoint then runs one collective, as a barrier would. With
+ * NEXAR_MAX_WORLD_SIZE=3 (arg) nobody ever asks, a leave included. */
 static int noseed_worker(int index, void *arg) {
-  (void)arg;
+  (void)index;
+  bool escape = arg != NULL;
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
   int r, n;
+  uint64_t colls;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  if (!escape && plain_checkpoint(ctx, 3, 1000, &colls)) return 1;
   nexar_membership_t m;
+  double t0 = nt_now_ms();
   NT_OKC(w, nexar_elastic_checkpoint(ctx, r == 2, &m));
   NT_CHECKF(m.new_size == 2 && m.joined == 0 && m.left == 1,
             "size %d joined %d left %d", m.new_size, m.joined, m.left);
+  NT_CHECKF(nt_now_ms() - t0 < 1000, "leave with the seed gone: %.0f ms",
+            nt_now_ms() - t0);
   if (r == 2) {
     NT_OK(nexar_finalize(ctx));
     return 0;
   }
-  /* The seed is known to be gone: no second wait for it. */
-  double t0 = nt_now_ms();
-  NT_OKC(w, nexar_elastic_checkpoint(ctx, 0, &m));
-  NT_CHECKF(nt_now_ms() - t0 < 1000 && m.new_size == 2 && m.joined == 0,
-            "second checkpoint took %.0f ms", nt_now_ms() - t0);
+  if (plain_checkpoint(ctx, 2, 1000, &colls)) return 1;
+  NT_CHECKF(colls == 1,
+            "a checkpoint with no seed to ask ran %llu "
+            "collectives, not one",
+            (unsigned long long)colls);
   if (check_world(w, 2, m.new_rank)) return 1;
   int nf = -1;
   NT_OK(nexar_failures(ctx, NULL, 0, &nf));
   NT_CHECKF(nf == 0, "%d failures recorded", nf);
   NT_OK(nexar_finalize(ctx));
   return 0;
+}
+
+/* A seed that is there but silent (NEXAR_OP_TIMEOUT_MS=2000 is not above
+ * NEXAR_BOOTSTRAP_TIMEOUT_MS=2000): the leader (rank 0, whose NEXAR_SEED is
+ * pointed at a UDP port that never answers) gives up in time for the
+ * others, who wait for its answer in a broadcast: every member's
+ * checkpoint succeeds; the next one does not ask. */
+static int silent_worker(int index, void *arg) {
+  (void)index;
+  const char *hole = arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  uint64_t colls;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  if (r == 0) ctx->prm.seed_addr = hole;
+  if (plain_checkpoint(ctx, 3, 2000, &colls)) return 1;
+  if (plain_checkpoint(ctx, 3, 1000, &colls)) return 1;
+  NT_CHECKF(colls == 1,
+            "after a silent seed a checkpoint ran %llu "
+            "collectives, not one",
+            (unsigned long long)colls);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+/* A child communicator (a dup of the world) with a member that leaves:
+ * every staying member's next operation on it fails at once with
+ * NEXAR_ERR_REVOKED naming the leave, not after NEXAR_OP_TIMEOUT_MS. */
+static int child_worker(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w, *child = NULL;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  NT_OKC(w, nexar_comm_dup(w, &child));
+  int64_t v = r + 1, sum = 0;
+  NT_OKC(child, nexar_allreduce(child, &v, &sum, 1, NEXAR_INT64, NEXAR_SUM));
+  NT_CHECKF(sum == 6, "allreduce on the child: %lld", (long long)sum);
+  nexar_membership_t m;
+  NT_OKC(w, nexar_elastic_checkpoint(ctx, r == 2, &m));
+  if (r == 2) {
+    NT_OK(nexar_finalize(ctx));
+    return 0;
+  }
+  /* Rank 0 sends first: rank 1's first step waits on rank 0, a survivor. */
+  double t0 = nt_now_ms();
+  int rc = nexar_bcast(child, &v, 1, NEXAR_INT64, 0);
+  double ms = nt_now_ms() - t0;
+  NT_CHECKF(rc == NEXAR_ERR_REVOKED &&
+                strstr(nexar_comm_last_error(child), "left the job") &&
+                ms < 2000,
+            "bcast on a child with a leaver: %s after %.0f ms: %s",
+            nexar_err_name(rc), ms, nexar_comm_last_error(child));
+  rc = nexar_comm_free(&child);
+  NT_CHECKF(rc == NEXAR_ERR_REVOKED && child == NULL, "comm_free: %s",
+            nexar_err_name(rc));
+  if (check_world(w, 2, m.new_rank)) return 1;
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+/* A UDP socket on loopback that never answers; its address in |out|. */
+static int bind_hole(char *out, size_t n) {
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof(a);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &al) < 0)
+    return -1;
+  snprintf(out, n, "127.0.0.1:%d", ntohs(a.sin_port));
+  return fd;
 }
 
 static int go_quit[2]; /* the joiner that gave up tells the members */
@@ -301,11 +430,18 @@ static int abandon_worker(int index, void *arg) {
     setenv("NEXAR_JOIN", "1", 1);
     setenv("NEXAR_BOOTSTRAP_TIMEOUT_MS", "300", 1);
     nexar_ctx_t *ctx = NULL;
+    double t0 = nt_now_ms();
     int rc = nexar_init(NULL, &ctx);
+    double ms = nt_now_ms() - t0;
     NT_CHECKF(rc == NEXAR_ERR_TIMEOUT &&
                   strstr(nexar_last_error(), "pending as a joiner"),
               "a joiner that gives up: %s: %s", nexar_err_name(rc),
               nexar_last_error());
+    /* Its own deadline, with no grace for a verdict it never gets. */
+    NT_CHECKF(ms < 300 + 500,
+              "a joiner never admitted gave up after %.0f ms "
+              "(NEXAR_BOOTSTRAP_TIMEOUT_MS=300)",
+              ms);
     NT_CHECK(say(go_quit[1], 3) == 0);
     return 0;
   }
@@ -361,37 +497,77 @@ static int abandon_worker(int index, void *arg) {
   return 0;
 }
 
+typedef struct world {
+  const char *what;
+  nt_worker_fn fn; /* NULL: the churn (elastic_churn.c runs its own) */
+  void *arg;
+  nt_opts_t o;
+} world_t;
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (pipe(go_join) < 0 || pipe(go_extra) < 0) return 1;
+  char hole[64];
+  int hfd = bind_hole(hole, sizeof(hole));
+  if (pipe(go_join) < 0 || pipe(go_extra) < 0 || pipe(go_quit) < 0 ||
+      pipe(go_refused) < 0 || hfd < 0)
+    return 1;
+  const world_t worlds[] = {
+      {"grow 4 -> 6, leave -> 5",
+       grow_worker,
+       NULL,
+       {.world_size = MEMBERS,
+        .nprocs = MAXW + 1,
+        .timeout_ms = 45000,
+        .env = "NEXAR_MAX_WORLD_SIZE=6\nNEXAR_MIN_WORLD_SIZE=5\n"}},
+      {"checkpoints with a seed that is gone",
+       noseed_worker,
+       NULL,
+       {.world_size = 3,
+        .timeout_ms = 20000,
+        .env = "NEXAR_OP_TIMEOUT_MS=3000\n"}},
+      {"leave, NEXAR_MAX_WORLD_SIZE = world size: the seed is never asked",
+       noseed_worker,
+       "escape",
+       {.world_size = 3,
+        .timeout_ms = 20000,
+        .env = "NEXAR_MAX_WORLD_SIZE=3\n"}},
+      {"checkpoint with a silent seed, op timeout = bootstrap timeout",
+       silent_worker,
+       hole,
+       {.world_size = 3,
+        .timeout_ms = 20000,
+        .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=2000\n"
+               "NEXAR_BOOTSTRAP_TIMEOUT_MS=2000\n"}},
+      {"leave revokes the child communicators with the leaver",
+       child_worker,
+       NULL,
+       {.world_size = 3,
+        .timeout_ms = 30000,
+        .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=10000\n"}},
+      {"checkpoint abandoned for an unreachable joiner",
+       abandon_worker,
+       NULL,
+       {.world_size = 3,
+        .nprocs = 5,
+        .timeout_ms = 20000,
+        .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=1500\n"}},
+      {"churn: 6 joiners in and out of a world of 4, departed connections "
+       "freed",
+       NULL,
+       NULL,
+       {0}},
+  };
   int fails = 0;
-  double t0 = nt_now_ms();
-  nt_opts_t o = {.world_size = MEMBERS,
-                 .nprocs = MAXW + 1,
-                 .timeout_ms = 45000,
-                 .env = "NEXAR_MAX_WORLD_SIZE=6\nNEXAR_MIN_WORLD_SIZE=5\n"};
-  int rc = nt_run(&o, grow_worker, NULL);
-  printf("%s elastic grow 4 -> 6, leave -> 5 (%.1f s)\n", rc ? "FAIL" : "ok",
-         (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
-  t0 = nt_now_ms();
-  nt_opts_t q = {.world_size = 3,
-                 .timeout_ms = 20000,
-                 .env = "NEXAR_BOOTSTRAP_TIMEOUT_MS=2000\n"};
-  rc = nt_run(&q, noseed_worker, NULL);
-  printf("%s elastic leave with a seed that is gone (%.1f s)\n",
-         rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
-  t0 = nt_now_ms();
-  if (pipe(go_quit) < 0) return 1;
-  nt_opts_t a = {.world_size = 3,
-                 .nprocs = 5,
-                 .timeout_ms = 20000,
-                 .env = "NEXAR_MAX_WORLD_SIZE=4\nNEXAR_OP_TIMEOUT_MS=1500\n"};
-  rc = nt_run(&a, abandon_worker, NULL);
-  printf("%s elastic checkpoint abandoned for an unreachable joiner (%.1f s)\n",
-         rc ? "FAIL" : "ok", (nt_now_ms() - t0) / 1e3);
-  fails += rc != 0;
+  for (size_t i = 0; i < sizeof(worlds) / sizeof(worlds[0]); i++) {
+    const world_t *wd = &worlds[i];
+    churn_opts_t co = {.cycles = 6, .timeout_ms = 30000};
+    double t0 = nt_now_ms();
+    int rc = wd->fn ? nt_run(&wd->o, wd->fn, wd->arg) : churn_run(&co);
+    printf("%s elastic %s (%.1f s)\n", rc ? "FAIL" : "ok", wd->what,
+           (nt_now_ms() - t0) / 1e3);
+    fails += rc != 0;
+  }
+  close(hfd);
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
 }

@@ -63,8 +63,10 @@ nexar_test(test_ft_majority 120 test_ft_majority.c)
 # Sparse topologies: links per rank, relayed p2p, collectives, RPC, child
 # communicators, a forged relay origin, a failed relay (docs/topology.md).
 nexar_test(test_topology 240 test_topology.c)
-# Elastic membership: grow 4 -> 6 through the seed, leave, limits.
-nexar_test(test_elastic 90 test_elastic.c)
+# Elastic membership: grow 4 -> 6 through the seed, leave, limits, the seed
+# gone, a child with a leaver, a joiner never admitted, and join/leave churn
+# (no connection of a departed process outlives its checkpoint).
+nexar_test(test_elastic 120 test_elastic.c elastic_churn.c)
 # examples/elastic.c through nexar-run --max-world: 3 processes grow to 5
 # (joiners spawned by rank 0), then one leaves.
 add_test(NAME example_elastic COMMAND $<TARGET_FILE:nexar-run> -n 3
@@ -77,3 +79,10 @@ add_executable(ft_campaign EXCLUDE_FROM_ALL ft_campaign.c ft_campaign_trial.c
   ft_campaign_worker.c)
 target_include_directories(ft_campaign PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(ft_campaign PRIVATE nexar_static m)
+# The elastic soak (docs/testing.md): 1,000 join/leave cycles, the
+# long-lived members' RSS flat within 2 MiB after warm-up. `make
+# elastic-soak` builds and runs it; not a ctest test, not built by default.
+add_executable(elastic_soak EXCLUDE_FROM_ALL elastic_soak.c elastic_churn.c)
+target_include_directories(elastic_soak PRIVATE ${PROJECT_SOURCE_DIR}/src
+  ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(elastic_soak PRIVATE nexar_harness nexar_static m)

@@ -237,6 +237,10 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
   for (uint32_t i = 0; i < w.world_size; i++) wc->world_ranks[i] = (int)i;
   wc->rank = ctx->rank;
   wc->size = ctx->world;
+  /* NEXAR_MAX_WORLD_SIZE at most the world size: the job is not elastic
+   * (nor is a seed with the same setting), so no checkpoint asks it. */
+  int64_t maxw = ctx->prm.max_world_size;
+  ctx->seed_no_admit = maxw && maxw <= (int64_t)w.world_size;
   return mesh_begin(ctx, c);
 }
 
@@ -456,6 +460,7 @@ const nexar__ep_ops_t nexar__worker_ops = {
     .verify_client = worker_verify_client,
     .on_unreachable = worker_on_unreachable,
     .on_resume = worker_on_resume,
+    .peer_release = nexar__peer_release,
 };
 
 static int boot_begin(nexar__req_t *req) {

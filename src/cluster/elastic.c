@@ -135,6 +135,15 @@ static uint64_t ms_from_now(int64_t ms) {
 
 /* ---- The leader's admission exchange with the seed. */
 
+/* How long the leader waits for the seed: min(NEXAR_BOOTSTRAP_TIMEOUT_MS,
+ * NEXAR_OP_TIMEOUT_MS / 2), so that the other members, waiting for its
+ * answer in a broadcast bounded by the op timeout, always get it. */
+static int64_t ask_ms(const nexar_ctx_t *ctx) {
+  int64_t half = ctx->prm.op_timeout_ms / 2;
+  return half < ctx->prm.bootstrap_timeout_ms ? half
+                                              : ctx->prm.bootstrap_timeout_ms;
+}
+
 typedef struct ask {
   nexar_ctx_t *ctx;
   nexar__conn_t *conn;   /* the admission connection (engine) */
@@ -256,8 +265,18 @@ static int ask_begin_fn(nexar__req_t *req) {
   return 0;
 }
 
+/* Engine: the exchange's state; a port unreachable from the seed's
+ * address (nothing listens there: the seed has exited) ends it at once. */
 static int ask_poll_fn(nexar__req_t *req) {
-  return ((ask_t *)req->cb_arg)->rc;
+  ask_t *k = req->cb_arg;
+  nexar__conn_t *c = k->conn;
+  if (!k->rc && c && c->port_closed && c->state != NEXAR__CS_DEAD) {
+    ask_end(k, NEXAR_ERR_TRANSPORT,
+            "nothing listens at that address (ICMP port unreachable): the "
+            "seed has exited");
+    ask_close(c, NEXAR__CLOSE_OK, NEXAR_ERR_TRANSPORT, "seed gone");
+  }
+  return k->rc;
 }
 
 /* Ends the exchange (NEXAR_ERR_TIMEOUT if still pending) and detaches the
@@ -279,10 +298,11 @@ static int ask_stop_fn(nexar__req_t *req) {
  * The leader asks the seed to admit the pending joiners into the world of
  * |ids| (|n| staying members), new id |comm_id|, epoch |epoch|. Returns the
  * ADMITTED body in *body (malloc'd, *len bytes), or *body = NULL when
- * nobody can be admitted: the seed is not elastic, cannot be reached within
- * min(NEXAR_OP_TIMEOUT_MS, NEXAR_BOOTSTRAP_TIMEOUT_MS), or refused. The
+ * nobody can be admitted: the seed is not elastic, is gone (its port
+ * closed: at once), cannot be reached within ask_ms(), or refused. The
  * checkpoint then goes on with its leaves only; after a seed that is not
- * elastic or unreachable later checkpoints do not ask again.
+ * elastic or unreachable no later checkpoint asks again (step 1 tells every
+ * member).
  */
 static void ask_seed(nexar_ctx_t *ctx, const uint32_t *ids, int n,
                      uint64_t comm_id, uint32_t epoch, uint8_t **body,
@@ -290,7 +310,6 @@ static void ask_seed(nexar_ctx_t *ctx, const uint32_t *ids, int n,
   *body = NULL;
   *len = 0;
   int64_t maxw = ctx->prm.max_world_size;
-  if (ctx->seed_no_admit || (maxw && maxw <= n)) return;
   ask_t k;
   memset(&k, 0, sizeof(k));
   k.ctx = ctx;
@@ -299,9 +318,7 @@ static void ask_seed(nexar_ctx_t *ctx, const uint32_t *ids, int n,
   k.a.epoch = epoch;
   k.a.nstay = (uint32_t)n;
   k.a.max_joiners = maxw ? (uint32_t)(maxw - n) : NEXAR__JOIN_UNLIMITED;
-  k.ms = ctx->prm.op_timeout_ms < ctx->prm.bootstrap_timeout_ms
-             ? ctx->prm.op_timeout_ms
-             : ctx->prm.bootstrap_timeout_ms;
+  k.ms = ask_ms(ctx);
   uint64_t t0 = nexar__now();
   nexar__ep_call(&ctx->ep, ask_begin_fn, &k, UINT64_MAX);
   poll_engine(ctx, ask_poll_fn, &k, t0 + (uint64_t)k.ms * 1000000ull);
@@ -465,6 +482,8 @@ static int commit_fn(nexar__req_t *req) {
              ctx->rank);
     ctx->left = true;
     nexar__comm_revoke(w, NEXAR_ERR_INVALID_USAGE, why);
+    for (int i = 0; i < ctx->ncomms; i++)
+      nexar__comm_revoke(ctx->comms[i], NEXAR_ERR_INVALID_USAGE, why);
     return 0;
   }
   int rc = nexar__comm_rebuild(ctx, w, x->ids, x->n, x->comm_id);
@@ -473,6 +492,10 @@ static int commit_fn(nexar__req_t *req) {
   nexar__topo_refresh(ctx);
   adopt(ctx, w, x->ph);
   x->ph = NULL;
+  /* Children with a leaver in them: nobody may wait on it (or on a member
+   * that waits on it). Its connection is freed once it has closed
+   * (nexar__peer_release). */
+  nexar__comm_revoke_departed(ctx, x->gone, x->ngone, w->epoch);
   return 0;
 }
 
@@ -494,12 +517,17 @@ static int prepare(change_t *x, uint64_t deadline) {
 }
 
 /* Step 2: the leader's ADMITTED body, broadcast from old rank |leader|;
- * decoded into x->adm (no joiner when the body is empty). */
-static int share_joiners(change_t *x, int leader, uint8_t **body) {
+ * decoded into x->adm (no joiner when the body is empty, or at once when
+ * step 1 found there is no seed to ask). */
+static int share_joiners(change_t *x, int leader, bool ask, uint8_t **body) {
   nexar_ctx_t *ctx = x->ctx;
   nexar_comm_t *w = ctx->world_comm;
   uint8_t *b = NULL;
   size_t blen = 0;
+  memset(&x->adm, 0, sizeof(x->adm));
+  x->adm.nids = (uint32_t)ctx->world;
+  *body = NULL;
+  if (!ask) return 0;
   if (w->rank == leader) {
     uint32_t *ids = malloc((size_t)(x->n > 0 ? x->n : 1) * sizeof(uint32_t));
     if (ids) {
@@ -519,8 +547,6 @@ static int share_joiners(change_t *x, int leader, uint8_t **body) {
                           NEXAR_UINT8, leader);
     rc = b ? brc : NEXAR_ERR_NOMEM;
   }
-  memset(&x->adm, 0, sizeof(x->adm));
-  x->adm.nids = (uint32_t)ctx->world;
   if (rc == 0 && len && nexar__seed_admitted_decode(&x->adm, b, len) < 0)
     rc = NEXAR_ERR_PROTO;
   *body = b;
@@ -546,29 +572,36 @@ int nexar_elastic_checkpoint(nexar_ctx_t *ctx, int leave,
   x.ctx = ctx;
   x.leaving = leave != 0;
   uint8_t *body = NULL;
-  int64_t *all = malloc((size_t)n * 2 * sizeof(int64_t));
+  int64_t *all = malloc((size_t)n * 3 * sizeof(int64_t));
   x.ids = malloc((size_t)n * sizeof(int));
   x.gone = malloc((size_t)n * sizeof(int));
   if (!all || !x.ids || !x.gone) {
     rc = NEXAR_ERR_NOMEM;
     goto out;
   }
-  /* 1. Who leaves, and the new world's id (as nexar_comm_split agrees). */
+  /* 1. Who leaves, the new world's id (as nexar_comm_split agrees), and
+   * whether there is a seed to ask: -1 from a member that knows it is
+   * not elastic or gone, else its NEXAR_MAX_WORLD_SIZE (the leader's
+   * counts). */
   nexar__bump_next_id(ctx, 1);
-  int64_t mine[2] = {x.leaving, (int64_t)atomic_load(&ctx->next_free_id)};
-  rc = nexar_allgather(w, mine, all, 2, NEXAR_INT64);
+  int64_t mine[3] = {x.leaving, (int64_t)atomic_load(&ctx->next_free_id),
+                     ctx->seed_no_admit ? -1 : ctx->prm.max_world_size};
+  rc = nexar_allgather(w, mine, all, 3, NEXAR_INT64);
   if (rc < 0) goto out;
   int leader = -1;
   for (int r = 0; r < n; r++) {
-    if ((uint64_t)all[2 * r + 1] > x.comm_id)
-      x.comm_id = (uint64_t)all[2 * r + 1];
-    if (all[2 * r])
+    if ((uint64_t)all[3 * r + 1] > x.comm_id)
+      x.comm_id = (uint64_t)all[3 * r + 1];
+    if (all[3 * r + 2] < 0) ctx->seed_no_admit = true;
+    if (all[3 * r])
       x.gone[x.ngone++] = w->world_ranks[r];
     else {
       if (leader < 0) leader = r;
       x.ids[x.n++] = w->world_ranks[r];
     }
   }
+  int64_t maxw = leader >= 0 ? all[3 * leader + 2] : 0;
+  bool ask = leader >= 0 && !ctx->seed_no_admit && !(maxw && maxw <= x.n);
   nexar__bump_next_id(ctx, x.comm_id + 1);
   if (x.ngone && x.n < ctx->prm.min_world_size) {
     nexar__comm_set_error(w,
@@ -581,7 +614,7 @@ int nexar_elastic_checkpoint(nexar_ctx_t *ctx, int leave,
     goto out;
   }
   /* 2. The joiners, from the seed through the leader. */
-  rc = share_joiners(&x, leader, &body);
+  rc = share_joiners(&x, leader, ask, &body);
   if (rc < 0) goto out;
   if (x.adm.njoin == 0 && x.ngone == 0) goto done; /* a barrier, in effect */
   /* 3. Staying members make room for the new world and dial the joiners. */

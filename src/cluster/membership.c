@@ -75,3 +75,42 @@ int nexar__comm_rebuild(nexar_ctx_t *ctx, nexar_comm_t *comm, const int *ids,
   }
   return nexar__comm_register(ctx, comm);
 }
+
+bool nexar__peer_release(nexar__conn_t *c) {
+  nexar_ctx_t *ctx = c->ep->owner;
+  int id = c->peer;
+  if (!ctx->dead || id < 0 || id >= ctx->world || !ctx->dead[id]) return false;
+  /* A message that arrived whole before the peer went stays receivable
+   * (its bytes live in the connection's stream state) until received or
+   * its communicator is freed. */
+  for (const nexar__imsg_t *m = c->imsgs; m; m = m->anext)
+    if (m->state == NEXAR__IM_UNEXPECTED && m->fin) return false;
+  if (ctx->peers[id] == c) ctx->peers[id] = NULL;
+  nexar__peer_t *p = &ctx->ps[id];
+  free(p->seqs);
+  p->seqs = NULL;
+  p->nseqs = p->cap_seqs = 0;
+  NEXAR__INFO(NEXAR__SUB_NET, "id %d: released the connection of id %d (%s)",
+              ctx->rank, id, ctx->dead[id] == 1 ? "failed" : "departed");
+  return true;
+}
+
+void nexar__comm_revoke_departed(nexar_ctx_t *ctx, const int *ids, int n,
+                                 uint32_t epoch) {
+  char why[NEXAR__ERRMSG_MAX];
+  for (int i = 0; i < ctx->ncomms; i++) {
+    nexar_comm_t *cm = ctx->comms[i];
+    for (int k = 0; k < n; k++) {
+      int pr = nexar__comm_rank_of(cm, ids[k]);
+      if (pr < 0) continue;
+      snprintf(why, sizeof(why),
+               "rank %d of communicator %llu (epoch %u): process %d (its rank "
+               "%d here) left the job at the elastic checkpoint that made "
+               "world epoch %u; the communicator is revoked (free it)",
+               cm->rank, (unsigned long long)cm->id, cm->epoch, ids[k], pr,
+               epoch);
+      nexar__comm_revoke(cm, NEXAR_ERR_REVOKED, why);
+      break;
+    }
+  }
+}

@@ -349,10 +349,12 @@ static void run_ops(nexar__ep_t *ep) {
 static void reap_dead(nexar__ep_t *ep) {
   for (int i = 0; i < ep->nconns;) {
     nexar__conn_t *c = ep->conns[i];
-    /* Mesh peers stay until the context is finalized (errors refer to
-     * them); anonymous connections (failed handshakes, the seed link) are
-     * freed at once so that a stranger cannot make us hold memory. */
-    if (c->state == NEXAR__CS_DEAD && c->notified && c->peer < 0) {
+    /* Anonymous connections (failed handshakes, the seed link) are freed
+     * at once so that a stranger cannot make us hold memory; a mesh peer's
+     * once the owner lets it go (its process left or failed: the worker's
+     * peer_release detaches it), else at nexar_finalize. */
+    if (c->state == NEXAR__CS_DEAD && c->notified &&
+        (c->peer < 0 || (ep->ops->peer_release && ep->ops->peer_release(c)))) {
       ep->conns[i] = ep->conns[--ep->nconns];
       nexar__conn_free(c);
       continue;
