@@ -3,7 +3,9 @@ BUILD ?= build
 NP ?= 4
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run run-ft test ft-campaign asan clean
+PREFIX ?= /usr/local
+
+.PHONY: all deps build run run-ft test ft-campaign asan clean install deb
 
 all: build
 
@@ -36,6 +38,15 @@ ft-campaign: deps
 	@cmake -S . -B $(BUILD) -DNEXAR_WERROR=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target ft_campaign
 	$(BUILD)/tests/ft_campaign
+
+# Installs the library, headers, pkg-config and CMake files, tools and man
+# pages under PREFIX (docs/installing.md); DESTDIR is honoured.
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# A Debian package of the same files, in $(BUILD)/ (cpack -G DEB).
+deb: build
+	cd $(BUILD) && cpack -G DEB
 
 # The AddressSanitizer/UndefinedBehaviorSanitizer build and test run.
 asan: deps
