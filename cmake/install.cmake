@@ -18,12 +18,15 @@ install(TARGETS ${NEXAR_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES include/nexar.h ${PROJECT_BINARY_DIR}/include/nexar_version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
-# pkg-config: paths relative to the .pc file, so the prefix given to
-# `cmake --install --prefix` (or a .deb's /usr) is the one it reports.
-file(RELATIVE_PATH NEXAR_PC_PREFIX_REL
-     /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
-string(REGEX REPLACE "/$" "" NEXAR_PC_PREFIX_REL "${NEXAR_PC_PREFIX_REL}")
-configure_file(cmake/nexar.pc.in nexar.pc @ONLY)
+# pkg-config: the prefix is the one given at install time
+# (`cmake --install --prefix`, or /usr in the .deb), written in when
+# installing; the rest is filled in here.
+set(NEXAR_PC_PREFIX "@NEXAR_PC_PREFIX@")
+configure_file(cmake/nexar.pc.in nexar.pc.in @ONLY)
+install(CODE "
+  file(READ \"${PROJECT_BINARY_DIR}/nexar.pc.in\" pc)
+  string(REPLACE \"@NEXAR_PC_PREFIX@\" \"\${CMAKE_INSTALL_PREFIX}\" pc \"\${pc}\")
+  file(WRITE \"${PROJECT_BINARY_DIR}/nexar.pc\" \"\${pc}\")")
 install(FILES ${PROJECT_BINARY_DIR}/nexar.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
@@ -70,9 +73,12 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# The development files' dependencies: what nexar.pc and nexarConfig.cmake
-# ask for (static linking, and the .pc files they read).
+set(CPACK_STRIP_FILES ON)
+# Beside the shared libraries dpkg-shlibdeps finds: what nexar.pc and
+# nexarConfig.cmake read (pkg-config and the .pc files of the private
+# dependencies); libunistring-dev for `pkg-config --static` (GnuTLS's .pc
+# names -lunistring, which libgnutls28-dev does not pull in).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libngtcp2-dev, libngtcp2-crypto-gnutls-dev, libgnutls28-dev, nettle-dev")
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "pkg-config")
+    "pkg-config, libngtcp2-dev, libngtcp2-crypto-gnutls-dev, libgnutls28-dev, nettle-dev")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libunistring-dev")
 include(CPack)
