@@ -462,14 +462,8 @@ static int boot_begin(nexar__req_t *req) {
   nexar_ctx_t *ctx = req->cb_arg;
   ctx->boot_deadline =
       nexar__now() + (uint64_t)ctx->prm.bootstrap_timeout_ms * 1000000ull;
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  if (nexar__parse_addr(ctx->prm.seed_addr, 0, &ss, &sl) < 0) {
-    boot_fail(ctx, NEXAR_ERR_INVALID_ARG,
-              "cannot parse NEXAR_SEED='%s' (want ip:port)",
-              ctx->prm.seed_addr);
-    return 0;
-  }
+  const struct sockaddr_storage ss = ctx->seed_ss;
+  socklen_t sl = ctx->seed_sl;
   if (ss.ss_family != ctx->ep.local.ss_family) {
     boot_fail(ctx, NEXAR_ERR_INVALID_ARG,
               "NEXAR_BIND_ADDR='%s' is an IPv%c address but NEXAR_SEED='%s' "
@@ -490,6 +484,18 @@ static int boot_begin(nexar__req_t *req) {
 
 int nexar__bootstrap(nexar_ctx_t *ctx) {
   uint64_t t0 = nexar__now();
+  /* The seed's host name is resolved here, outside the engine, in the
+   * family of the local socket (a name with IPv4 and IPv6 addresses). */
+  char why[128];
+  if (nexar__resolve_addr(ctx->prm.seed_addr, 0, ctx->ep.local.ss_family,
+                          &ctx->seed_ss, &ctx->seed_sl, why, sizeof(why)) < 0) {
+    nexar__set_init_error(
+        "nexar_init: NEXAR_SEED='%s' has no IPv%c address (%s; "
+        "NEXAR_BIND_ADDR='%s')",
+        ctx->prm.seed_addr, ctx->ep.local.ss_family == AF_INET6 ? '6' : '4',
+        why, ctx->prm.bind_addr);
+    return NEXAR_ERR_INVALID_ARG;
+  }
   nexar__ep_call(&ctx->ep, boot_begin, ctx, UINT64_MAX);
   nexar__ep_t *ep = &ctx->ep;
   pthread_mutex_lock(&ep->cmu);
