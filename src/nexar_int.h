@@ -516,10 +516,11 @@ struct nexar_ctx {
   /* Next communicator id this process may propose (user threads). */
   _Atomic uint64_t next_free_id;
   nexar__conn_t *seed_conn;
-  /* NEXAR_SEED resolved once, before the bootstrap, in the family of the
-   * local socket; elastic checkpoints dial it again. */
-  struct sockaddr_storage seed_ss;
-  socklen_t seed_sl;
+  /* NEXAR_SEED and NEXAR_ADVERTISE_ADDR (0 length: not set) resolved
+   * once, before the bootstrap, in the family of the local socket; elastic
+   * checkpoints dial the seed there again. */
+  struct sockaddr_storage seed_ss, advertise_ss;
+  socklen_t seed_sl, advertise_sl;
   /* Elastic membership (elastic.c, user threads): this process left the
    * job at a checkpoint; the seed cannot admit joiners (not elastic or
    * unreachable), so later checkpoints do not ask it. */

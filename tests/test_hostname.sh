@@ -22,7 +22,8 @@ seed_pid=
 trap '[ -n "$seed_pid" ] && kill "$seed_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 # job NAME IP: a seed on IP (any port), 2 workers bound to IP that reach
-# it as NAME:PORT; both must print the world sum 0 + 1.
+# it as NAME:PORT and advertise NAME to each other; both must print the
+# world sum 0 + 1.
 job() {
   local name=$1 ip=$2 port= r
   "$seed_bin" --listen "$ip:0" --world-size 2 2>"$tmp/seed" &
@@ -35,6 +36,7 @@ job() {
   [ -n "$port" ] || fail "nexar-seed on $ip printed no port: $(cat "$tmp/seed")"
   for r in 0 1; do
     NEXAR_RANK=$r NEXAR_SEED=$name:$port NEXAR_BIND_ADDR=$ip \
+      NEXAR_ADVERTISE_ADDR=$name \
       timeout 30 "$prog" >"$tmp/out.$r" 2>"$tmp/err.$r" &
   done
   wait %2 || { cat "$tmp"/err.*; fail "NEXAR_SEED=$name:$port: a rank failed"; }
