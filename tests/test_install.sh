@@ -8,14 +8,15 @@
 # under the installed nexar-run (no LD_LIBRARY_PATH) and checks the
 # allreduce sum every rank prints.
 #
-# usage: test_install.sh CMAKE BUILD_DIR CC
+# usage: test_install.sh CMAKE BUILD_DIR CC [CFLAGS]
+# (CFLAGS: for the consumer builds; -fsanitize=... when nexar has it)
 set -u
 
-if [ $# -ne 3 ]; then
-  echo "usage: $0 CMAKE BUILD_DIR CC" >&2
+if [ $# -lt 3 ] || [ $# -gt 4 ]; then
+  echo "usage: $0 CMAKE BUILD_DIR CC [CFLAGS]" >&2
   exit 2
 fi
-cmake=$1 build=$2 cc=$3
+cmake=$1 build=$2 cc=$3 cflags=${4:-}
 src=$(cd "$(dirname "$0")/install" && pwd)
 . "$(dirname "$0")/lib.sh" test_install
 unset LD_LIBRARY_PATH
@@ -61,8 +62,8 @@ run2() {
 }
 
 echo "== pkg-config"
-# shellcheck disable=SC2046
-"$cc" -o "$tmp/consumer_pc" "$src/consumer.c" $(pkg-config --cflags --libs nexar) \
+# shellcheck disable=SC2046,SC2086
+"$cc" $cflags -o "$tmp/consumer_pc" "$src/consumer.c" $(pkg-config --cflags --libs nexar) \
   -Wl,-rpath,"$(pkg-config --variable=libdir nexar)" >"$tmp/out" 2>"$tmp/err" ||
   fail "pkg-config build"
 run2 pkg-config "$tmp/consumer_pc"
@@ -70,14 +71,14 @@ run2 pkg-config "$tmp/consumer_pc"
 echo "== pkg-config --static, libnexar.a"
 libs=$(pkg-config --static --libs nexar | sed 's/-lnexar /-l:libnexar.a /')
 # shellcheck disable=SC2046,SC2086
-"$cc" -o "$tmp/consumer_a" "$src/consumer.c" $(pkg-config --cflags nexar) $libs \
+"$cc" $cflags -o "$tmp/consumer_a" "$src/consumer.c" $(pkg-config --cflags nexar) $libs \
   >"$tmp/out" 2>"$tmp/err" || fail "static build: $libs"
 readelf -d "$tmp/consumer_a" >"$tmp/out"
 grep -q 'libnexar' "$tmp/out" && fail "static build needs libnexar.so"
 run2 static "$tmp/consumer_a"
 
 echo "== find_package(nexar CONFIG)"
-"$cmake" -S "$src" -B "$tmp/cb" -DCMAKE_C_COMPILER="$cc" \
+"$cmake" -S "$src" -B "$tmp/cb" -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$cflags" \
   -DCMAKE_PREFIX_PATH="$p" >"$tmp/out" 2>"$tmp/err" || fail "cmake configure"
 "$cmake" --build "$tmp/cb" >"$tmp/out" 2>"$tmp/err" || fail "cmake build"
 run2 cmake "$tmp/cb/consumer"
