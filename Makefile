@@ -3,7 +3,9 @@ BUILD ?= build
 NP ?= 4
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run run-ft test ft-campaign elastic-soak asan clean
+PREFIX ?= /usr/local
+
+.PHONY: all deps build run run-ft test ft-campaign elastic-soak asan clean install deb
 
 all: build
 
@@ -44,6 +46,15 @@ elastic-soak: deps
 	@cmake -S . -B $(BUILD) -DNEXAR_WERROR=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target elastic_soak
 	$(BUILD)/tests/elastic_soak
+
+# Installs the library, headers, pkg-config and CMake files, tools and man
+# pages under PREFIX (docs/installing.md); DESTDIR is honoured.
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# A Debian package of the same files, in $(BUILD)/ (cpack -G DEB).
+deb: build
+	cd $(BUILD) && cpack -G DEB
 
 # The AddressSanitizer/UndefinedBehaviorSanitizer build and test run.
 asan: deps

@@ -27,9 +27,9 @@ extern "C" {
 #define NEXAR_EXTERN
 #endif
 
-#define NEXAR_VERSION_MAJOR 0
-#define NEXAR_VERSION_MINOR 1
-#define NEXAR_VERSION_PATCH 0
+/* NEXAR_VERSION_MAJOR, _MINOR, _PATCH, _STRING and _NUMBER: the version
+ * this header belongs to (generated from the build's project version). */
+#include "nexar_version.h"
 /* Version of the wire protocol spoken on every connection. */
 #define NEXAR_PROTOCOL_VERSION 1
 
@@ -1067,7 +1067,12 @@ NEXAR_EXTERN const char *nexar_seed_last_error(const nexar_seed_t *seed);
 /* Stops the seed thread and frees it. Always returns NEXAR_OK. */
 NEXAR_EXTERN int nexar_seed_stop(nexar_seed_t *seed);
 
-/* Version string of the library ("0.1.0"). */
+/*
+ * The version of the library actually loaded, "MAJOR.MINOR.PATCH" (static
+ * text, never NULL); compare it with NEXAR_VERSION_STRING, the version of
+ * the header the caller was compiled with. Needs no context; never fails.
+ * Thread-safe.
+ */
 NEXAR_EXTERN const char *nexar_version(void);
 
 #ifdef __cplusplus

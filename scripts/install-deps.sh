@@ -3,7 +3,8 @@
 # it is missing. Safe to run repeatedly: it does nothing when all is there.
 set -euo pipefail
 pkgs=(gcc make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev
-      libgnutls28-dev nettle-dev libcmocka-dev zlib1g-dev iproute2)
+      libgnutls28-dev nettle-dev libcmocka-dev zlib1g-dev iproute2
+      help2man dpkg-dev file libunistring-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -520,6 +520,11 @@ struct nexar_ctx {
   /* Next communicator id this process may propose (user threads). */
   _Atomic uint64_t next_free_id;
   nexar__conn_t *seed_conn;
+  /* NEXAR_SEED and NEXAR_ADVERTISE_ADDR (0 length: not set) resolved
+   * once, before the bootstrap, in the family of the local socket; elastic
+   * checkpoints dial the seed there again. */
+  struct sockaddr_storage seed_ss, advertise_ss;
+  socklen_t seed_sl, advertise_sl;
   /* Elastic membership (elastic.c, user threads): this process left the
    * job at a checkpoint; the seed cannot admit joiners (not elastic or
    * unreachable), so later checkpoints do not ask it. */
@@ -566,6 +571,16 @@ void nexar__set_init_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 void nexar__comm_set_error(nexar_comm_t *comm, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* |s| as "host", "host:port", "[ipv6]" or "[ipv6]:port" (port
+ * |default_port| when none): a numeric IPv4 or IPv6 address, localhost
+ * (127.0.0.1), or a host name resolved with getaddrinfo to its first
+ * address of |family| (AF_UNSPEC: any family). Returns 0, or
+ * NEXAR_ERR_INVALID_ARG with why it failed in |why| (syntax, or the
+ * resolver's reason). Blocks while the resolver works. */
+int nexar__resolve_addr(const char *s, int default_port, int family,
+                        struct sockaddr_storage *ss, socklen_t *len, char *why,
+                        size_t whylen);
+/* nexar__resolve_addr with any family and no reason. */
 int nexar__parse_addr(const char *s, int default_port,
                       struct sockaddr_storage *ss, socklen_t *len);
 void nexar__addr_str(const struct sockaddr *sa, char *out, size_t n);

@@ -102,7 +102,7 @@ for args in "-n 0 true" "-n 2" "true" "-n x true" "-t -1 -n 1 true" \
   # shellcheck disable=SC2086
   run $args
   [ "$rc" -eq 2 ] || fail "'nexar-run $args': exit status $rc, want 2"
-  grep -q '^usage: nexar-run' "$tmp/err" || fail "'$args': no usage printed"
+  grep -q '^Usage: nexar-run' "$tmp/err" || fail "'$args': no usage printed"
 done
 
 echo "PASS"

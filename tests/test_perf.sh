@@ -112,7 +112,7 @@ for args in "" "nosuchop" "allreduce -d nosuchtype" "allreduce -o nosuchop" \
   "$nexar_perf" $args >"$tmp/out" 2>"$tmp/err"
   rc=$?
   [ "$rc" -eq 2 ] || fail "'nexar-perf $args': exit status $rc, want 2"
-  grep -q '^usage: nexar-perf\|^nexar-perf: ' "$tmp/err" ||
+  grep -q '^Usage: nexar-perf\|^nexar-perf: ' "$tmp/err" ||
     fail "'nexar-perf $args': no message"
 done
 

@@ -68,11 +68,7 @@ int perf_fail(const perf_t *p, const char *what, int rc) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: nexar-perf OP [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] "
-          "[-n ITERS]\n"
-          "                  [-w WARMUP] [-c CHECK] [-d DTYPE] [-o REDOP] "
-          "[-r ROOT]\n"
-          "                  [-W WINDOW] [--json FILE]\n"
+          "Usage: nexar-perf OP [OPTION]...\n"
           "\n"
           "Benchmarks one nexar operation over a sweep of sizes, with "
           "nccl-tests' columns.\n"
@@ -107,6 +103,7 @@ static void usage(FILE *f) {
           "  -J, --json FILE     rank 0 also writes the rows to FILE (a JSON "
           "array)\n"
           "  -h, --help          print this help\n"
+          "      --version       print the version\n"
           "\n"
           "Sizes are per-rank buffer bytes as nccl-tests defines them: "
           "allgather and\n"
@@ -166,6 +163,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       {"window", required_argument, NULL, 'W'},
       {"json", required_argument, NULL, 'J'},
       {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   memset(o, 0, sizeof *o);
@@ -224,6 +222,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         break;
       case 'h':
         usage(stdout);
+        return 1;
+      case 'V':
+        cli_print_version("nexar-perf");
         return 1;
       default: /* getopt has said what was wrong */
         usage(stderr);

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "../src/core/param.h"
+#include "cli.h"
 #include "launch.h"
 #include "nexar.h"
 
@@ -52,9 +53,7 @@ static void on_signal(int sig) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: nexar-run -n N [-t TIMEOUT_S] [--max-world M] [--no-prefix] "
-          "[--]\n"
-          "                 program [args...]\n"
+          "Usage: nexar-run -n N [OPTION]... [--] program [args...]\n"
           "\n"
           "Starts a nexar seed and N processes of program on this host with "
           "a fresh\n"
@@ -74,6 +73,7 @@ static void usage(FILE *f) {
           "failure: the\n"
           "                      others go on (fault-tolerance demos)\n"
           "  -h, --help          print this help\n"
+          "      --version       print the version\n"
           "\n"
           "Each process gets NEXAR_SEED, NEXAR_SECRET, NEXAR_WORLD_SIZE and "
           "NEXAR_RANK;\n"
@@ -151,6 +151,7 @@ int main(int argc, char **argv) {
       {"max-world", required_argument, NULL, 'M'},
       {"tolerate-kill", no_argument, NULL, 'K'},
       {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   int nprocs = 0, timeout_ms = 0, no_prefix = 0, max_world = 0, c;
@@ -195,6 +196,9 @@ int main(int argc, char **argv) {
         break;
       case 'h':
         usage(stdout);
+        return 0;
+      case 'V':
+        cli_print_version("nexar-run");
         return 0;
       default: /* getopt has printed what was wrong */
         usage(stderr);

@@ -25,13 +25,12 @@
 #include <string.h>
 
 #include "../src/core/param.h"
+#include "cli.h"
 #include "nexar.h"
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: nexar-seed --listen IP:PORT --world-size N "
-          "[--secret-file FILE]\n"
-          "                  [--timeout-ms T] [--max-world M]\n"
+          "Usage: nexar-seed --listen IP:PORT --world-size N [OPTION]...\n"
           "\n"
           "Runs the seed of a nexar cluster: admits N workers that know the "
           "cluster\n"
@@ -53,6 +52,7 @@ static void usage(FILE *f) {
           "                       (else NEXAR_MAX_WORLD_SIZE; M <= N: not "
           "elastic)\n"
           "  --help               print this help\n"
+          "  --version            print the version\n"
           "\n"
           "Workers join with NEXAR_SEED=IP:PORT, the same secret and "
           "NEXAR_WORLD_SIZE=N.\n"
@@ -96,6 +96,7 @@ int main(int argc, char **argv) {
       {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
       {"max-world", required_argument, NULL, OPT_MAXW},
       {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   const char *listen = NULL, *secret_file = NULL;
@@ -123,6 +124,9 @@ int main(int argc, char **argv) {
         break;
       case 'h':
         usage(stdout);
+        return 0;
+      case 'V':
+        cli_print_version("nexar-seed");
         return 0;
       default:
         usage(stderr);

@@ -110,13 +110,8 @@ static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c,
   h.join = ctx->prm.join ? 1 : 0;
   h.rank = h.join ? -1 : (int32_t)ctx->prm.rank;
   h.world_size = h.join ? 0 : (int32_t)ctx->prm.world_size;
-  if (ctx->prm.advertise_addr) {
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    int port = ntohs(((struct sockaddr_in *)&ctx->ep.local)->sin_port);
-    if (nexar__parse_addr(ctx->prm.advertise_addr, port, &ss, &sl) < 0)
-      return NEXAR_ERR_INVALID_ARG;
-    nexar__addr_to_wire((struct sockaddr *)&ss, &h.advertise);
+  if (ctx->advertise_sl) {
+    nexar__addr_to_wire((struct sockaddr *)&ctx->advertise_ss, &h.advertise);
     h.has_addr = 1;
   }
   memcpy(h.fingerprint, ctx->ep.id.fingerprint, NEXAR__FP_BYTES);
@@ -467,14 +462,8 @@ static int boot_begin(nexar__req_t *req) {
   nexar_ctx_t *ctx = req->cb_arg;
   ctx->boot_deadline =
       nexar__now() + (uint64_t)ctx->prm.bootstrap_timeout_ms * 1000000ull;
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  if (nexar__parse_addr(ctx->prm.seed_addr, 0, &ss, &sl) < 0) {
-    boot_fail(ctx, NEXAR_ERR_INVALID_ARG,
-              "cannot parse NEXAR_SEED='%s' (want ip:port)",
-              ctx->prm.seed_addr);
-    return 0;
-  }
+  const struct sockaddr_storage ss = ctx->seed_ss;
+  socklen_t sl = ctx->seed_sl;
   if (ss.ss_family != ctx->ep.local.ss_family) {
     boot_fail(ctx, NEXAR_ERR_INVALID_ARG,
               "NEXAR_BIND_ADDR='%s' is an IPv%c address but NEXAR_SEED='%s' "
@@ -493,8 +482,32 @@ static int boot_begin(nexar__req_t *req) {
   return 0;
 }
 
+/* The address setting |name|=|value| (host names resolved here, outside
+ * the engine, in the family of the local socket) into |ss|; the port when
+ * it has none: |port|. */
+static int resolve_setting(nexar_ctx_t *ctx, const char *name,
+                           const char *value, int port,
+                           struct sockaddr_storage *ss, socklen_t *sl) {
+  char why[128];
+  int family = ctx->ep.local.ss_family;
+  if (nexar__resolve_addr(value, port, family, ss, sl, why, sizeof(why)) == 0)
+    return 0;
+  nexar__set_init_error(
+      "nexar_init: %s='%s' has no IPv%c address (%s; NEXAR_BIND_ADDR='%s')",
+      name, value, family == AF_INET6 ? '6' : '4', why, ctx->prm.bind_addr);
+  return NEXAR_ERR_INVALID_ARG;
+}
+
 int nexar__bootstrap(nexar_ctx_t *ctx) {
   uint64_t t0 = nexar__now();
+  /* No port in NEXAR_ADVERTISE_ADDR: the bound one. */
+  int port = ntohs(((struct sockaddr_in *)&ctx->ep.local)->sin_port);
+  if (resolve_setting(ctx, "NEXAR_SEED", ctx->prm.seed_addr, 0, &ctx->seed_ss,
+                      &ctx->seed_sl) < 0 ||
+      (ctx->prm.advertise_addr &&
+       resolve_setting(ctx, "NEXAR_ADVERTISE_ADDR", ctx->prm.advertise_addr,
+                       port, &ctx->advertise_ss, &ctx->advertise_sl) < 0))
+    return NEXAR_ERR_INVALID_ARG;
   nexar__ep_call(&ctx->ep, boot_begin, ctx, UINT64_MAX);
   nexar__ep_t *ep = &ctx->ep;
   pthread_mutex_lock(&ep->cmu);

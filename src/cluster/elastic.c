@@ -248,15 +248,12 @@ void nexar__elastic_seed_closed(nexar__conn_t *c) {
 static int ask_begin_fn(nexar__req_t *req) {
   ask_t *k = req->cb_arg;
   nexar_ctx_t *ctx = k->ctx;
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  if (!ctx->prm.seed_addr ||
-      nexar__parse_addr(ctx->prm.seed_addr, 0, &ss, &sl) < 0) {
-    ask_end(k, NEXAR_ERR_INVALID_ARG, "cannot parse NEXAR_SEED");
+  if (!ctx->seed_sl) {
+    ask_end(k, NEXAR_ERR_INVALID_ARG, "no seed address (NEXAR_SEED)");
     return 0;
   }
-  int rc =
-      nexar__conn_dial(&ctx->ep, &ss, sl, NEXAR__ROLE_SEED, -1, NULL, &k->conn);
+  int rc = nexar__conn_dial(&ctx->ep, &ctx->seed_ss, ctx->seed_sl,
+                            NEXAR__ROLE_SEED, -1, NULL, &k->conn);
   if (rc < 0) {
     ask_end(k, rc, "cannot start a connection: %s", nexar_strerror(rc));
     return 0;

@@ -64,7 +64,7 @@ int nexar_err_is_fatal(int code) {
 }
 
 const char *nexar_version(void) {
-  return "0.1.0";
+  return NEXAR_VERSION_STRING;
 }
 
 static _Thread_local char tl_init_error[NEXAR__ERRMSG_MAX];

@@ -184,9 +184,10 @@ enum { ADDR_PORT_REQUIRED = 1, ADDR_PORT_ZERO_OK = 2 };
 
 /*
  * Checks the syntax of the address setting |name|=|s| before any socket:
- * "ip", "ip:port", "[ipv6]" or "[ipv6]:port" (or a bare IPv6 address when no
- * port is required). The host goes through nexar__parse_addr, the parser the
- * bootstrap itself uses: numeric IPv4 or IPv6, or localhost.
+ * "host", "host:port", "[ipv6]" or "[ipv6]:port" (or a bare IPv6 address when
+ * no port is required). The host goes through nexar__resolve_addr, as in the
+ * bootstrap: numeric IPv4 or IPv6, localhost, or a host name that must
+ * resolve now (so a typo fails at nexar_init, before any traffic).
  */
 static int check_addr(const char *name, const char *s, int flags, char *err,
                       size_t errlen) {
@@ -194,7 +195,7 @@ static int check_addr(const char *name, const char *s, int flags, char *err,
   const char *want = (flags & ADDR_PORT_REQUIRED)
                          ? "want host:port (e.g. 10.0.0.1:29500) or "
                            "[ipv6]:port"
-                         : "want ip, ip:port, [ipv6] or [ipv6]:port";
+                         : "want host, host:port, [ipv6] or [ipv6]:port";
   char host[128];
   const char *port = NULL;
   size_t hn;
@@ -250,13 +251,17 @@ static int check_addr(const char *name, const char *s, int flags, char *err,
       return NEXAR_ERR_INVALID_ARG;
     }
   }
+  if (!host[0]) {
+    snprintf(err, errlen, "%s='%s' has no host: %s", name, s, want);
+    return NEXAR_ERR_INVALID_ARG;
+  }
   struct sockaddr_storage ss;
   socklen_t sl;
-  if (!host[0] || nexar__parse_addr(host, 0, &ss, &sl) < 0) {
+  char why[128];
+  if (nexar__resolve_addr(host, 0, AF_UNSPEC, &ss, &sl, why, sizeof(why)) < 0) {
     snprintf(err, errlen,
-             "%s='%s': '%s' is not an IPv4 or IPv6 address (%s; host names "
-             "other than localhost are not resolved)",
-             name, s, host, want);
+             "%s='%s': the host name '%s' does not resolve (%s); %s", name, s,
+             host, why, want);
     return NEXAR_ERR_INVALID_ARG;
   }
   return 0;

@@ -25,9 +25,9 @@
   X(INT, rank, "NEXAR_RANK", -1, -1, (1 << 20) - 1,                            \
     "requested rank (-1: assigned in arrival order)")                          \
   X(STR, bind_addr, "NEXAR_BIND_ADDR", "127.0.0.1", 0, 0,                      \
-    "local ip[:port] of the process's UDP socket")                             \
+    "local host[:port] of the process's UDP socket")                           \
   X(STR, advertise_addr, "NEXAR_ADVERTISE_ADDR", NULL, 0, 0,                   \
-    "ip[:port] peers dial (default: the address the seed observed)")           \
+    "host[:port] peers dial (default: the address the seed observed)")         \
   X(INT, bootstrap_timeout_ms, "NEXAR_BOOTSTRAP_TIMEOUT_MS", 60000, 100,       \
     86400000, "deadline of the whole bootstrap (seed, hello, mesh)")           \
   X(INT, op_timeout_ms, "NEXAR_OP_TIMEOUT_MS", 300000, 1, 86400000,            \

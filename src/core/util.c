@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +18,55 @@ uint64_t nexar__now(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Parses "ip", "ip:port", "[v6]:port" or "v6". Returns 0 or
- * NEXAR_ERR_INVALID_ARG. Host names are resolved with getaddrinfo-free
- * numeric parsing only: addresses in nexar are explicit. */
-int nexar__parse_addr(const char *s, int default_port,
-                      struct sockaddr_storage *ss, socklen_t *len) {
+/* |host| (no port) as an address of |family| (AF_UNSPEC: any), port 0:
+ * a numeric IPv4 or IPv6 address as it is (whatever |family|), localhost as
+ * 127.0.0.1, any other name through getaddrinfo (the first address it
+ * gives; the resolver's own timeouts bound the wait). Returns 0, or
+ * NEXAR_ERR_INVALID_ARG with the resolver's reason in |why|. */
+static int resolve_host(const char *host, int family,
+                        struct sockaddr_storage *ss, socklen_t *len, char *why,
+                        size_t whylen) {
+  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+  if (!strcmp(host, "localhost")) host = "127.0.0.1";
+  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    *len = sizeof(*a4);
+    return 0;
+  }
+  if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    *len = sizeof(*a6);
+    return 0;
+  }
+  if (!host[0]) {
+    snprintf(why, whylen, "no host");
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  struct addrinfo hints = {.ai_family = family, .ai_socktype = SOCK_DGRAM};
+  struct addrinfo *res = NULL;
+  int rc = getaddrinfo(host, NULL, &hints, &res);
+  if (rc != 0 || !res || res->ai_addrlen > sizeof(*ss)) {
+    snprintf(why, whylen, "%s",
+             rc == EAI_SYSTEM ? strerror(errno)
+             : rc             ? gai_strerror(rc)
+                              : "no address");
+    if (res) freeaddrinfo(res);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  memcpy(ss, res->ai_addr, res->ai_addrlen);
+  *len = (socklen_t)res->ai_addrlen;
+  freeaddrinfo(res);
+  return 0;
+}
+
+int nexar__resolve_addr(const char *s, int default_port, int family,
+                        struct sockaddr_storage *ss, socklen_t *len, char *why,
+                        size_t whylen) {
   char host[128];
   int port = default_port;
   memset(ss, 0, sizeof(*ss));
+  snprintf(why, whylen, "not host, host:port, [ipv6] or [ipv6]:port");
   if (!s || strlen(s) >= sizeof(host)) return NEXAR_ERR_INVALID_ARG;
   const char *colon = strrchr(s, ':');
   if (s[0] == '[') {
@@ -47,22 +89,20 @@ int nexar__parse_addr(const char *s, int default_port,
     snprintf(host, sizeof(host), "%s", s);
   }
   if (port < 0 || port > 65535) return NEXAR_ERR_INVALID_ARG;
-  if (!strcmp(host, "localhost")) snprintf(host, sizeof(host), "127.0.0.1");
-  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons((uint16_t)port);
-    *len = sizeof(*a4);
-    return 0;
-  }
-  if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons((uint16_t)port);
-    *len = sizeof(*a6);
-    return 0;
-  }
-  return NEXAR_ERR_INVALID_ARG;
+  int rc = resolve_host(host, family, ss, len, why, whylen);
+  if (rc < 0) return rc;
+  if (ss->ss_family == AF_INET)
+    ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+  else
+    ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+  return 0;
+}
+
+int nexar__parse_addr(const char *s, int default_port,
+                      struct sockaddr_storage *ss, socklen_t *len) {
+  char why[128];
+  return nexar__resolve_addr(s, default_port, AF_UNSPEC, ss, len, why,
+                             sizeof(why));
 }
 
 bool nexar__addr_equal(const struct sockaddr_storage *a,
