@@ -359,7 +359,11 @@ static int silent_worker(int index, void *arg) {
   int r, n;
   uint64_t colls;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  if (r == 0) ctx->prm.seed_addr = hole;
+  /* The seed's address was resolved at init: point both at the hole. */
+  if (r == 0) {
+    ctx->prm.seed_addr = hole;
+    NT_CHECK(nexar__parse_addr(hole, 0, &ctx->seed_ss, &ctx->seed_sl) == 0);
+  }
   if (plain_checkpoint(ctx, 3, 2000, &colls)) return 1;
   if (plain_checkpoint(ctx, 3, 1000, &colls)) return 1;
   NT_CHECKF(colls == 1,
