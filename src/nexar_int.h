@@ -258,6 +258,10 @@ struct nexar_req {
   nexar_status_t st;
   bool internal; /* owned by a schedule: cb is called, nobody waits */
   void (*cb)(nexar__req_t *req);
+  /* Set by the layer that built the operation: frees what it owns when
+   * the engine ends it without starting it (a revoked communicator);
+   * NULL when it owns nothing until started. */
+  void (*discard)(nexar__req_t *req);
   void *cb_arg;
   /* Send / receive. */
   int peer;      /* world rank (send: dest; recv: source or ANY) */

@@ -11,12 +11,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <signal.h>
 #include <time.h>
 
 #include "harness.h"
 #include "nexar.h"
 
-enum { FN_ECHO = 1, FN_SUM = 2, FN_FAIL = 3, FN_SLOW = 4, FN_BIG = 5 };
+enum {
+  FN_ECHO = 1,
+  FN_SUM = 2,
+  FN_FAIL = 3,
+  FN_SLOW = 4,
+  FN_BIG = 5,
+  FN_LAZY = 6,
+  FN_DIE = 7
+};
 #define MAX_BYTES 65536
 #define FAIL_CODE (-1234)
 #define SLOW_MS 1500
@@ -76,6 +86,19 @@ static int h_big(void *ud, int caller, uint16_t fn, const void *req, size_t n,
   memcpy(&want, req, 4);
   if (want > cap) return NEXAR_ERR_INVALID_ARG;
   for (uint32_t i = 0; i < want; i++) ((uint8_t *)resp)[i] = (uint8_t)i;
+  *out = want;
+  return 0;
+}
+
+/* Claims the response length the request asks for (uint32) and writes
+ * nothing: what the caller gets must not be an earlier caller's bytes. */
+static int h_lazy(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                  void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn, (void)resp;
+  uint32_t want;
+  if (n != 4) return NEXAR_ERR_INVALID_ARG;
+  memcpy(&want, req, 4);
+  if (want > cap) return NEXAR_ERR_INVALID_ARG;
   *out = want;
   return 0;
 }
@@ -190,6 +213,21 @@ static int errors(nexar_comm_t *w, int r, int n) {
   NT_CHECKF(rc == NEXAR_ERR_TRUNCATE && got == 1000, "truncate: %s, %zu",
             nexar_err_name(rc), got);
   for (size_t i = 0; i < sizeof buf; i++) NT_CHECK(buf[i] == (uint8_t)i);
+  /* A handler that claims bytes it did not write sends zeros, never what
+   * it sent an earlier caller (whichever service thread runs it). */
+  for (int k = 0; k < 8; k++) {
+    int to = k % 2 ? t : r;
+    want = 4096;
+    NT_OKC(w, nexar_rpc_call(w, to, FN_BIG, &want, 4, resp, sizeof resp, &got,
+                             10000));
+    memset(resp, 0xee, want);
+    NT_OKC(w, nexar_rpc_call(w, to, FN_LAZY, &want, 4, resp, sizeof resp, &got,
+                             10000));
+    NT_CHECK(got == want);
+    for (uint32_t i = 0; i < want; i++)
+      NT_CHECKF(resp[i] == 0, "lazy response from %d: byte %u is %u", to, i,
+                resp[i]);
+  }
   return 0;
 }
 
@@ -252,6 +290,84 @@ static int busy_worker(int index, void *arg) {
   return 0;
 }
 
+/* ---- A killed callee, and calls on the revoked world ---- */
+
+#define FT_ENV                                                \
+  "NEXAR_HEARTBEAT_MS=100\nNEXAR_HEARTBEAT_TIMEOUT_MS=1000\n" \
+  "NEXAR_OP_TIMEOUT_MS=20000"
+#define REVOKED_CALLS 64
+#define MIB (1 << 20)
+static double *t_kill; /* shared: CLOCK_MONOTONIC ms of the kill */
+
+/* Rank 2 dies in the middle of serving a call. */
+static int h_die(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                 void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn, (void)req, (void)n, (void)resp, (void)cap;
+  (void)out;
+  struct timespec ts = {0, 200 * 1000000L};
+  nanosleep(&ts, NULL);
+  *t_kill = nt_now_ms();
+  raise(SIGKILL);
+  return 0;
+}
+
+/* Rank 0 calls rank 2, which is killed while its handler runs: the call
+ * fails within the heartbeat timeout (the figure is printed). Then ranks
+ * 0 and 1 make REVOKED_CALLS calls of 1 MiB each on the revoked world:
+ * every one fails with NEXAR_ERR_REVOKED and none keeps its request copy. */
+static int revoked_worker(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_DIE, h_die, NULL));
+  NT_OKC(w, nexar_barrier(w));
+  uint8_t buf[16];
+  size_t got;
+  int rc;
+  if (r == 2) {
+    struct timespec ts = {30, 0};
+    nanosleep(&ts, NULL); /* killed in h_die */
+    return 1;
+  }
+  if (r == 0) {
+    rc = nexar_rpc_call(w, 2, FN_DIE, NULL, 0, buf, sizeof buf, &got, 20000);
+    double back = nt_now_ms() - *t_kill;
+    printf("rpc to a killed callee: %s %.0f ms after the kill\n",
+           nexar_err_name(rc), back);
+    NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED,
+              "call to the killed rank: %s (%s)", nexar_err_name(rc),
+              nexar_comm_last_error(w));
+    NT_CHECKF(back < 2000, "failed %.0f ms after the kill", back);
+  }
+  /* Rank 1 learns of the failure from the detector or rank 0's notice. */
+  double t0 = nt_now_ms();
+  do {
+    rc = nexar_rpc_call(w, 1 - r, FN_ECHO, "x", 1, buf, sizeof buf, &got, 1000);
+  } while (rc == NEXAR_OK && nt_now_ms() - t0 < 10000);
+  NT_CHECKF(rc == NEXAR_ERR_REVOKED, "on the revoked world: %s",
+            nexar_err_name(rc));
+  uint8_t *big = malloc(MIB);
+  NT_CHECK(big);
+  memset(big, r + 1, MIB);
+  long before = nt_rss_kb();
+  for (int i = 0; i < REVOKED_CALLS; i++) {
+    rc = nexar_rpc_call(w, 1 - r, FN_ECHO, big, MIB, buf, sizeof buf, &got,
+                        1000);
+    NT_CHECKF(rc == NEXAR_ERR_REVOKED, "call %d: %s", i, nexar_err_name(rc));
+  }
+  long grew = nt_rss_kb() - before;
+  printf("rank %d: %d calls of 1 MiB on the revoked world: RSS %+ld KiB\n", r,
+         REVOKED_CALLS, grew);
+  NT_CHECKF(grew < 8192, "RSS grew by %ld KiB", grew);
+  free(big);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 static int worker(int index, void *arg) {
   (void)index;
   (void)arg;
@@ -265,6 +381,7 @@ static int worker(int index, void *arg) {
   NT_OKC(w, nexar_rpc_register(w, FN_FAIL, h_fail, NULL));
   NT_OKC(w, nexar_rpc_register(w, FN_SLOW, h_slow, NULL));
   NT_OKC(w, nexar_rpc_register(w, FN_BIG, h_big, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_LAZY, h_lazy, NULL));
   NT_CHECK(nexar_rpc_register(w, FN_ECHO, h_echo, NULL) ==
            NEXAR_ERR_INVALID_USAGE);
   NT_OKC(w, nexar_barrier(w));
@@ -307,6 +424,13 @@ int main(void) {
   int brc = nt_run(&b, busy_worker, NULL);
   printf("%s rpc busy world=2\n", brc ? "FAIL" : "ok");
   fails += brc ? 1 : 0;
+  t_kill = mmap(NULL, sizeof *t_kill, PROT_READ | PROT_WRITE,
+                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  nt_opts_t k = {
+      .world_size = 3, .timeout_ms = 120000, .env = FT_ENV, .tolerate_kill = 1};
+  int krc = t_kill == MAP_FAILED ? 1 : nt_run(&k, revoked_worker, NULL);
+  printf("%s rpc revoked world=3\n", krc ? "FAIL" : "ok");
+  fails += krc ? 1 : 0;
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
 }

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "nexar_int.h"
 
@@ -469,11 +470,31 @@ void nexar__rpc_fail_peer(nexar_ctx_t *ctx, int peer, int err,
 
 /* ---- Service thread ---- */
 
+/* A handler's response buffer: anonymous pages, which resp_reset hands
+ * back to the kernel after every call, so that each handler starts from
+ * zeros and no byte of one caller's response can reach another caller
+ * (a handler may claim bytes it did not write). Costs one madvise per call
+ * and a page fault per page the handler touches. */
+static uint8_t *resp_alloc(size_t cap) {
+  void *b = mmap(NULL, cap ? cap : 1, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return b == MAP_FAILED ? NULL : b;
+}
+
+static void resp_reset(uint8_t *b, size_t cap) {
+  if (b && madvise(b, cap ? cap : 1, MADV_DONTNEED) != 0)
+    memset(b, 0, cap); /* not expected: anonymous private pages */
+}
+
+static void resp_free(uint8_t *b, size_t cap) {
+  if (b) munmap(b, cap ? cap : 1);
+}
+
 static void *service_main(void *arg) {
   nexar_ctx_t *ctx = arg;
   nexar__rpc_t *p = &ctx->rpc;
   size_t cap = (size_t)ctx->prm.rpc_max_bytes;
-  uint8_t *resp = malloc(cap ? cap : 1);
+  uint8_t *resp = resp_alloc(cap);
   int fseen = 0; /* failures handed to the application's handler */
   pthread_mutex_lock(&p->mu);
   for (;;) {
@@ -524,6 +545,7 @@ static void *service_main(void *arg) {
         else
           status = NEXAR_ERR_NOMEM;
       }
+      resp_reset(resp, cap);
     }
     rpc_out_t *o = calloc(1, sizeof(*o));
     if (o) {
@@ -552,7 +574,7 @@ static void *service_main(void *arg) {
     pthread_cond_broadcast(&p->cv);
   }
   pthread_mutex_unlock(&p->mu);
-  free(resp);
+  resp_free(resp, cap);
   return NULL;
 }
 
@@ -635,6 +657,12 @@ int nexar_rpc_unregister(nexar_comm_t *comm, uint16_t fn_id) {
   return rc;
 }
 
+/* The engine ends a call on a revoked communicator before it starts. */
+static void call_discard(nexar__req_t *r) {
+  free(r->rpc_tx);
+  r->rpc_tx = NULL;
+}
+
 int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
                     const void *req_buf, size_t req_bytes, void *resp_buf,
                     size_t resp_cap, int timeout_ms, nexar_req_t **req) {
@@ -667,6 +695,7 @@ int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
     memcpy(r->rpc_tx, req_buf, req_bytes);
   }
   r->kind = NEXAR__REQ_RPC;
+  r->discard = call_discard;
   r->comm = comm;
   r->comm_peer = rank;
   r->peer = comm->world_ranks[rank];
