@@ -850,6 +850,16 @@ NEXAR_EXTERN int nexar_rpc_call(nexar_comm_t *comm, int rank, uint16_t fn_id,
                                 void *resp_buf, size_t resp_cap,
                                 size_t *resp_bytes, int timeout_ms);
 
+/*
+ * In an RPC handler: the milliseconds left until the deadline of the call
+ * it serves (the caller's timeout, carried by the request as a time budget
+ * and counted from its arrival, so it ends no earlier than the caller's),
+ * 0 once it has passed: the caller has stopped waiting and the response
+ * will be dropped. -1 when the calling thread is not running a handler.
+ * Thread-safe (it reads the calling thread's own handler state).
+ */
+NEXAR_EXTERN int64_t nexar_rpc_time_left_ms(void);
+
 /* ------------------------------------------------------------------ */
 /* Device memory (docs/device-adapters.md).
  *

@@ -25,7 +25,11 @@ enum {
   FN_SLOW = 4,
   FN_BIG = 5,
   FN_LAZY = 6,
-  FN_DIE = 7
+  FN_DIE = 7,
+  FN_NEST = 8,
+  FN_NAP = 9,
+  FN_NAPS = 10,
+  FN_LEFT = 11
 };
 #define MAX_BYTES 65536
 #define FAIL_CODE (-1234)
@@ -290,6 +294,146 @@ static int busy_worker(int index, void *arg) {
   return 0;
 }
 
+/* ---- Nested calls and deadlines (NEXAR_RPC_THREADS=1) ---- */
+
+#define MAX_HOPS 8
+#define NAP_MS 500
+static _Atomic int naps; /* FN_NAP handlers run on this process */
+
+/* The request is a path of ranks (int32): calls FN_NEST on the first with
+ * the rest, and answers the ranks the call went through, last first, then
+ * its own. An empty path answers the own rank. */
+static int h_nest(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                  void *resp, size_t cap, size_t *out) {
+  nexar_comm_t *w = ud;
+  (void)caller, (void)fn;
+  int32_t me = rank_g, got[MAX_HOPS + 1];
+  size_t k = 0;
+  if (n % 4 || n / 4 > MAX_HOPS || cap < sizeof got) return -1;
+  if (n) {
+    int32_t to;
+    memcpy(&to, req, 4);
+    int rc = nexar_rpc_call(w, to, FN_NEST, (const uint8_t *)req + 4, n - 4,
+                            got, sizeof got, &k, 20000);
+    if (rc < 0) return rc;
+  }
+  memcpy(resp, got, k);
+  memcpy((uint8_t *)resp + k, &me, 4);
+  *out = k + 4;
+  return 0;
+}
+
+static int h_nap(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                 void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn, (void)req, (void)n, (void)resp, (void)cap;
+  (void)out;
+  naps++;
+  struct timespec ts = {0, NAP_MS * 1000000L};
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+static int h_naps(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                  void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn, (void)req, (void)n, (void)cap;
+  int v = naps;
+  memcpy(resp, &v, sizeof v);
+  *out = sizeof v;
+  return 0;
+}
+
+static int h_left(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                  void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn, (void)req, (void)n, (void)cap;
+  int64_t v = nexar_rpc_time_left_ms();
+  memcpy(resp, &v, sizeof v);
+  *out = sizeof v;
+  return 0;
+}
+
+/* Rank |from| calls FN_NEST on |to| with |path| (k hops); the answer must
+ * be the ranks in reverse, within 5 s (the inner deadlines are 20 s). */
+static int nest(nexar_comm_t *w, int to, const int32_t *path, size_t k) {
+  int32_t got[MAX_HOPS + 1];
+  size_t bytes = 0;
+  double t0 = nt_now_ms();
+  NT_OKC(w, nexar_rpc_call(w, to, FN_NEST, path, k * 4, got, sizeof got, &bytes,
+                           20000));
+  double el = nt_now_ms() - t0;
+  NT_CHECKF(bytes == (k + 1) * 4, "nested answer of %zu bytes", bytes);
+  for (size_t i = 0; i < k; i++)
+    NT_CHECKF(got[i] == path[k - 1 - i], "hop %zu: %d", i, got[i]);
+  NT_CHECK(got[k] == to);
+  printf("rank %d: nested call to %d over %zu hops: %.1f ms\n", rank_g, to, k,
+         el);
+  NT_CHECKF(el < 5000, "nested call took %.0f ms", el);
+  return 0;
+}
+
+/* Cycles that come back to a rank whose one handler thread is busy: a
+ * handler calling its own rank, A->B->A and A->B->C->A started by a
+ * handler of A, and every rank calling its neighbour's nested handler at
+ * once. Then deadlines: ten calls that time out before the callee's one
+ * thread reaches them are dropped there (one runs, the next call is
+ * answered in time), and a handler reads the time left. */
+static int nested(nexar_comm_t *w, int r, int n) {
+  if (r == 0) {
+    int32_t self[] = {0}, aba[] = {1, 0}, abca[] = {1, 2, 0};
+    if (nest(w, 0, self, 1) || nest(w, 0, aba, 2) || nest(w, 0, abca, 3))
+      return 1;
+  }
+  NT_OKC(w, nexar_barrier(w));
+  int32_t next[] = {(r + 2) % n};
+  if (nest(w, (r + 1) % n, next, 1)) return 1;
+  NT_OKC(w, nexar_barrier(w));
+  if (r != 0) return 0;
+  nexar_req_t *q[10];
+  uint8_t buf[16];
+  size_t got;
+  for (int i = 0; i < 10; i++)
+    NT_OKC(w,
+           nexar_rpc_icall(w, 1, FN_NAP, NULL, 0, buf, sizeof buf, 300, &q[i]));
+  for (int i = 0; i < 10; i++) {
+    int rc = nexar_wait(&q[i], NULL);
+    NT_CHECKF(rc == NEXAR_ERR_TIMEOUT, "nap %d: %s", i, nexar_err_name(rc));
+  }
+  double t0 = nt_now_ms();
+  NT_OKC(w, nexar_rpc_call(w, 1, FN_ECHO, "fresh", 5, buf, sizeof buf, &got,
+                           1000));
+  printf("a 1 s call after ten expired ones: %.0f ms\n", nt_now_ms() - t0);
+  int ran = -1;
+  NT_OKC(w,
+         nexar_rpc_call(w, 1, FN_NAPS, NULL, 0, &ran, sizeof ran, &got, 10000));
+  printf("expired calls: %d of 10 ran\n", ran);
+  NT_CHECKF(ran == 1, "%d of the 10 expired calls ran", ran);
+  int64_t left = -2;
+  NT_OKC(w, nexar_rpc_call(w, 1, FN_LEFT, NULL, 0, &left, sizeof left, &got,
+                           2000));
+  NT_CHECKF(left > 1000 && left <= 2000, "time left %lld ms", (long long)left);
+  NT_CHECK(nexar_rpc_time_left_ms() == -1);
+  return 0;
+}
+
+static int nested_worker(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  rank_g = r;
+  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_NEST, h_nest, w));
+  NT_OKC(w, nexar_rpc_register(w, FN_NAP, h_nap, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_NAPS, h_naps, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_LEFT, h_left, NULL));
+  NT_OKC(w, nexar_barrier(w));
+  if (nested(w, r, n)) return 1;
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 /* ---- A killed callee, and calls on the revoked world ---- */
 
 #define FT_ENV                                                \
@@ -424,6 +568,11 @@ int main(void) {
   int brc = nt_run(&b, busy_worker, NULL);
   printf("%s rpc busy world=2\n", brc ? "FAIL" : "ok");
   fails += brc ? 1 : 0;
+  nt_opts_t c = {
+      .world_size = 3, .timeout_ms = 120000, .env = "NEXAR_RPC_THREADS=1"};
+  int crc = nt_run(&c, nested_worker, NULL);
+  printf("%s rpc nested world=3\n", crc ? "FAIL" : "ok");
+  fails += crc ? 1 : 0;
   t_kill = mmap(NULL, sizeof *t_kill, PROT_READ | PROT_WRITE,
                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   nt_opts_t k = {
