@@ -77,3 +77,8 @@ add_executable(ft_campaign EXCLUDE_FROM_ALL ft_campaign.c ft_campaign_trial.c
   ft_campaign_worker.c)
 target_include_directories(ft_campaign PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(ft_campaign PRIVATE nexar_static m)
+# The RPC soak (a million calls, retries on a revoked world, RSS flat):
+# `make rpc-soak` builds and runs it; not a ctest test, not built by default.
+add_executable(rpc_soak EXCLUDE_FROM_ALL rpc_soak.c)
+target_include_directories(rpc_soak PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(rpc_soak PRIVATE nexar_harness nexar_static m)

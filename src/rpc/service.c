@@ -153,7 +153,7 @@ static void *worker_main(void *arg) {
 /* Starts one more handler thread (mu held). */
 static int spawn(nexar_ctx_t *ctx) {
   nexar__rpc_t *p = &ctx->rpc;
-  if (p->nw == p->maxw) return NEXAR_ERR_SYS;
+  if (p->stop || p->nw == p->maxw) return NEXAR_ERR_SYS;
   nexar__rpc_worker_t *w = &p->w[p->nw];
   w->ctx = ctx;
   w->fn = -1;
@@ -178,14 +178,14 @@ int nexar__rpc_start_service(nexar_ctx_t *ctx) {
 
 bool nexar__rpc_lend(nexar_ctx_t *ctx) {
   nexar__rpc_worker_t *w = self_w;
-  if (!w || w->ctx != ctx || w->lent) return false;
+  if (!w || w->ctx != ctx || w->fn < 0 || w->lent) return false;
   nexar__rpc_t *p = &ctx->rpc;
   pthread_mutex_lock(&p->mu);
   w->lent = true;
   p->active--;
   /* The freed place needs a thread to run on: a cycle of nested calls
    * comes back to this process while this handler waits. */
-  if (p->idle == 0 && spawn(ctx) < 0 && p->nw == p->maxw)
+  if (p->idle == 0 && spawn(ctx) < 0 && !p->stop)
     NEXAR__INFO(NEXAR__SUB_P2P,
                 "rank %d: rpc: %d handler threads, none more for a handler "
                 "waiting in a nested call",
