@@ -5,7 +5,14 @@
  * against its own request, an unknown function id, a handler error with
  * its code, a timeout against a slow handler (within the deadline, the
  * late response dropped, later calls fine), over-size requests refused,
- * truncated responses, and unregistering.
+ * truncated responses, a handler that claims bytes it did not write (zeros,
+ * not an earlier caller's bytes), and unregistering. With
+ * NEXAR_RPC_THREADS=1: nested call cycles through busy ranks (self,
+ * A->B->A, A->B->C->A, every rank at once) complete within 5 s, a lazy
+ * handler on the thread that wrote 200 KB and 1 MiB before, expired
+ * requests are dropped before they run, a handler reads its time left. A
+ * callee killed during a call (the failure time is printed), then 1 MiB
+ * calls on the revoked world: NEXAR_ERR_REVOKED and RSS flat.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +44,7 @@ enum {
 #define NCALLS 1000
 
 static int rank_g;
+static int join(nexar_ctx_t **ctx, nexar_comm_t **w, int *r, int *n);
 
 static int h_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,
                   void *resp, size_t cap, size_t *out) {
@@ -81,16 +89,18 @@ static int h_slow(void *ud, int caller, uint16_t fn, const void *req, size_t n,
   return h_echo(ud, caller, fn, req, n, resp, cap, out);
 }
 
-/* A response of the size the request asks for (uint32), bytes i & 0xff. */
+/* Writes as many bytes as the request asks for (uint32), bytes i & 0xff,
+ * and sends them, or only as many as a second uint32 says. */
 static int h_big(void *ud, int caller, uint16_t fn, const void *req, size_t n,
                  void *resp, size_t cap, size_t *out) {
   (void)ud, (void)caller, (void)fn;
-  uint32_t want;
-  if (n != 4) return NEXAR_ERR_INVALID_ARG;
-  memcpy(&want, req, 4);
-  if (want > cap) return NEXAR_ERR_INVALID_ARG;
-  for (uint32_t i = 0; i < want; i++) ((uint8_t *)resp)[i] = (uint8_t)i;
-  *out = want;
+  uint32_t want[2];
+  if (n != 4 && n != 8) return NEXAR_ERR_INVALID_ARG;
+  memcpy(want, req, n);
+  if (want[0] > cap || (n == 8 && want[1] > want[0]))
+    return NEXAR_ERR_INVALID_ARG;
+  for (uint32_t i = 0; i < want[0]; i++) ((uint8_t *)resp)[i] = (uint8_t)i;
+  *out = n == 8 ? want[1] : want[0];
   return 0;
 }
 
@@ -109,6 +119,26 @@ static int h_lazy(void *ud, int caller, uint16_t fn, const void *req, size_t n,
 
 static uint8_t pat(int a, int b, int i, size_t k) {
   return (uint8_t)(a * 31 + b * 17 + i * 7 + k * 13 + (k >> 8));
+}
+
+/* FN_BIG writes |want| bytes on |to| (and sends them, or only 1), then
+ * FN_LAZY claims as many without writing them: all must arrive as zeros. */
+static int lazy(nexar_comm_t *w, int to, uint32_t want, int sent) {
+  uint8_t *resp = malloc(want);
+  uint32_t big[2] = {want, sent ? want : 1};
+  size_t got;
+  NT_CHECK(resp);
+  NT_OKC(w, nexar_rpc_call(w, to, FN_BIG, big, sizeof big, resp, want, &got,
+                           10000));
+  NT_CHECK(got == big[1] && resp[got - 1] == (uint8_t)(got - 1));
+  memset(resp, 0xee, want);
+  NT_OKC(w, nexar_rpc_call(w, to, FN_LAZY, &want, 4, resp, want, &got, 10000));
+  NT_CHECK(got == want);
+  for (uint32_t i = 0; i < want; i++)
+    NT_CHECKF(resp[i] == 0, "lazy response from %d: byte %u is %u", to, i,
+              resp[i]);
+  free(resp);
+  return 0;
 }
 
 static int basic(nexar_comm_t *w, int r, int n) {
@@ -218,20 +248,9 @@ static int errors(nexar_comm_t *w, int r, int n) {
             nexar_err_name(rc), got);
   for (size_t i = 0; i < sizeof buf; i++) NT_CHECK(buf[i] == (uint8_t)i);
   /* A handler that claims bytes it did not write sends zeros, never what
-   * it sent an earlier caller (whichever service thread runs it). */
-  for (int k = 0; k < 8; k++) {
-    int to = k % 2 ? t : r;
-    want = 4096;
-    NT_OKC(w, nexar_rpc_call(w, to, FN_BIG, &want, 4, resp, sizeof resp, &got,
-                             10000));
-    memset(resp, 0xee, want);
-    NT_OKC(w, nexar_rpc_call(w, to, FN_LAZY, &want, 4, resp, sizeof resp, &got,
-                             10000));
-    NT_CHECK(got == want);
-    for (uint32_t i = 0; i < want; i++)
-      NT_CHECKF(resp[i] == 0, "lazy response from %d: byte %u is %u", to, i,
-                resp[i]);
-  }
+   * it sent an earlier caller (whichever handler thread runs it). */
+  for (int k = 0; k < 8; k++)
+    if (lazy(w, k % 2 ? t : r, k < 4 ? 4096 : MAX_BYTES, k % 3)) return 1;
   return 0;
 }
 
@@ -266,8 +285,7 @@ static int busy_worker(int index, void *arg) {
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
   int r, n;
-  NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  NT_OKC(w, nexar_rpc_register(w, FN_SLOW, h_slow, NULL));
+  if (join(&ctx, &w, &r, &n)) return 1;
   NT_OKC(w, nexar_barrier(w));
   if (r == 0) {
     nexar_req_t *q[BUSY_CALLS];
@@ -378,6 +396,11 @@ static int nest(nexar_comm_t *w, int to, const int32_t *path, size_t k) {
  * answered in time), and a handler reads the time left. */
 static int nested(nexar_comm_t *w, int r, int n) {
   if (r == 0) {
+    /* First, while each rank has its one handler thread: the same thread
+     * serves both calls, past the 64 KiB it clears with memset. */
+    if (lazy(w, 1, 200000, 1) || lazy(w, 1, 200000, 0) ||
+        lazy(w, 0, 1 << 20, 0))
+      return 1;
     int32_t self[] = {0}, aba[] = {1, 0}, abca[] = {1, 2, 0};
     if (nest(w, 0, self, 1) || nest(w, 0, aba, 2) || nest(w, 0, abca, 3))
       return 1;
@@ -420,13 +443,7 @@ static int nested_worker(int index, void *arg) {
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
   int r, n;
-  NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  rank_g = r;
-  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_NEST, h_nest, w));
-  NT_OKC(w, nexar_rpc_register(w, FN_NAP, h_nap, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_NAPS, h_naps, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_LEFT, h_left, NULL));
+  if (join(&ctx, &w, &r, &n)) return 1;
   NT_OKC(w, nexar_barrier(w));
   if (nested(w, r, n)) return 1;
   NT_OKC(w, nexar_barrier(w));
@@ -465,9 +482,7 @@ static int revoked_worker(int index, void *arg) {
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
   int r, n;
-  NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_DIE, h_die, NULL));
+  if (join(&ctx, &w, &r, &n)) return 1;
   NT_OKC(w, nexar_barrier(w));
   uint8_t buf[16];
   size_t got;
@@ -512,20 +527,29 @@ static int revoked_worker(int index, void *arg) {
   return 0;
 }
 
+/* Joins the world and registers every handler (user data: the world). */
+static int join(nexar_ctx_t **ctx, nexar_comm_t **w, int *r, int *n) {
+  static const struct {
+    uint16_t fn;
+    nexar_rpc_handler_t h;
+  } hs[] = {{FN_ECHO, h_echo}, {FN_SUM, h_sum},   {FN_FAIL, h_fail},
+            {FN_SLOW, h_slow}, {FN_BIG, h_big},   {FN_LAZY, h_lazy},
+            {FN_DIE, h_die},   {FN_NEST, h_nest}, {FN_NAP, h_nap},
+            {FN_NAPS, h_naps}, {FN_LEFT, h_left}};
+  NT_OK(nt_join_world(ctx, w, r, n));
+  rank_g = *r;
+  for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+    NT_OKC(*w, nexar_rpc_register(*w, hs[i].fn, hs[i].h, *w));
+  return 0;
+}
+
 static int worker(int index, void *arg) {
   (void)index;
   (void)arg;
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
   int r, n;
-  NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  rank_g = r;
-  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_SUM, h_sum, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_FAIL, h_fail, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_SLOW, h_slow, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_BIG, h_big, NULL));
-  NT_OKC(w, nexar_rpc_register(w, FN_LAZY, h_lazy, NULL));
+  if (join(&ctx, &w, &r, &n)) return 1;
   NT_CHECK(nexar_rpc_register(w, FN_ECHO, h_echo, NULL) ==
            NEXAR_ERR_INVALID_USAGE);
   NT_OKC(w, nexar_barrier(w));

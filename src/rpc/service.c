@@ -9,23 +9,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "rpc/rpc_int.h"
 
-/* A handler's response buffer: anonymous pages, which resp_reset hands
- * back to the kernel after every call, so that each handler starts from
- * zeros and no byte of one caller's response can reach another caller
- * (a handler may claim bytes it did not write). Costs one madvise per call
- * and a page fault per page the handler touches. */
+/* A handler's response buffer: anonymous pages, zero when the handler
+ * starts, so that no byte of one caller's response can reach another
+ * caller (a handler may claim bytes it did not write, or write past what
+ * it claims). After each call resp_reset clears with memset the first
+ * RESP_KEEP bytes or the pages of the response sent, whichever is more,
+ * and hands the pages past them back to the kernel (MADV_DONTNEED: they
+ * read as zeros again). Measured on this VM (CPU time of the handler's
+ * write plus the reset, 1 MiB buffer): 2.2 us for a 64-byte response,
+ * 2.7 us for 64 KiB, 7.5 us for 256 KiB (the write alone: 3.6), 42 us for
+ * 1 MiB (21); handing back every page instead costs 5 and 44 us for 64 B
+ * and 64 KiB (the page faults that follow), clearing the whole buffer
+ * 20 us whatever the size. */
+#define RESP_KEEP 65536 /* a multiple of the page size */
+
 static uint8_t *resp_alloc(size_t cap) {
   void *b = mmap(NULL, cap ? cap : 1, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return b == MAP_FAILED ? NULL : b;
 }
 
-static void resp_reset(uint8_t *b, size_t cap) {
-  if (b && madvise(b, cap ? cap : 1, MADV_DONTNEED) != 0)
-    memset(b, 0, cap); /* not expected: anonymous private pages */
+static void resp_reset(uint8_t *b, size_t cap, size_t len) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  size_t keep = len > RESP_KEEP ? (len + pg - 1) / pg * pg : RESP_KEEP;
+  if (keep > cap) keep = cap;
+  memset(b, 0, keep);
+  if (cap > keep && madvise(b + keep, cap - keep, MADV_DONTNEED) != 0)
+    memset(b + keep, 0, cap - keep); /* not expected: our own mapping */
 }
 
 static void resp_free(uint8_t *b, size_t cap) {
@@ -85,7 +99,7 @@ static void serve(nexar_ctx_t *ctx, nexar__rpc_worker_t *w,
       else
         status = NEXAR_ERR_NOMEM;
     }
-    resp_reset(w->resp, cap);
+    resp_reset(w->resp, cap, len);
   }
   nexar__rpc_answer(ctx, it, status, code, data, len);
 }
