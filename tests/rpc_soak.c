@@ -14,9 +14,9 @@
  *   shrunk   ranks 0 and 1 go on as in "live" on nexar_comm_shrink's
  *            communicator.
  *
- * A phase's RSS is taken after its first tenth (the warm-up), half-way and
- * at its end; more than RSS_SLACK_KB of growth from the warm-up to the end
- * fails the run. NEXAR_SOAK_CALLS
+ * A phase's RSS is taken at each tenth of it; more than RSS_SLACK_KB of
+ * growth from the end of the warm-up (the first 3 tenths) to the end fails
+ * the run. NEXAR_SOAK_CALLS
  * sets the total (default 1000000: 300000 live, 400000 revoked, 300000
  * shrunk, shared by the ranks of each phase). Prints each rank's figures.
  */
@@ -34,6 +34,8 @@ enum { FN_ECHO = 1, FN_LAZY = 2, FN_NEST = 3 };
 #define MAX_BYTES (1 << 20)
 #define SMALL_MAX 65536
 #define RSS_SLACK_KB 2048
+#define STEPS 10 /* RSS samples per phase */
+#define WARM 3   /* the warm-up: the first 3 tenths */
 
 static long total_calls = 1000000;
 
@@ -73,28 +75,32 @@ static int h_nest(void *ud, int caller, uint16_t fn, const void *req, size_t n,
 typedef struct phase {
   const char *name;
   long calls, done, failed;
-  long rss_warm, rss_mid, rss_end;
+  long rss[STEPS + 1]; /* KiB at 0, 10 %, ... 100 % of the phase */
   double ms;
 } phase_t;
 
-/* RSS after the warm-up (the first tenth) and half-way. */
+/* RSS at each tenth of the phase. */
 static void rss_sample(phase_t *p, long i) {
-  if (p->rss_warm == 0 && i >= p->calls / 10) p->rss_warm = nt_rss_kb();
-  if (p->rss_mid == 0 && i >= p->calls * 55 / 100) p->rss_mid = nt_rss_kb();
+  int k = (int)(i * STEPS / p->calls);
+  if (k <= STEPS && p->rss[k] == 0) p->rss[k] = nt_rss_kb();
 }
 
 static void phase_print(int r, const phase_t *p) {
+  char prof[STEPS * 12] = "", *e = prof;
+  for (int k = 1; k <= STEPS; k++)
+    e += snprintf(e, sizeof prof - (size_t)(e - prof), " %ld", p->rss[k]);
   printf(
-      "rank %d %-8s %7ld calls, %5.1f s (%6.0f/s): RSS KiB %ld after "
-      "warm-up, %ld half-way, %ld at the end (%+ld)\n",
-      r, p->name, p->done, p->ms / 1e3, p->done / (p->ms / 1e3 + 1e-9),
-      p->rss_warm, p->rss_mid, p->rss_end, p->rss_end - p->rss_warm);
+      "rank %d %-8s %7ld calls, %5.1f s (%6.0f/s): RSS KiB at each tenth"
+      "%s (%+ld after warm-up)\n",
+      r, p->name, p->done, p->ms / 1e3, p->done / (p->ms / 1e3 + 1e-9), prof,
+      p->rss[STEPS] - p->rss[WARM]);
 }
 
 static int rss_check(int r, phase_t *p) {
   phase_print(r, p);
-  NT_CHECKF(p->rss_warm > 0 && p->rss_end - p->rss_warm <= RSS_SLACK_KB,
-            "%s: RSS grew by %ld KiB", p->name, p->rss_end - p->rss_warm);
+  long grew = p->rss[STEPS] - p->rss[WARM];
+  NT_CHECKF(p->rss[WARM] > 0 && grew <= RSS_SLACK_KB,
+            "%s: RSS grew by %ld KiB after the warm-up", p->name, grew);
   return 0;
 }
 
@@ -143,7 +149,7 @@ static int live(nexar_comm_t *c, int to, phase_t *p, uint8_t *req,
     p->done = i;
   }
   p->ms = nt_now_ms() - t0;
-  p->rss_end = nt_rss_kb();
+  p->rss[STEPS] = nt_rss_kb();
   return 0;
 }
 
@@ -162,7 +168,7 @@ static int revoked(nexar_comm_t *c, int to, phase_t *p, uint8_t *big,
     p->done = i + 1;
   }
   p->ms = nt_now_ms() - t0;
-  p->rss_end = nt_rss_kb();
+  p->rss[STEPS] = nt_rss_kb();
   return 0;
 }
 
