@@ -500,7 +500,7 @@ struct nexar_ctx {
   nexar__ep_t ep;
   nexar__params_t prm;
   nexar__dev_t dev; /* device adapter and bounce cache */
-  nexar__rpc_t rpc; /* RPC handlers, service thread, pending calls */
+  nexar__rpc_t rpc; /* RPC handlers, handler threads, pending calls */
   /* This process's stable id (its world rank when it joined; ranks in a
    * communicator are comm->rank) and the number of ids ever assigned: the
    * size of roster, peers and dead. */
@@ -852,9 +852,9 @@ void nexar__topo_test_hops(nexar_ctx_t *ctx, int limit);
 /* ---------------- rpc/rpc.c ---------------- */
 /* Sets up the RPC state of |ctx| (before the endpoint starts). */
 int nexar__rpc_init(nexar_ctx_t *ctx);
-/* Starts the service thread. */
+/* Starts the handler threads (NEXAR_RPC_THREADS). */
 int nexar__rpc_start_service(nexar_ctx_t *ctx);
-/* Stops and joins the service thread (idempotent). */
+/* Stops and joins the handler threads (idempotent). */
 void nexar__rpc_stop(nexar_ctx_t *ctx);
 /* nexar_wait on an RPC call: when the caller is a handler thread of |ctx|,
  * its place goes to other requests while it waits (true: call

@@ -5,11 +5,10 @@
  * counter (so it is unique on every connection), waits in a small hash
  * table of pending calls, and sends a request message (kind RPC, step
  * REQUEST, the time left to its deadline in count) on the data lane. The
- * response header takes it out of the table;
- * a successful response's payload flows straight into the caller's buffer
- * (no copy), an error response completes it with the status it carries. A
- * call that times out leaves the table, so its late response finds no call
- * and is dropped.
+ * response header takes it out of the table; a successful response's
+ * payload flows straight into the caller's buffer (no copy), an error
+ * response completes it with the status it carries. A call that times out
+ * leaves the table, so its late response finds no call and is dropped.
  *
  * Callee side: a request header reserves a place in the service queue
  * (bounded by NEXAR_RPC_QUEUE; none left: a BUSY response at once, nothing
@@ -26,7 +25,7 @@
 
 #include "rpc/rpc_int.h"
 
-/* A response on its way from the service thread to the engine. */
+/* A response on its way from a handler thread to the engine. */
 typedef struct rpc_out {
   nexar__req_t req; /* internal control operation */
   nexar_comm_t *comm;
