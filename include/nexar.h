@@ -242,9 +242,10 @@ typedef struct nexar_failure {
   char addr[64];    /* its UDP address, "ip:port" */
 } nexar_failure_t;
 
-/* Called once per failed process, on a library-owned thread (the RPC service
- * thread), off the progress engine: it may call any nexar function,
- * nexar_abort included. */
+/* Called once per failed process, on a library-owned thread (one of the RPC
+ * handler threads; one failure at a time, in the order they were learnt),
+ * off the progress engine: it may call any nexar function, nexar_abort
+ * included. */
 typedef void (*nexar_failure_fn)(nexar_ctx_t *ctx, const nexar_failure_t *f,
                                  void *user_data);
 
@@ -771,26 +772,36 @@ NEXAR_EXTERN int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req);
  * A process registers handlers by 16-bit function id; any rank of a
  * communicator can then call one on any rank (itself included) with an
  * opaque request payload and get an opaque response payload back. Requests
- * are served by the library: each context owns one RPC service thread,
- * which runs the handlers one at a time, in the order the requests arrived
- * (never on the progress thread, never under the engine lock). Requests
- * that arrive while NEXAR_RPC_QUEUE requests are already waiting or being
- * received are answered at once with NEXAR_ERR_RPC_BUSY. Payloads (request
- * and response) are bounded by NEXAR_RPC_MAX_BYTES. Buffers are host
- * memory (the device adapter is not used).
+ * are served by the library: each context owns a pool of handler threads
+ * that runs up to NEXAR_RPC_THREADS handlers at once, taking requests in
+ * the order they arrived (never on the progress thread, never under the
+ * engine lock). A handler waiting for an RPC call of its own (nested call)
+ * does not count against NEXAR_RPC_THREADS and a thread is added for it
+ * (at most 64 more), so call cycles through busy processes (A->B->A)
+ * complete. A request carries the time left to its caller's deadline; one
+ * whose deadline has passed before a thread takes it is dropped without
+ * running or answering. Requests that arrive while NEXAR_RPC_QUEUE requests
+ * are already being received, waiting or running are answered at once with
+ * NEXAR_ERR_RPC_BUSY. Payloads (request and response) are bounded by
+ * NEXAR_RPC_MAX_BYTES. Buffers are host memory (the device adapter is not
+ * used).
  */
 
 /*
- * An RPC handler. Runs on the context's RPC service thread with the
- * |req_bytes| request bytes at |req| (valid during the call only) and
- * writes at most |resp_cap| (= NEXAR_RPC_MAX_BYTES) response bytes to
- * |resp|, setting *resp_bytes (0 on entry). |caller| is the caller's rank
- * in the communicator the call was made on. Returns >= 0 for success (the
- * response is sent), or a negative code: the caller then gets
- * NEXAR_ERR_RPC_HANDLER with this code in its status's rpc_code, and no
- * response bytes. A handler may call nexar functions except blocking RPC
- * calls to its own rank (its own service thread would serve them: a
- * deadlock, ended by the call's timeout) and nexar_finalize.
+ * An RPC handler. Runs on one of the context's RPC handler threads, maybe
+ * at the same time as other handlers (of the same function too), so it
+ * must be thread-safe. Gets the |req_bytes| request bytes at |req| (valid
+ * during the call only) and writes at most |resp_cap| (=
+ * NEXAR_RPC_MAX_BYTES) response bytes to |resp|, setting *resp_bytes (0 on
+ * entry). |resp| is all zeros on entry: bytes claimed in *resp_bytes but
+ * not written are sent as zeros, never another caller's data. |caller| is
+ * the caller's rank in the communicator the call was made on. Returns >= 0
+ * for success (the response is sent), or a negative code: the caller then
+ * gets NEXAR_ERR_RPC_HANDLER with this code in its status's rpc_code, and
+ * no response bytes. nexar_rpc_time_left_ms gives the time left to the
+ * caller's deadline. A handler may call nexar functions (RPCs to any rank,
+ * its own included: see nested calls above; their deadline is at most the
+ * one of the call it serves) except nexar_finalize.
  */
 typedef int (*nexar_rpc_handler_t)(void *user_data, int caller, uint16_t fn_id,
                                    const void *req, size_t req_bytes,
@@ -822,7 +833,10 @@ NEXAR_EXTERN int nexar_rpc_unregister(nexar_comm_t *comm, uint16_t fn_id);
  * with the |req_bytes| bytes at |req_buf| (copied during the call: the
  * buffer may be reused at once). The response goes to |resp_buf| (room for
  * |resp_cap| bytes, untouched until the request completes). |timeout_ms|
- * > 0 is the call's deadline from now; <= 0 means NEXAR_OP_TIMEOUT_MS.
+ * > 0 is the call's deadline from now; <= 0 means NEXAR_OP_TIMEOUT_MS;
+ * called from a handler, the deadline is at most that of the call the
+ * handler serves. The request carries the time left to the deadline, and
+ * the callee drops it unanswered if that has passed before it runs.
  * Complete *req with nexar_wait / nexar_test: status.bytes is the
  * response length, status.source the callee, status.tag |fn_id|,
  * status.rpc_code the handler's return value. Their result: NEXAR_OK;
@@ -833,9 +847,17 @@ NEXAR_EXTERN int nexar_rpc_unregister(nexar_comm_t *comm, uint16_t fn_id);
  * dropped); NEXAR_ERR_TRUNCATE (the response is longer than |resp_cap|:
  * the first resp_cap bytes are stored, status.bytes is the full length);
  * NEXAR_ERR_INVALID_ARG (the request exceeded the callee's
- * NEXAR_RPC_MAX_BYTES); NEXAR_ERR_PEER_FAILED; NEXAR_ERR_CLOSED. The
- * message (nexar_comm_last_error) names the local rank, the peer rank,
- * the function id and the call id.
+ * NEXAR_RPC_MAX_BYTES); NEXAR_ERR_PEER_FAILED, NEXAR_ERR_CLOSED (the callee
+ * failed or its connection closed while the call waited: a killed callee
+ * is found by the next heartbeat, up to NEXAR_HEARTBEAT_MS after the kill,
+ * or NEXAR_HEARTBEAT_TIMEOUT_MS where ICMP is dropped); NEXAR_ERR_REVOKED
+ * (|comm| was revoked because any member failed, the callee or not: the
+ * call is not sent; under NEXAR_RECOVERY=abort, the default, every later
+ * call on |comm| fails so); NEXAR_ERR_EXCLUDED, NEXAR_ERR_ABORTED. A
+ * failed call frees everything it allocated. The message
+ * (nexar_comm_last_error) names the local rank, the peer rank, the
+ * function id and the call id (a revoked communicator: why it was
+ * revoked).
  * Returns NEXAR_OK, or at once NEXAR_ERR_INVALID_ARG (NULL comm or req,
  * bad rank, NULL buffer with a non-zero size, |req_bytes| above
  * NEXAR_RPC_MAX_BYTES: refused before anything is allocated or sent),
@@ -858,6 +880,16 @@ NEXAR_EXTERN int nexar_rpc_call(nexar_comm_t *comm, int rank, uint16_t fn_id,
                                 const void *req_buf, size_t req_bytes,
                                 void *resp_buf, size_t resp_cap,
                                 size_t *resp_bytes, int timeout_ms);
+
+/*
+ * In an RPC handler: the milliseconds left until the deadline of the call
+ * it serves (the caller's timeout, carried by the request as a time budget
+ * and counted from its arrival, so it ends no earlier than the caller's),
+ * 0 once it has passed: the caller has stopped waiting and the response
+ * will be dropped. -1 when the calling thread is not running a handler.
+ * Thread-safe (it reads the calling thread's own handler state).
+ */
+NEXAR_EXTERN int64_t nexar_rpc_time_left_ms(void);
 
 /* ------------------------------------------------------------------ */
 /* Device memory (docs/device-adapters.md).

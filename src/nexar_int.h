@@ -258,6 +258,10 @@ struct nexar_req {
   nexar_status_t st;
   bool internal; /* owned by a schedule: cb is called, nobody waits */
   void (*cb)(nexar__req_t *req);
+  /* Set by the layer that built the operation: frees what it owns when
+   * the engine ends it without starting it (a revoked communicator);
+   * NULL when it owns nothing until started. */
+  void (*discard)(nexar__req_t *req);
   void *cb_arg;
   /* Send / receive. */
   int peer;      /* world rank (send: dest; recv: source or ANY) */
@@ -436,15 +440,32 @@ typedef struct nexar__rpc_fn {
   void *user_data;
 } nexar__rpc_fn_t;
 #define NEXAR__RPC_BUCKETS 256
+/* Handler threads beyond NEXAR_RPC_THREADS, one for each handler waiting
+ * in a nested call (docs/rpc.md). */
+#define NEXAR__RPC_LEND_MAX 64
+/* One handler thread. */
+typedef struct nexar__rpc_worker {
+  nexar_ctx_t *ctx;
+  pthread_t th;
+  int fn;            /* function id whose handler runs, or -1 (mu) */
+  bool lent;         /* its handler waits in a nested call (mu) */
+  uint64_t deadline; /* the running request's caller's deadline (ns) */
+  uint8_t *resp;     /* response buffer, zero at each handler's start */
+} nexar__rpc_worker_t;
 typedef struct nexar__rpc {
   bool inited;
   pthread_mutex_t mu; /* everything below up to the engine part */
-  pthread_cond_t cv;  /* queue, stop, or a handler finished */
-  pthread_t thread;
+  pthread_cond_t cv;  /* queue, stop, failure, or a handler finished */
   bool started, stop;
   nexar__rpc_fn_t *fns; /* registered handlers */
   int nfns, cap_fns;
-  int running_fn; /* function id whose handler runs, or -1 */
+  nexar__rpc_worker_t *w; /* nw started of maxw */
+  int nw, maxw;
+  int limit;  /* NEXAR_RPC_THREADS */
+  int active; /* handlers running and not lent to a nested call */
+  int idle;   /* threads waiting for work */
+  int fseen;  /* failures handed to the application's handler */
+  bool dispatching;
   nexar__rpc_item_t *q_head, *q_tail;
   int load; /* requests being received, queued or running */
   /* Engine part (emu): calls waiting for their response header. */
@@ -494,7 +515,7 @@ struct nexar_ctx {
   nexar__ep_t ep;
   nexar__params_t prm;
   nexar__dev_t dev; /* device adapter and bounce cache */
-  nexar__rpc_t rpc; /* RPC handlers, service thread, pending calls */
+  nexar__rpc_t rpc; /* RPC handlers, handler threads, pending calls */
   /* This process's stable id (its world rank when it joined; ranks in a
    * communicator are comm->rank) and the number of ids ever assigned: the
    * size of roster, peers and dead. */
@@ -866,10 +887,15 @@ void nexar__topo_test_hops(nexar_ctx_t *ctx, int limit);
 /* ---------------- rpc/rpc.c ---------------- */
 /* Sets up the RPC state of |ctx| (before the endpoint starts). */
 int nexar__rpc_init(nexar_ctx_t *ctx);
-/* Starts the service thread. */
+/* Starts the handler threads (NEXAR_RPC_THREADS). */
 int nexar__rpc_start_service(nexar_ctx_t *ctx);
-/* Stops and joins the service thread (idempotent). */
+/* Stops and joins the handler threads (idempotent). */
 void nexar__rpc_stop(nexar_ctx_t *ctx);
+/* nexar_wait on an RPC call: when the caller is a handler thread of |ctx|,
+ * its place goes to other requests while it waits (true: call
+ * nexar__rpc_unlend after the wait). */
+bool nexar__rpc_lend(nexar_ctx_t *ctx);
+void nexar__rpc_unlend(nexar_ctx_t *ctx);
 /* Frees the RPC state (after the endpoint is gone). */
 void nexar__rpc_fini(nexar_ctx_t *ctx);
 /* Engine: starts an RPC call request. */

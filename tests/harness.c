@@ -125,6 +125,16 @@ double nt_now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+long nt_rss_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
+
 /* Writes "[index] file:line: " + the formatted text + "\n" to stderr in one
  * write, so that lines of concurrent workers do not interleave. */
 static void nt_vprint(const char *file, int line, const char *head,

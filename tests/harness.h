@@ -91,6 +91,9 @@ int nt_join_world(nexar_ctx_t **ctx, nexar_comm_t **world, int *rank,
 /* CLOCK_MONOTONIC in milliseconds, for measuring test phases. */
 double nt_now_ms(void);
 
+/* This process's resident set size (VmRSS) in KiB; -1 if unknown. */
+long nt_rss_kb(void);
+
 /* Prints "[index] file:line: <formatted message>" to stderr in one write.
  * Used by the macros below. */
 void nt_fail(const char *file, int line, const char *fmt, ...)

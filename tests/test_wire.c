@@ -436,7 +436,8 @@ static void test_hdr_rules(void **state) {
 }
 
 /* RPC headers: a function id fits 16 bits, the data lane, no collective
- * operation, step request or response, and a request carries no status. */
+ * operation, step request or response, and a request carries its deadline
+ * budget (microseconds, at most NEXAR__RPC_BUDGET_MAX_US), not a status. */
 static void test_hdr_rpc(void **state) {
   (void)state;
   uint8_t b[NEXAR__HDR_BYTES];
@@ -447,11 +448,13 @@ static void test_hdr_rpc(void **state) {
   ok.tag = 0xffff;
   ok.coll_seq = 0x123456789abcull; /* call id */
   ok.step = NEXAR__RPC_REQUEST;
+  ok.count = NEXAR__RPC_BUDGET_MAX_US;
   nexar__hdr_encode(&ok, b);
   assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
                    NEXAR__HDR_BYTES);
   assert_int_equal(d.tag, 0xffff);
   assert_true(d.coll_seq == ok.coll_seq);
+  assert_true(d.count == NEXAR__RPC_BUDGET_MAX_US);
   /* A response carries status | handler code << 32 in count. */
   h = ok;
   h.step = NEXAR__RPC_RESPONSE;
@@ -482,7 +485,7 @@ static void test_hdr_rpc(void **state) {
         h.step = NEXAR__RPC_RESPONSE + 1;
         break;
       default:
-        h.count = 1; /* a request with a status */
+        h.count = NEXAR__RPC_BUDGET_MAX_US + 1; /* past INT32_MAX ms */
     }
     nexar__hdr_encode(&h, b);
     assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),

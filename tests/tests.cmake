@@ -86,3 +86,8 @@ add_executable(elastic_soak EXCLUDE_FROM_ALL elastic_soak.c elastic_churn.c)
 target_include_directories(elastic_soak PRIVATE ${PROJECT_SOURCE_DIR}/src
   ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(elastic_soak PRIVATE nexar_harness nexar_static m)
+# The RPC soak (a million calls, retries on a revoked world, RSS flat):
+# `make rpc-soak` builds and runs it; not a ctest test, not built by default.
+add_executable(rpc_soak EXCLUDE_FROM_ALL rpc_soak.c)
+target_include_directories(rpc_soak PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(rpc_soak PRIVATE nexar_harness nexar_static m)

@@ -16,7 +16,7 @@
  * live process gets a FAILED notice and declares it too (so the others'
  * operations fail with NEXAR_ERR_REVOKED within a round trip, not a
  * timeout), and the application is told through nexar_failures and the
- * failure handler, which runs on the service thread.
+ * failure handler, which runs on an RPC handler thread.
  *
  * A peer this process cannot send to (no route: the sends fail, whether or
  * not its packets still arrive) is declared failed once that has lasted
@@ -103,8 +103,8 @@ static void id_addr(nexar_ctx_t *ctx, int id, char *out, size_t n) {
     nexar__addr_str((struct sockaddr *)&ss, out, n);
 }
 
-/* Appends to the list the application reads and wakes the service thread,
- * which calls the handler. */
+/* Appends to the list the application reads and wakes the handler threads,
+ * one of which calls the handler. */
 static void record(nexar_ctx_t *ctx, int id, int reason, int reporter) {
   pthread_mutex_lock(&ctx->fmu);
   int n = atomic_load(&ctx->nfail);

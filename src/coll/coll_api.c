@@ -406,6 +406,12 @@ static int coll_stage(nexar_comm_t *comm, const nexar__coll_args_t *a,
   return 0;
 }
 
+/* The engine ends a call on a revoked communicator before it starts. */
+static void coll_discard(nexar__req_t *u) {
+  nexar__sched_free(u->sched);
+  u->sched = NULL;
+}
+
 /* Validates, builds and posts the call; *req gets the request. */
 static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
                 void *recvbuf, nexar__req_t **req) {
@@ -444,6 +450,7 @@ static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
   u->comm = comm;
   u->peer = -1;
   u->sched = s;
+  u->discard = coll_discard;
   s->user = u;
   s->comm = comm;
   s->a = a;

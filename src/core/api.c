@@ -388,7 +388,12 @@ int nexar_wait(nexar__req_t **preq, nexar_status_t *status) {
   if (!preq) return NEXAR_ERR_INVALID_ARG;
   nexar__req_t *r = *preq;
   if (!r) return NEXAR_OK;
-  if (nexar__req_wait(&r->comm->ctx->ep, r, req_deadline(r)) < 0) expire(r);
+  /* A handler waiting for a nested call lends its place (rpc.c). */
+  nexar_ctx_t *ctx = r->comm->ctx;
+  bool lent = r->kind == NEXAR__REQ_RPC && !atomic_load(&r->done) &&
+              nexar__rpc_lend(ctx);
+  if (nexar__req_wait(&ctx->ep, r, req_deadline(r)) < 0) expire(r);
+  if (lent) nexar__rpc_unlend(ctx);
   return req_finish(preq, status);
 }
 

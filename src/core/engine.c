@@ -318,10 +318,7 @@ static void run_ops(nexar__ep_t *ep) {
        * operations fail with NEXAR_ERR_REVOKED (or the process-wide
        * reason: aborted, excluded). */
       nexar__comm_set_error(q->comm, "%s", q->comm->revoke_msg);
-      if (q->kind == NEXAR__REQ_COLL) {
-        nexar__sched_free(q->sched); /* built, never started */
-        q->sched = NULL;
-      }
+      if (q->discard) q->discard(q); /* built, never started */
       nexar__req_complete(
           q, revoked == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_REVOKED : revoked);
       q = next;

@@ -61,7 +61,9 @@
   X(INT, rpc_max_bytes, "NEXAR_RPC_MAX_BYTES", 1048576, 0, 1 << 30,            \
     "largest RPC request or response payload")                                 \
   X(INT, rpc_queue, "NEXAR_RPC_QUEUE", 1024, 1, 1 << 20,                       \
-    "RPC requests waiting for the service thread before callers get busy")     \
+    "RPC requests received, waiting or running before callers get busy")       \
+  X(INT, rpc_threads, "NEXAR_RPC_THREADS", 4, 1, 256,                          \
+    "RPC handlers run at once (not counting those waiting in a nested call)")  \
   X(INT, heartbeat_ms, "NEXAR_HEARTBEAT_MS", 1000, 10, 3600000,                \
     "heartbeat interval: a connection idle this long sends a PING")            \
   X(INT, heartbeat_timeout_ms, "NEXAR_HEARTBEAT_TIMEOUT_MS", 5000, 20,         \

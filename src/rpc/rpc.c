@@ -4,39 +4,28 @@
  * Caller side (engine, emu held): a call gets a call id from a per-process
  * counter (so it is unique on every connection), waits in a small hash
  * table of pending calls, and sends a request message (kind RPC, step
- * REQUEST) on the data lane. The response header takes it out of the table;
- * a successful response's payload flows straight into the caller's buffer
- * (no copy), an error response completes it with the status it carries. A
- * call that times out leaves the table, so its late response finds no call
- * and is dropped.
+ * REQUEST, the time left to its deadline in count) on the data lane. The
+ * response header takes it out of the table; a successful response's
+ * payload flows straight into the caller's buffer (no copy), an error
+ * response completes it with the status it carries. A call that times out
+ * leaves the table, so its late response finds no call and is dropped.
  *
  * Callee side: a request header reserves a place in the service queue
  * (bounded by NEXAR_RPC_QUEUE; none left: a BUSY response at once, nothing
  * allocated), its payload (bounded by NEXAR_RPC_MAX_BYTES) is received into
- * a buffer of the announced size, and the request is queued for the
- * service thread. That thread runs the handlers one at a time in arrival
- * order, off the engine lock, and posts each response to the engine as an
- * internal operation. Calls to self skip the network on both legs.
+ * a buffer of the announced size, and the request, with its caller's
+ * deadline on this host's clock, is queued for the handler threads
+ * (service.c), which run the handlers off the engine lock and post each
+ * response to the engine as an internal operation. Calls to self skip the
+ * network on both legs.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nexar_int.h"
+#include "rpc/rpc_int.h"
 
-struct nexar__rpc_item {
-  nexar__rpc_item_t *next;
-  nexar__req_t rx; /* receives the payload (remote requests) */
-  nexar_comm_t *comm;
-  int caller;       /* comm rank of the caller */
-  int caller_world; /* world rank of the caller */
-  uint16_t fn_id;
-  uint64_t call_id;
-  uint8_t *data;
-  size_t len;
-};
-
-/* A response on its way from the service thread to the engine. */
+/* A response on its way from a handler thread to the engine. */
 typedef struct rpc_out {
   nexar__req_t req; /* internal control operation */
   nexar_comm_t *comm;
@@ -71,13 +60,12 @@ int nexar__rpc_init(nexar_ctx_t *ctx) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&p->cv, &ca);
   pthread_condattr_destroy(&ca);
-  p->running_fn = -1;
   p->next_id = 1;
   p->inited = true;
   return 0;
 }
 
-static void item_free(nexar__rpc_item_t *it) {
+void nexar__rpc_item_free(nexar__rpc_item_t *it) {
   free(it->data);
   free(it);
 }
@@ -89,7 +77,7 @@ void nexar__rpc_fini(nexar_ctx_t *ctx) {
   while (p->q_head) {
     nexar__rpc_item_t *it = p->q_head;
     p->q_head = it->next;
-    item_free(it);
+    nexar__rpc_item_free(it);
   }
   free(p->fns);
   pthread_mutex_destroy(&p->mu);
@@ -274,6 +262,28 @@ static void out_done(nexar__req_t *r) {
   free(o);
 }
 
+void nexar__rpc_answer(nexar_ctx_t *ctx, const nexar__rpc_item_t *it,
+                       int status, int code, uint8_t *data, size_t len) {
+  rpc_out_t *o = calloc(1, sizeof(*o));
+  if (!o) {
+    free(data); /* the caller times out */
+    return;
+  }
+  o->req.kind = NEXAR__REQ_CTRL;
+  o->req.internal = true;
+  o->req.ctrl = out_fn;
+  o->req.cb = out_done;
+  o->comm = it->comm;
+  o->peer = it->caller_world;
+  o->fn_id = it->fn_id;
+  o->call_id = it->call_id;
+  o->status = status;
+  o->code = code;
+  o->data = data;
+  o->len = len;
+  nexar__ep_post(&ctx->ep, &o->req);
+}
+
 /* Takes a place in the service queue; false when it is full. */
 static bool reserve(nexar__rpc_t *p, int qcap) {
   pthread_mutex_lock(&p->mu);
@@ -299,6 +309,14 @@ static void unreserve(nexar__rpc_t *p) {
   pthread_mutex_lock(&p->mu);
   p->load--;
   pthread_mutex_unlock(&p->mu);
+}
+
+/* What a request carries of its caller's deadline: the time left in
+ * microseconds (hosts' clocks differ; the callee counts from arrival). */
+static uint64_t budget_us(uint64_t deadline) {
+  uint64_t now = nexar__now();
+  uint64_t us = deadline > now ? (deadline - now) / 1000ull : 0;
+  return us < NEXAR__RPC_BUDGET_MAX_US ? us : NEXAR__RPC_BUDGET_MAX_US;
 }
 
 void nexar__rpc_start(nexar__req_t *r) {
@@ -332,6 +350,7 @@ void nexar__rpc_start(nexar__req_t *r) {
     it->caller_world = ctx->rank;
     it->fn_id = (uint16_t)r->tag;
     it->call_id = r->rpc_id;
+    it->deadline = r->rpc_deadline;
     it->data = data;
     it->len = (size_t)r->hdr.payload_len;
     enqueue(&ctx->rpc, it);
@@ -339,6 +358,7 @@ void nexar__rpc_start(nexar__req_t *r) {
   }
   nexar__hdr_t h = r->hdr;
   h.coll_seq = r->rpc_id;
+  h.count = budget_us(r->rpc_deadline);
   int rc = emit(ctx, comm, r->peer, &h, data, (size_t)r->hdr.payload_len);
   if (rc < 0) {
     pending_remove(ctx, r);
@@ -352,7 +372,7 @@ static void rx_done(nexar__req_t *r) {
   nexar_ctx_t *ctx = it->comm->ctx;
   if (r->rc != NEXAR_OK) {
     unreserve(&ctx->rpc);
-    item_free(it);
+    nexar__rpc_item_free(it);
     return;
   }
   enqueue(&ctx->rpc, it);
@@ -373,7 +393,7 @@ static void on_request(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
     it = calloc(1, sizeof(*it));
     if (it && h->payload_len) it->data = malloc((size_t)h->payload_len);
     if (!it || (h->payload_len && !it->data)) {
-      if (it) item_free(it);
+      if (it) nexar__rpc_item_free(it);
       unreserve(&ctx->rpc);
       status = NEXAR_ERR_NOMEM;
     }
@@ -394,6 +414,7 @@ static void on_request(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
   it->caller_world = caller_world;
   it->fn_id = fn;
   it->call_id = h->coll_seq;
+  it->deadline = nexar__now() + h->count * 1000ull; /* bounded by wire.c */
   it->len = (size_t)h->payload_len;
   nexar__req_t *r = &it->rx;
   r->kind = NEXAR__REQ_RECV;
@@ -467,172 +488,12 @@ void nexar__rpc_fail_peer(nexar_ctx_t *ctx, int peer, int err,
   }
 }
 
-/* ---- Service thread ---- */
-
-static void *service_main(void *arg) {
-  nexar_ctx_t *ctx = arg;
-  nexar__rpc_t *p = &ctx->rpc;
-  size_t cap = (size_t)ctx->prm.rpc_max_bytes;
-  uint8_t *resp = malloc(cap ? cap : 1);
-  int fseen = 0; /* failures handed to the application's handler */
-  pthread_mutex_lock(&p->mu);
-  for (;;) {
-    while (!p->stop && !p->q_head && fseen == atomic_load(&ctx->nfail))
-      pthread_cond_wait(&p->cv, &p->mu);
-    if (p->stop) break;
-    if (fseen < atomic_load(&ctx->nfail)) {
-      pthread_mutex_unlock(&p->mu);
-      nexar__ft_dispatch(ctx, &fseen);
-      pthread_mutex_lock(&p->mu);
-      continue;
-    }
-    nexar__rpc_item_t *it = p->q_head;
-    p->q_head = it->next;
-    if (!p->q_head) p->q_tail = NULL;
-    nexar_rpc_handler_t fn = NULL;
-    void *ud = NULL;
-    for (int i = 0; i < p->nfns; i++) {
-      if (p->fns[i].fn_id == it->fn_id) {
-        fn = p->fns[i].handler;
-        ud = p->fns[i].user_data;
-        break;
-      }
-    }
-    p->running_fn = fn ? it->fn_id : -1;
-    pthread_mutex_unlock(&p->mu);
-
-    int status = NEXAR_OK, code = 0;
-    size_t len = 0;
-    uint8_t *data = NULL;
-    if (!fn) {
-      status = NEXAR_ERR_RPC_UNKNOWN_FN;
-    } else if (!resp) {
-      status = NEXAR_ERR_NOMEM;
-    } else {
-      /* An empty request still gets a valid pointer. */
-      static const uint8_t none[1];
-      code = fn(ud, it->caller, it->fn_id, it->data ? it->data : none, it->len,
-                resp, cap, &len);
-      if (code >= 0 && len > cap) code = NEXAR_ERR_TRUNCATE;
-      if (code < 0) {
-        status = NEXAR_ERR_RPC_HANDLER;
-        len = 0;
-      } else if (len) {
-        data = malloc(len);
-        if (data)
-          memcpy(data, resp, len);
-        else
-          status = NEXAR_ERR_NOMEM;
-      }
-    }
-    rpc_out_t *o = calloc(1, sizeof(*o));
-    if (o) {
-      o->req.kind = NEXAR__REQ_CTRL;
-      o->req.internal = true;
-      o->req.ctrl = out_fn;
-      o->req.cb = out_done;
-      o->comm = it->comm;
-      o->peer = it->caller_world;
-      o->fn_id = it->fn_id;
-      o->call_id = it->call_id;
-      o->status = status;
-      o->code = code;
-      o->data = status == NEXAR_OK ? data : NULL;
-      o->len = status == NEXAR_OK ? len : 0;
-      if (status != NEXAR_OK) free(data);
-      nexar__ep_post(&ctx->ep, &o->req);
-    } else {
-      free(data); /* the caller times out */
-    }
-    item_free(it);
-
-    pthread_mutex_lock(&p->mu);
-    p->running_fn = -1;
-    p->load--;
-    pthread_cond_broadcast(&p->cv);
-  }
-  pthread_mutex_unlock(&p->mu);
-  free(resp);
-  return NULL;
-}
-
-int nexar__rpc_start_service(nexar_ctx_t *ctx) {
-  nexar__rpc_t *p = &ctx->rpc;
-  if (pthread_create(&p->thread, NULL, service_main, ctx) != 0)
-    return NEXAR_ERR_SYS;
-  p->started = true;
-  return 0;
-}
-
-void nexar__rpc_stop(nexar_ctx_t *ctx) {
-  nexar__rpc_t *p = &ctx->rpc;
-  if (!p->inited || !p->started) return;
-  pthread_mutex_lock(&p->mu);
-  p->stop = true;
-  pthread_cond_broadcast(&p->cv);
-  pthread_mutex_unlock(&p->mu);
-  pthread_join(p->thread, NULL);
-  p->started = false;
-}
-
 /* ---- Public API ---- */
 
-int nexar_rpc_register(nexar_comm_t *comm, uint16_t fn_id,
-                       nexar_rpc_handler_t handler, void *user_data) {
-  if (!comm || !handler) return NEXAR_ERR_INVALID_ARG;
-  nexar__rpc_t *p = &comm->ctx->rpc;
-  int rc = NEXAR_OK;
-  pthread_mutex_lock(&p->mu);
-  for (int i = 0; i < p->nfns; i++) {
-    if (p->fns[i].fn_id == fn_id) {
-      rc = NEXAR_ERR_INVALID_USAGE;
-      nexar__comm_set_error(comm,
-                            "rank %d: rpc fn %u already has a handler "
-                            "(unregister it first)",
-                            comm->rank, fn_id);
-      goto out;
-    }
-  }
-  if (p->nfns == p->cap_fns) {
-    int cap = p->cap_fns ? p->cap_fns * 2 : 16;
-    nexar__rpc_fn_t *n = realloc(p->fns, (size_t)cap * sizeof(*n));
-    if (!n) {
-      rc = NEXAR_ERR_NOMEM;
-      goto out;
-    }
-    p->fns = n;
-    p->cap_fns = cap;
-  }
-  p->fns[p->nfns].fn_id = fn_id;
-  p->fns[p->nfns].handler = handler;
-  p->fns[p->nfns].user_data = user_data;
-  p->nfns++;
-out:
-  pthread_mutex_unlock(&p->mu);
-  return rc;
-}
-
-int nexar_rpc_unregister(nexar_comm_t *comm, uint16_t fn_id) {
-  if (!comm) return NEXAR_ERR_INVALID_ARG;
-  nexar__rpc_t *p = &comm->ctx->rpc;
-  int rc = NEXAR_ERR_INVALID_ARG;
-  pthread_mutex_lock(&p->mu);
-  for (int i = 0; i < p->nfns; i++) {
-    if (p->fns[i].fn_id == fn_id) {
-      p->fns[i] = p->fns[--p->nfns];
-      rc = NEXAR_OK;
-      break;
-    }
-  }
-  /* Wait for a running call of the handler, unless we are it. */
-  bool self = p->started && pthread_equal(pthread_self(), p->thread);
-  while (rc == NEXAR_OK && !self && p->running_fn == (int)fn_id)
-    pthread_cond_wait(&p->cv, &p->mu);
-  pthread_mutex_unlock(&p->mu);
-  if (rc < 0)
-    nexar__comm_set_error(comm, "rank %d: rpc fn %u has no handler", comm->rank,
-                          fn_id);
-  return rc;
+/* The engine ends a call on a revoked communicator before it starts. */
+static void call_discard(nexar__req_t *r) {
+  free(r->rpc_tx);
+  r->rpc_tx = NULL;
 }
 
 int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
@@ -667,6 +528,7 @@ int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
     memcpy(r->rpc_tx, req_buf, req_bytes);
   }
   r->kind = NEXAR__REQ_RPC;
+  r->discard = call_discard;
   r->comm = comm;
   r->comm_peer = rank;
   r->peer = comm->world_ranks[rank];
@@ -679,6 +541,9 @@ int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
   r->t_start = nexar__now();
   int64_t ms = timeout_ms > 0 ? timeout_ms : ctx->prm.op_timeout_ms;
   r->rpc_deadline = r->t_start + (uint64_t)ms * 1000000ull;
+  /* A call made by a handler ends by its own caller's deadline. */
+  uint64_t outer = nexar__rpc_handler_deadline(ctx);
+  if (outer < r->rpc_deadline) r->rpc_deadline = outer;
   r->hdr.kind = NEXAR__KIND_RPC;
   r->hdr.comm_id = comm->id;
   r->hdr.src_rank = (uint32_t)comm->rank;

@@ -154,7 +154,8 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
     if (d.lane != NEXAR__LANE_DATA) return fail(why, "lane");
     if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
     if (d.step > NEXAR__RPC_RESPONSE) return fail(why, "step");
-    if (d.step == NEXAR__RPC_REQUEST && d.count != 0) return fail(why, "count");
+    if (d.step == NEXAR__RPC_REQUEST && d.count > NEXAR__RPC_BUDGET_MAX_US)
+      return fail(why, "count");
   }
   if (d.kind == NEXAR__KIND_P2P) {
     if (d.tag > NEXAR_TAG_MAX) return fail(why, "tag");

@@ -67,11 +67,15 @@ enum nexar__ag_phase {
 
 /* RPC messages (kind NEXAR__KIND_RPC, data lane): tag = function id
  * (0..65535), coll_seq = call id (chosen by the caller, unique per
- * connection), step = NEXAR__RPC_REQUEST or NEXAR__RPC_RESPONSE; count = 0
- * in a request, and in a response the status (low 32 bits, a result code
- * as int32: 0 or a NEXAR_ERR_*) and the handler's return value (high 32
- * bits, int32). */
+ * connection), step = NEXAR__RPC_REQUEST or NEXAR__RPC_RESPONSE; count: in
+ * a request the time left to the caller's deadline in microseconds (at
+ * most NEXAR__RPC_BUDGET_MAX_US; the callee counts it from the header's
+ * arrival), in a response the status (low 32 bits, a result code as int32:
+ * 0 or a NEXAR_ERR_*) and the handler's return value (high 32 bits,
+ * int32). */
 enum nexar__rpc_step { NEXAR__RPC_REQUEST = 0, NEXAR__RPC_RESPONSE = 1 };
+/* The largest deadline budget a request carries: INT32_MAX ms. */
+#define NEXAR__RPC_BUDGET_MAX_US (2147483647ull * 1000ull)
 
 enum nexar__lane {
   NEXAR__LANE_CONTROL = 0, /* barrier, membership, heartbeat: sent first */
