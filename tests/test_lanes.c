@@ -9,10 +9,11 @@
  * the data-lane in-flight bound they finished together with the transfer.
  *
  * RPC lane: two ranks each send the other more messages than there is
- * data-lane stream credit (NEXAR_MAX_STREAMS) and post no receive, so both
- * data lanes are stuck; then each calls the other's echo handler. Requests
- * and replies travel on the RPC lane, so both calls must complete (before
- * the RPC lane they queued behind the stuck data and timed out); then the
+ * data-lane stream credit (NEXAR_MAX_STREAMS), each larger than the eager
+ * limit, and post no receive, so both data lanes are stuck; then each calls
+ * the other's echo handler. Requests and replies travel on the RPC lane, so
+ * both calls must complete (before the RPC lane they queued behind the
+ * stuck data and timed out) while the last send is still pending; then the
  * messages are received and checked bit for bit.
  */
 #include <stdint.h>
@@ -25,9 +26,9 @@
 #include "nexar.h"
 
 #define BIG ((size_t)256 << 20)
-#define STREAMS 16           /* NEXAR_MAX_STREAMS of the RPC-lane run */
-#define NSTUCK (2 * STREAMS) /* unmatched messages sent each way */
-#define STUCK_BYTES 1024     /* each */
+#define STREAMS 16               /* NEXAR_MAX_STREAMS of the RPC-lane run */
+#define NSTUCK (2 * STREAMS)     /* unmatched messages sent each way */
+#define STUCK_BYTES (256u << 10) /* each: twice the default eager limit */
 #define FN_ECHO 7
 
 static inline uint8_t pat(size_t i) {
@@ -124,6 +125,11 @@ static int rpc_worker(int index, void *arg) {
             r, peer, nexar_err_name(rc), nexar_comm_last_error(w));
   NT_CHECKF(got == sizeof req && memcmp(req, resp, sizeof req) == 0,
             "rank %d: echo of %zu bytes differs", r, got);
+  /* The data lane was still stuck: its last message waits for credit. */
+  int done = -1;
+  nexar_status_t st;
+  NT_OKC(w, nexar_test(&sends[NSTUCK - 1], &done, &st));
+  NT_CHECKF(done == 0, "rank %d: the last send finished before any receive", r);
   NT_OKC(w, nexar_barrier(w)); /* both calls done */
   for (int i = 0; i < NSTUCK; i++)
     NT_OKC(w,
