@@ -7,6 +7,14 @@
  * a 1248 ms transfer). On a quiet 2-core machine the barriers take about a
  * quarter of the transfer time (docs/transport-measurements.md); before
  * the data-lane in-flight bound they finished together with the transfer.
+ *
+ * RPC lane: two ranks each send the other more messages than there is
+ * data-lane stream credit (NEXAR_MAX_STREAMS), each larger than the eager
+ * limit, and post no receive, so both data lanes are stuck; then each calls
+ * the other's echo handler. Requests and replies travel on the RPC lane, so
+ * both calls must complete (before the RPC lane they queued behind the
+ * stuck data and timed out) while the last send is still pending; then the
+ * messages are received and checked bit for bit.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +26,10 @@
 #include "nexar.h"
 
 #define BIG ((size_t)256 << 20)
+#define STREAMS 16               /* NEXAR_MAX_STREAMS of the RPC-lane run */
+#define NSTUCK (2 * STREAMS)     /* unmatched messages sent each way */
+#define STUCK_BYTES (256u << 10) /* each: twice the default eager limit */
+#define FN_ECHO 7
 
 static inline uint8_t pat(size_t i) {
   return (uint8_t)(i * 131u + (i >> 8) * 7u + (i >> 20));
@@ -74,10 +86,73 @@ static int worker(int index, void *arg) {
   return 0;
 }
 
+static int h_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                  void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn;
+  if (n > cap) return NEXAR_ERR_INVALID_ARG;
+  memcpy(resp, req, n);
+  *out = n;
+  return 0;
+}
+
+static int rpc_worker(int index, void *arg) {
+  (void)index, (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r;
+  NT_OK(nt_join_world(&ctx, &w, &r, NULL));
+  int peer = 1 - r;
+  static uint8_t out[NSTUCK][STUCK_BYTES], in[NSTUCK][STUCK_BYTES];
+  nexar_req_t *sends[NSTUCK], *recvs[NSTUCK];
+  for (int i = 0; i < NSTUCK; i++)
+    for (size_t k = 0; k < STUCK_BYTES; k++) out[i][k] = pat(k * 3 + i + r);
+  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
+  NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
+  for (int i = 0; i < NSTUCK; i++)
+    NT_OKC(w,
+           nexar_isend(w, out[i], STUCK_BYTES, NEXAR_BYTE, peer, 5, &sends[i]));
+  /* Both data lanes are now out of stream credit: the peer holds
+   * STREAMS unmatched messages and grants no more until it receives. */
+  NT_OKC(w, nexar_barrier(w));
+  char req[8] = {'c', 'a', 'l', 'l', 'e', 'r', ' ', (char)('0' + r)};
+  char resp[8] = {0};
+  size_t got = 0;
+  int rc = nexar_rpc_call(w, peer, FN_ECHO, req, sizeof req, resp, sizeof resp,
+                          &got, 15000);
+  NT_CHECKF(rc == NEXAR_OK,
+            "rank %d: rpc to rank %d while the data lane is "
+            "out of credit: %s (%s)",
+            r, peer, nexar_err_name(rc), nexar_comm_last_error(w));
+  NT_CHECKF(got == sizeof req && memcmp(req, resp, sizeof req) == 0,
+            "rank %d: echo of %zu bytes differs", r, got);
+  /* The data lane was still stuck: its last message waits for credit. */
+  int done = -1;
+  nexar_status_t st;
+  NT_OKC(w, nexar_test(&sends[NSTUCK - 1], &done, &st));
+  NT_CHECKF(done == 0, "rank %d: the last send finished before any receive", r);
+  NT_OKC(w, nexar_barrier(w)); /* both calls done */
+  for (int i = 0; i < NSTUCK; i++)
+    NT_OKC(w,
+           nexar_irecv(w, in[i], STUCK_BYTES, NEXAR_BYTE, peer, 5, &recvs[i]));
+  NT_OKC(w, nexar_waitall(NSTUCK, recvs, NULL));
+  NT_OKC(w, nexar_waitall(NSTUCK, sends, NULL));
+  for (int i = 0; i < NSTUCK; i++)
+    for (size_t k = 0; k < STUCK_BYTES; k++)
+      NT_CHECKF(in[i][k] == pat(k * 3 + i + peer), "message %d byte %zu", i, k);
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   nt_opts_t o = {.world_size = 3, .timeout_ms = 150000};
   int rc = nt_run(&o, worker, NULL);
   printf("%s lanes_barriers_during_256MiB world=3\n", rc ? "FAIL" : "ok");
-  return rc ? 1 : 0;
+  char env[64];
+  snprintf(env, sizeof env, "NEXAR_MAX_STREAMS=%d", STREAMS);
+  nt_opts_t q = {.world_size = 2, .timeout_ms = 60000, .env = env};
+  int qrc = nt_run(&q, rpc_worker, NULL);
+  printf("%s lanes_rpc_while_data_lane_stuck world=2\n", qrc ? "FAIL" : "ok");
+  return rc || qrc ? 1 : 0;
 }

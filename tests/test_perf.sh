@@ -4,7 +4,8 @@
 # some dtype/redop/root variants, and checks that each run exits 0, prints
 # one row per size with #wrong 0 and the "OK" summary, and writes a --json
 # file that parses (python3 when present, else grep) and agrees with the
-# rows. Also checks that a usage error exits 2 and that a call the library
+# rows; the rpc benchmark prints its idle and loaded rows and their ratio.
+# Also checks that a usage error exits 2 and that a call the library
 # rejects (bitwise op on floats) exits nonzero with the nexar error text.
 # Takes about 15-30 s on a 2-core machine.
 #
@@ -105,9 +106,21 @@ gather -d bf16 -r 1
 scatter -d uint32 -r 2
 EOF
 
+echo "== rpc on 3 ranks: idle and loaded rows and the ratio line"
+perf 3 rpc -b 64 -n 20 -w 2 -W 4 -L 64K
+[ "$rc" -eq 0 ] || fail "rpc: exit status $rc, want 0"
+for row in idle loaded; do
+  awk -v r="$row" '$1 == "[0]" && $2 == r && NF == 9 && $3 > 0 { ok = 1 }
+       END { exit !ok }' "$tmp/out" || fail "rpc: no $row row"
+done
+grep -q '^\[0\] # loaded/idle: rtt median [0-9.]*,' "$tmp/out" ||
+  fail "rpc: no loaded/idle line"
+echo "  rpc ok"
+
 echo "== usage errors exit 2"
 for args in "" "nosuchop" "allreduce -d nosuchtype" "allreduce -o nosuchop" \
-  "allreduce -b 1K -e 8" "allreduce -f 1" "latency -n 0"; do
+  "allreduce -b 1K -e 8" "allreduce -f 1" "latency -n 0" \
+  "rpc -L 2" "rpc --json x.json"; do
   # shellcheck disable=SC2086
   "$nexar_perf" $args >"$tmp/out" 2>"$tmp/err"
   rc=$?

@@ -300,7 +300,8 @@ static void test_hdr_corrupt(void **state) {
         expect_hdr_reject(&h, 2, (uint8_t)v, "version");
       if (v == 0 || v > NEXAR__KIND_MAX)
         expect_hdr_reject(&h, 3, (uint8_t)v, "kind");
-      if (v >= NEXAR__LANE_COUNT)
+      /* The RPC lane carries RPC messages only. */
+      if (v >= NEXAR__LANE_COUNT || v == NEXAR__LANE_RPC)
         expect_hdr_reject(&h, 4, (uint8_t)v, "lane");
       else
         assert_int_equal(hdr_try(&h, 4, (uint8_t)v, &why), NEXAR__HDR_BYTES);
@@ -435,7 +436,7 @@ static void test_hdr_rules(void **state) {
   assert_memory_equal(&d, &before, sizeof d);
 }
 
-/* RPC headers: a function id fits 16 bits, the data lane, no collective
+/* RPC headers: a function id fits 16 bits, the RPC lane, no collective
  * operation, step request or response, and a request carries its deadline
  * budget (microseconds, at most NEXAR__RPC_BUDGET_MAX_US), not a status. */
 static void test_hdr_rpc(void **state) {
@@ -445,6 +446,7 @@ static void test_hdr_rpc(void **state) {
   const char *why;
   nexar__hdr_t ok = sample_p2p();
   ok.kind = NEXAR__KIND_RPC;
+  ok.lane = NEXAR__LANE_RPC;
   ok.tag = 0xffff;
   ok.coll_seq = 0x123456789abcull; /* call id */
   ok.step = NEXAR__RPC_REQUEST;
@@ -467,8 +469,8 @@ static void test_hdr_rpc(void **state) {
   const struct {
     int field;
     const char *why;
-  } cases[] = {
-      {0, "tag"}, {1, "lane"}, {2, "coll_op"}, {3, "step"}, {4, "count"}};
+  } cases[] = {{0, "tag"},     {1, "lane"}, {5, "lane"},
+               {2, "coll_op"}, {3, "step"}, {4, "count"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     h = ok;
     switch (cases[i].field) {
@@ -477,6 +479,9 @@ static void test_hdr_rpc(void **state) {
         break;
       case 1:
         h.lane = NEXAR__LANE_CONTROL;
+        break;
+      case 5:
+        h.lane = NEXAR__LANE_DATA;
         break;
       case 2:
         h.coll_op = 1;
@@ -610,6 +615,9 @@ static void test_hdr_relay(void **state) {
   h.step = NEXAR__RELAY_MAX_HOPS;
   h.algo = NEXAR__RELAY_MAX_HOPS;
   h.payload_len = NEXAR__RELAY_PRE_BYTES;
+  hdr_roundtrip_one(&h, 0);
+  /* A relayed RPC message keeps its lane. */
+  h.lane = NEXAR__LANE_RPC;
   hdr_roundtrip_one(&h, 0);
 
   const struct {

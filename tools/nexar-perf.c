@@ -38,6 +38,8 @@ typedef struct opts {
   nexar_op_t redop;
   int root;
   const char *json;
+  int rpc;     /* the rpc benchmark (perf_rpc.c) instead of an op */
+  size_t load; /* rpc: allreduce bytes of the load */
 } opts_t;
 
 /* One printed row. Times in microseconds, bandwidths in GB/s. */
@@ -79,16 +81,21 @@ static void usage(FILE *f) {
           "OP: latency bw bibw (point to point, ranks 0 and 1), allreduce "
           "iallreduce\n"
           "    bcast reduce allgather reduce_scatter alltoall gather scatter "
-          "scan barrier\n"
+          "scan barrier,\n"
+          "    rpc (round trip and calls/s, rank 0 to rank 1, idle and under "
+          "allreduces)\n"
           "\n"
           "  -b, --minbytes N    first size in bytes; K, M, G suffixes "
-          "(default 8)\n"
+          "(default 8;\n"
+          "                      rpc: the request and response size)\n"
           "  -e, --maxbytes N    last size (default: MINBYTES)\n"
           "  -f, --stepfactor F  size multiplier between rows (default 2)\n"
           "  -n, --iters N       timed iterations per size (default 20; "
-          "latency 1000)\n"
+          "latency 1000;\n"
+          "                      rpc 500 calls and barriers per phase)\n"
           "  -w, --warmup N      untimed iterations first (default 5; latency "
-          "100)\n"
+          "100,\n"
+          "                      rpc 100)\n"
           "  -c, --check N       checked runs per size, 0 = none (default 1)\n"
           "  -d, --datatype T    int8 uint8 int32 uint32 int64 uint64 "
           "half|float16\n"
@@ -99,9 +106,13 @@ static void usage(FILE *f) {
           "  -r, --root R        root of bcast, reduce, gather, scatter "
           "(default 0)\n"
           "  -W, --window N      messages per iteration of bw and bibw "
-          "(default 64)\n"
+          "(default 64;\n"
+          "                      rpc: calls in flight for calls/s)\n"
+          "  -L, --load N        rpc: bytes of the allreduces of the load "
+          "(default 16M)\n"
           "  -J, --json FILE     rank 0 also writes the rows to FILE (a JSON "
-          "array)\n"
+          "array;\n"
+          "                      not rpc)\n"
           "  -h, --help          print this help\n"
           "      --version       print the version\n"
           "\n"
@@ -162,6 +173,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       {"root", required_argument, NULL, 'r'},
       {"window", required_argument, NULL, 'W'},
       {"json", required_argument, NULL, 'J'},
+      {"load", required_argument, NULL, 'L'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -172,11 +184,12 @@ static int parse_args(int argc, char **argv, opts_t *o) {
   o->iters = o->warmup = -1;
   o->check = 1;
   o->window = 64;
+  o->load = (size_t)16 << 20;
   o->type = perf_type_find("float");
   o->redop = NEXAR_SUM;
   int have_max = 0, c, factor = 2;
   const char *bad = NULL;
-  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:d:o:r:W:J:h",
+  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:d:o:r:W:J:L:h",
                                   longopts, NULL)) != -1) {
     switch (c) {
       case 'b':
@@ -220,6 +233,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       case 'J':
         o->json = optarg;
         break;
+      case 'L':
+        if (parse_size(optarg, &o->load) || o->load < sizeof(float))
+          bad = "-L wants a byte count >= 4";
+        break;
       case 'h':
         usage(stdout);
         return 1;
@@ -242,7 +259,8 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     usage(stderr);
     return 2;
   }
-  if (!(o->op = perf_op_find(argv[optind]))) {
+  o->rpc = !strcmp(argv[optind], "rpc");
+  if (!o->rpc && !(o->op = perf_op_find(argv[optind]))) {
     fprintf(stderr, "nexar-perf: unknown OP '%s'\n", argv[optind]);
     usage(stderr);
     return 2;
@@ -253,9 +271,13 @@ static int parse_args(int argc, char **argv, opts_t *o) {
             o->minb);
     return 2;
   }
-  int latency = (o->op->flags & PERF_F_HALF_RTT) != 0;
-  if (o->iters < 0) o->iters = latency ? 1000 : 20;
+  int latency = o->rpc || (o->op->flags & PERF_F_HALF_RTT) != 0;
+  if (o->iters < 0) o->iters = o->rpc ? 500 : latency ? 1000 : 20;
   if (o->warmup < 0) o->warmup = latency ? 100 : 5;
+  if (o->rpc && o->json) {
+    fprintf(stderr, "nexar-perf: rpc writes no JSON (--json)\n");
+    return 2;
+  }
   return 0;
 }
 
@@ -582,17 +604,19 @@ int main(int argc, char **argv) {
   p.redop = o.redop;
   p.root = o.root;
   p.window = o.window;
-  p.opname = o.op->name;
+  p.opname = o.rpc ? "rpc" : o.op->name;
 
   int status = 0;
   if (o.root >= p.n) {
     if (p.rank == 0)
       fprintf(stderr, "nexar-perf: -r %d is not a rank of %d\n", o.root, p.n);
     status = 2;
-  } else if ((o.op->flags & PERF_F_P2P) && p.n < 2) {
+  } else if ((o.rpc || (o.op->flags & PERF_F_P2P)) && p.n < 2) {
     if (p.rank == 0)
-      fprintf(stderr, "nexar-perf: %s needs at least 2 ranks\n", o.op->name);
+      fprintf(stderr, "nexar-perf: %s needs at least 2 ranks\n", p.opname);
     status = 2;
+  } else if (o.rpc) {
+    status = perf_rpc(&p, o.minb, o.load, o.iters, o.warmup, o.window);
   } else {
     status = run_sweep(&o, &p);
   }

@@ -145,4 +145,15 @@ const perf_op_t *perf_op_find(const char *name);
  * for |bytes| (the size given on the command line). */
 void perf_layout(perf_t *p, const perf_op_t *op, size_t bytes);
 
+/* ---- The rpc benchmark (perf_rpc.c). */
+
+/* Rank 0 calls an echo handler on rank 1 with |bytes|-byte requests:
+ * |warmup| untimed then |iters| timed calls one at a time, then calls/s
+ * with |window| in flight, and |iters| barriers; once idle, once while
+ * every rank runs |load|-byte allreduces on a communicator of its own.
+ * Rank 0 prints both and their ratio. Returns 0, or 1 when a call failed
+ * (the error printed). */
+int perf_rpc(perf_t *p, size_t bytes, size_t load, int iters, int warmup,
+             int window);
+
 #endif /* NEXAR_PERF_H */

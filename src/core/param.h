@@ -55,7 +55,8 @@
   X(INT, eager_bytes, "NEXAR_EAGER_BYTES", 131072, 1024, 16777216,             \
     "stream window before a receive is matched (unexpected-message bound)")    \
   X(INT, max_streams, "NEXAR_MAX_STREAMS", 128, 4, 4096,                       \
-    "undelivered messages a peer may have towards this process")               \
+    "undelivered messages a peer may have towards this process, per stream "   \
+    "type")                                                                    \
   X(INT, max_message_mb, "NEXAR_MAX_MESSAGE_MB", 1 << 20, 1, 1 << 30,          \
     "largest message accepted from a peer, MiB")                               \
   X(INT, rpc_max_bytes, "NEXAR_RPC_MAX_BYTES", 1048576, 0, 1 << 30,            \
@@ -97,7 +98,8 @@
     "datagrams per recvmmsg call (1: one per call)")                           \
   X(INT, data_inflight_bytes, "NEXAR_DATA_INFLIGHT_BYTES", 262144, 0, 1 << 30, \
     "data-lane bytes in flight per connection before more data waits, or "     \
-    "twice the path's bandwidth-delay product if larger (0: off)")             \
+    "twice the path's bandwidth-delay product if larger (0: off); RPC "        \
+    "messages wait only above twice that")                                     \
   X(INT, progress_linger_us, "NEXAR_PROGRESS_LINGER_US", 1000, 0, 1000000,     \
     "after a caller stops driving progress, the progress thread stays off "    \
     "the socket this long (0: it always polls)")                               \

@@ -4,7 +4,7 @@
  * Caller side (engine, emu held): a call gets a call id from a per-process
  * counter (so it is unique on every connection), waits in a small hash
  * table of pending calls, and sends a request message (kind RPC, step
- * REQUEST, the time left to its deadline in count) on the data lane. The
+ * REQUEST, the time left to its deadline in count) on the RPC lane. The
  * response header takes it out of the table; a successful response's
  * payload flows straight into the caller's buffer (no copy), an error
  * response completes it with the status it carries. A call that times out
@@ -110,7 +110,7 @@ static int emit(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer,
   r->comm = comm;
   r->peer = peer;
   r->comm_peer = peer;
-  r->lane = NEXAR__LANE_DATA;
+  r->lane = NEXAR__LANE_RPC;
   r->buf = data;
   r->cap = len;
   r->hdr = *h;
@@ -533,7 +533,7 @@ int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
   r->comm_peer = rank;
   r->peer = comm->world_ranks[rank];
   r->tag = fn_id;
-  r->lane = NEXAR__LANE_DATA;
+  r->lane = NEXAR__LANE_RPC;
   r->buf = resp_buf;
   r->cap = resp_cap;
   r->st.source = rank;

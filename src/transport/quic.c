@@ -7,9 +7,10 @@
  * client's Initials before it learns our SCID are matched by their original
  * DCID.
  *
- * Sending: each message is one local unidirectional stream; the control lane
- * is always written before the data lane, and packets are batched for UDP
- * GSO (pitfall list in ../shared/reference/quic-ngtcp2.md, section 6).
+ * Sending: each message is one local stream; a connection writes its
+ * control lane first, then its RPC lane, then its data lane, and packets
+ * are batched for UDP GSO (pitfall list in
+ * ../shared/reference/quic-ngtcp2.md, section 6).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -459,10 +460,29 @@ static void drop_unopened(nexar__conn_t *c, nexar__omsg_t *m) {
   nexar__omsg_free(m);
 }
 
-/* The first message with bytes to write, control lane first; |nlanes| = 1
- * leaves the data lane out. */
+/* The lanes in the order they are written. */
+static const int lane_order[NEXAR__LANE_COUNT] = {
+    NEXAR__LANE_CONTROL, NEXAR__LANE_RPC, NEXAR__LANE_DATA};
+
+/* Whether a new stream of |lane| may open now. Data messages use
+ * bidirectional streams (used one way), control and RPC messages
+ * unidirectional ones: the two kinds have separate MAX_STREAMS credit, so
+ * undelivered data can never hold back a barrier, a heartbeat or a call.
+ * The RPC lane leaves a quarter of the peer's unidirectional credit to the
+ * control lane, so a burst of calls cannot hold back a barrier either. */
+static bool may_open(nexar__conn_t *c, int lane) {
+  if (lane != NEXAR__LANE_RPC) return true;
+  const ngtcp2_transport_params *tp =
+      ngtcp2_conn_get_remote_transport_params(c->qc);
+  uint64_t reserve = tp ? tp->initial_max_streams_uni / 4 : 0;
+  return ngtcp2_conn_get_streams_uni_left(c->qc) > (reserve ? reserve : 1);
+}
+
+/* The first message with bytes to write, the lanes taken in lane_order;
+ * only the first |nlanes| of them may write. */
 static nexar__omsg_t *next_sendable(nexar__conn_t *c, int nlanes, int *err) {
-  for (int lane = 0; lane < nlanes; lane++) {
+  for (int k = 0; k < nlanes; k++) {
+    int lane = lane_order[k];
     for (nexar__omsg_t *m = c->outq[lane], *next; m; m = next) {
       next = m->next;
       if (m->sid < 0 && !m->req && !m->fwd && m->sent >= nexar__omsg_total(m)) {
@@ -472,10 +492,7 @@ static nexar__omsg_t *next_sendable(nexar__conn_t *c, int nlanes, int *err) {
       }
       if (!unsent(m)) continue;
       if (m->sid < 0) {
-        /* Data messages use bidirectional streams (used one way) and
-         * control messages unidirectional ones: the two kinds have
-         * separate MAX_STREAMS credit, so undelivered data can never hold
-         * back a barrier or a heartbeat. */
+        if (!may_open(c, lane)) break; /* keep FIFO order */
         int rv = lane == NEXAR__LANE_DATA && c->role == NEXAR__ROLE_MESH
                      ? ngtcp2_conn_open_bidi_stream(c->qc, &m->sid, m)
                      : ngtcp2_conn_open_uni_stream(c->qc, &m->sid, m);
@@ -495,12 +512,15 @@ static void account(nexar__omsg_t *m, ngtcp2_ssize n) {
   if (m && n > 0) m->sent += (uint64_t)n;
 }
 
-/* Lanes that may write now. Data waits while the connection has more than
- * max(data_inflight, 2 x bandwidth-delay product) bytes in flight: without
- * that bound the congestion window (inflated by batched ACKs) lets several
- * MB of data queue in the receiver's socket, and a control message sent
- * after it waits until the receiver has decrypted all of it, behind data
- * of any peer since all share one socket. Control is never held back. */
+/* How many lanes of lane_order may write now. Data waits while the
+ * connection has more than cap = max(data_inflight, 2 x bandwidth-delay
+ * product) bytes in flight: without that bound the congestion window
+ * (inflated by batched ACKs) lets several MB of data queue in the
+ * receiver's socket, and a control message sent after it waits until the
+ * receiver has decrypted all of it, behind data of any peer since all share
+ * one socket. The RPC lane has an allowance of its own on top: it waits
+ * only above 2 x cap, so a call never waits for data to drain, and a burst
+ * of large calls is bounded as data is. Control is never held back. */
 static int writable_lanes(nexar__conn_t *c) {
   int64_t floor = c->ep->data_inflight;
   if (floor <= 0 || c->role != NEXAR__ROLE_MESH) return NEXAR__LANE_COUNT;
@@ -515,7 +535,8 @@ static int writable_lanes(nexar__conn_t *c) {
     uint64_t bdp2 = 2 * (rate >> 10) * rtt / (NGTCP2_SECONDS >> 10);
     if (bdp2 > cap) cap = bdp2;
   }
-  return cs.bytes_in_flight < cap ? NEXAR__LANE_COUNT : 1;
+  if (cs.bytes_in_flight < cap) return NEXAR__LANE_COUNT;
+  return cs.bytes_in_flight < 2 * cap ? NEXAR__LANE_COUNT - 1 : 1;
 }
 
 /* Sends the |len| bytes of packets in txbuf. Returns 0; 1 when the socket

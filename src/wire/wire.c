@@ -130,6 +130,9 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
     if (d.step < 1 || d.step > d.algo) return fail(why, "step");
     if (d.payload_len < NEXAR__RELAY_PRE_BYTES) return fail(why, "payload_len");
   }
+  /* The RPC lane carries RPC messages only (and relay frames of them). */
+  if (d.lane == NEXAR__LANE_RPC && d.kind != NEXAR__KIND_RPC && !hop_limit)
+    return fail(why, "lane");
   if (d.kind == NEXAR__KIND_HEARTBEAT && d.payload_len != 0)
     return fail(why, "payload_len");
   if (d.kind == NEXAR__KIND_MISMATCH &&
@@ -151,7 +154,7 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
   }
   if (d.kind == NEXAR__KIND_RPC) {
     if (d.tag > 0xffffu) return fail(why, "tag");
-    if (d.lane != NEXAR__LANE_DATA) return fail(why, "lane");
+    if (d.lane != NEXAR__LANE_RPC) return fail(why, "lane");
     if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
     if (d.step > NEXAR__RPC_RESPONSE) return fail(why, "step");
     if (d.step == NEXAR__RPC_REQUEST && d.count > NEXAR__RPC_BUDGET_MAX_US)

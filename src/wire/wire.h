@@ -65,7 +65,7 @@ enum nexar__ag_phase {
   NEXAR__AG_READY = 3
 };
 
-/* RPC messages (kind NEXAR__KIND_RPC, data lane): tag = function id
+/* RPC messages (kind NEXAR__KIND_RPC, RPC lane): tag = function id
  * (0..65535), coll_seq = call id (chosen by the caller, unique per
  * connection), step = NEXAR__RPC_REQUEST or NEXAR__RPC_RESPONSE; count: in
  * a request the time left to the caller's deadline in microseconds (at
@@ -77,10 +77,16 @@ enum nexar__rpc_step { NEXAR__RPC_REQUEST = 0, NEXAR__RPC_RESPONSE = 1 };
 /* The largest deadline budget a request carries: INT32_MAX ms. */
 #define NEXAR__RPC_BUDGET_MAX_US (2147483647ull * 1000ull)
 
+/* Lanes, in the order a connection writes them: control, RPC, data
+ * (quic.c). Control and RPC messages travel on unidirectional streams,
+ * data on bidirectional ones, so stuck data can never take the stream
+ * credit of the other two; the RPC lane leaves a reserve of that credit
+ * to the control lane. */
 enum nexar__lane {
   NEXAR__LANE_CONTROL = 0, /* barrier, membership, heartbeat: sent first */
-  NEXAR__LANE_DATA = 1,    /* p2p and collective payloads */
-  NEXAR__LANE_COUNT = 2
+  NEXAR__LANE_DATA = 1,    /* p2p and collective payloads: sent last */
+  NEXAR__LANE_RPC = 2,     /* RPC requests and responses */
+  NEXAR__LANE_COUNT = 3
 };
 
 /* Collective operation ids carried in coll_op (fingerprint). */
