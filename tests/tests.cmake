@@ -77,3 +77,15 @@ add_executable(ft_campaign EXCLUDE_FROM_ALL ft_campaign.c ft_campaign_trial.c
   ft_campaign_worker.c)
 target_include_directories(ft_campaign PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(ft_campaign PRIVATE nexar_static m)
+# Starting under schedulers (docs/launching.md). launch_check: the program
+# each launcher test starts (nexar_init from the launcher's variables, an
+# allreduce checked bit for bit, local ranks). test_launcher: bad launcher
+# environments fail nexar_init at once naming the variables, never the
+# secret; Slurm node lists. test_launchers: torchrun's and a Kubernetes
+# Indexed Job's variables across two network namespaces, embedded seed.
+add_executable(launch_check launch_check.c)
+target_link_libraries(launch_check PRIVATE nexar_static)
+nexar_test(test_launcher 60 test_launcher.c)
+add_test(NAME test_launchers COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_launchers.sh $<TARGET_FILE:launch_check>)
+set_tests_properties(test_launchers PROPERTIES TIMEOUT 90 SKIP_RETURN_CODE 77)
