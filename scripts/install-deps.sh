@@ -3,7 +3,10 @@
 # it is missing. Safe to run repeatedly: it does nothing when all is there.
 set -euo pipefail
 pkgs=(gcc make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev
-      libgnutls28-dev nettle-dev libcmocka-dev zlib1g-dev iproute2)
+      libgnutls28-dev nettle-dev libcmocka-dev zlib1g-dev iproute2
+      # Launchers (docs/launching.md): the PMIx headers and Open MPI's mpirun
+      # (test_mpirun).
+      libpmix-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

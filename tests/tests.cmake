@@ -89,3 +89,9 @@ nexar_test(test_launcher 60 test_launcher.c)
 add_test(NAME test_launchers COMMAND bash
   ${CMAKE_CURRENT_SOURCE_DIR}/test_launchers.sh $<TARGET_FILE:launch_check>)
 set_tests_properties(test_launchers PROPERTIES TIMEOUT 90 SKIP_RETURN_CODE 77)
+# Open MPI's mpirun (PMIx; then its plain variables): launch_check and
+# ddp_digits, the weights identical to nexar-run's.
+add_test(NAME test_mpirun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpirun.sh
+  $<TARGET_FILE:launch_check> $<TARGET_FILE:nexar-run>
+  $<TARGET_FILE:ddp_digits> $<TARGET_FILE:compare-weights>)
+set_tests_properties(test_mpirun PROPERTIES TIMEOUT 120)
