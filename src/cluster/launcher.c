@@ -111,6 +111,26 @@ static int read_pair(view_t *v, const char *rvar, const char *svar, bool local,
   return 1;
 }
 
+/* The world and local pairs of Open MPI (|pre| "OMPI_COMM_WORLD_": RANK,
+ * SIZE, LOCAL_RANK, LOCAL_SIZE) or torchrun (|pre| "": RANK, WORLD_SIZE,
+ * LOCAL_RANK, LOCAL_WORLD_SIZE). */
+static int read_world(view_t *v, const char *pre, const char *who, char *err,
+                      size_t n) {
+  bool ompi = *pre != 0;
+  char r[64], s[64], lr[64], ls[64];
+  snprintf(r, sizeof(r), "%sRANK", pre);
+  snprintf(s, sizeof(s), "%s%s", pre, ompi ? "SIZE" : "WORLD_SIZE");
+  snprintf(lr, sizeof(lr), "%sLOCAL_RANK", pre);
+  snprintf(ls, sizeof(ls), "%s%s", pre,
+           ompi ? "LOCAL_SIZE" : "LOCAL_WORLD_SIZE");
+  int rc = read_pair(v, r, s, false, who, err, n);
+  if (rc <= 0) return rc;
+  rc = read_pair(v, lr, ls, true, who, err, n);
+  if (rc < 0) return rc;
+  v->one_host = v->local_size == v->size;
+  return 1;
+}
+
 /* A rendezvous host and port variable that go together. */
 static int read_addr(view_t *v, const char *hvar, const char *pvar,
                      const char *who, char *err, size_t n) {
@@ -137,13 +157,8 @@ static int derived_port(uint64_t h) {
 
 static int view_ompi(view_t *v, const nexar__params_t *p, char *err, size_t n) {
   (void)p;
-  int rc = read_pair(v, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", false,
-                     "Open MPI's mpirun", err, n);
+  int rc = read_world(v, "OMPI_COMM_WORLD_", "Open MPI's mpirun", err, n);
   if (rc <= 0) return rc;
-  rc = read_pair(v, "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                 true, "Open MPI's mpirun", err, n);
-  if (rc < 0) return rc;
-  v->one_host = v->local_size == v->size;
   const char *job = getenv("PMIX_NAMESPACE");
   if (job) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -164,11 +179,8 @@ static int view_torchrun(view_t *v, const nexar__params_t *p, char *err,
                          size_t n) {
   (void)p;
   const char *who = "torchrun (torch's env:// rendezvous)";
-  int rc = read_pair(v, "RANK", "WORLD_SIZE", false, who, err, n);
+  int rc = read_world(v, "", who, err, n);
   if (rc <= 0) return rc;
-  rc = read_pair(v, "LOCAL_RANK", "LOCAL_WORLD_SIZE", true, who, err, n);
-  if (rc < 0) return rc;
-  v->one_host = v->local_size == v->size;
   rc = read_addr(v, "MASTER_ADDR", "MASTER_PORT", who, err, n);
   if (rc < 0) return rc;
   v->no_host = "set MASTER_ADDR and MASTER_PORT (rank 0's host and a port)";
