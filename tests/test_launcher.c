@@ -7,7 +7,8 @@
  * socket, with a message naming the variables and their values and never
  * the secret (nor does any log line, INFO included). Slurm node lists
  * expand to their first host. A torchrun environment of world size 1 forms
- * through the embedded seed and reports local rank 0 of 1.
+ * through the embedded seed and reports local rank 0 of 1, also inside a
+ * Kubernetes Indexed Job's pod (JOB_COMPLETION_INDEX, ignored).
  *
  * Every row starts from an environment without the variables of any
  * launcher and without NEXAR_*.
@@ -210,6 +211,9 @@ static void test_torchrun_one(void **state) {
   snprintf(port, sizeof(port), "%d", 30000 + (int)(getpid() % 2000));
   setenv("MASTER_PORT", port, 1);
   setenv("NEXAR_SECRET", SECRET, 1);
+  /* torchrun in pod 5 of an Indexed Job: the outer launcher's variables
+   * are incomplete (no NEXAR_WORLD_SIZE) and not needed. */
+  setenv("JOB_COMPLETION_INDEX", "5", 1);
   nexar_ctx_t *ctx;
   int rc = nexar_init(NULL, &ctx);
   if (rc != NEXAR_OK) fail_msg("nexar_init: %s", nexar_last_error());

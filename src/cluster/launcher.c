@@ -386,7 +386,7 @@ static int apply(nexar__params_t *p, const struct nexar_config *cfg,
                c->name, c->secret_hint);
   snprintf(l->why, sizeof(l->why), "%s", c->vars);
   if (p->seed_addr) return 0; /* NEXAR_SEED given: a standalone seed */
-  l->embedded = p->rank == 0;
+  l->embedded = p->rank == 0 && !p->join; /* a joiner has a seed */
   l->port = p->port ? (int)p->port : c->port;
   if (!pmix) {
     const char *host = l->one_host ? "127.0.0.1" : c->host;
@@ -444,8 +444,11 @@ int nexar__launch_detect(nexar__params_t *p, const struct nexar_config *cfg,
     if (forced && i != k) continue;
     int rc = kinds[i].fn ? kinds[i].fn(&v[i], p, err, n)
                          : view_pmix(&v[i], p, err, n, l);
-    if (rc < 0) return rc;
-    if (rc == 0) v[i].name = NULL;
+    /* The outer launcher of a nested pair may lack what nexar would need
+     * from it (torchrun in a Kubernetes Indexed Job: no NEXAR_WORLD_SIZE):
+     * only the one used must be complete. */
+    if (rc < 0 && chosen < 0) return rc;
+    if (rc <= 0) v[i].name = NULL;
     if (rc == 1 && chosen < 0) chosen = i;
   }
   if (chosen < 0) {
