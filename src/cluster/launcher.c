@@ -385,10 +385,12 @@ static int apply(nexar__params_t *p, const struct nexar_config *cfg,
                "so nexar does not make one up; %s",
                c->name, c->secret_hint);
   snprintf(l->why, sizeof(l->why), "%s", c->vars);
-  if (p->seed_addr) return 0; /* NEXAR_SEED given: a standalone seed */
-  l->embedded = p->rank == 0 && !p->join; /* a joiner has a seed */
-  l->port = p->port ? (int)p->port : c->port;
-  if (!pmix) {
+  /* NEXAR_SEED given: a standalone seed, none embedded. */
+  if (!p->seed_addr) {
+    l->embedded = p->rank == 0 && !p->join; /* a joiner has a seed */
+    l->port = p->port ? (int)p->port : c->port;
+  }
+  if (!p->seed_addr && !pmix) {
     const char *host = l->one_host ? "127.0.0.1" : c->host;
     if (!host[0])
       return bad(err, n,
@@ -405,8 +407,10 @@ static int apply(nexar__params_t *p, const struct nexar_config *cfg,
     if (rc < 0) return rc;
     p->seed_addr = l->seed;
   }
+  /* On several hosts every process listens on all its addresses (peers
+   * dial the one the seed saw), unless NEXAR_BIND_ADDR says otherwise. */
   if (!l->one_host && !given("NEXAR_BIND_ADDR", cfg ? cfg->bind_addr : NULL))
-    p->bind_addr = l->seed[0] == '[' ? "::" : "0.0.0.0";
+    p->bind_addr = p->seed_addr && p->seed_addr[0] == '[' ? "::" : "0.0.0.0";
   return 0;
 }
 
@@ -508,8 +512,13 @@ int nexar__launch_start(nexar__launch_t *l, nexar__params_t *p, char *err,
       p->secret = l->secret;
     }
     char listen[64];
+    /* On one host the seed is reachable from it only. */
     bool v6 = p->seed_addr && p->seed_addr[0] == '[';
-    snprintf(listen, sizeof(listen), "%s:%d", v6 ? "[::]" : "0.0.0.0", l->port);
+    snprintf(listen, sizeof(listen), "%s:%d",
+             l->one_host ? "127.0.0.1"
+             : v6        ? "[::]"
+                         : "0.0.0.0",
+             l->port);
     nexar_seed_config_t sc = NEXAR_SEED_CONFIG_INIT;
     sc.listen_addr = listen;
     sc.secret = p->secret;
@@ -537,7 +546,6 @@ int nexar__launch_start(nexar__launch_t *l, nexar__params_t *p, char *err,
     if (rc < 0) return rc;
     if (!p->seed_addr) p->seed_addr = l->seed;
     if (!p->secret && !p->secret_file && l->secret[0]) p->secret = l->secret;
-    if (!l->one_host && !getenv("NEXAR_BIND_ADDR")) p->bind_addr = "0.0.0.0";
   }
   return 0;
 }
