@@ -9,16 +9,19 @@
 #  - srun -n 4 --overcommit --mpi=none launch_check: SLURM_PROCID,
 #    SLURM_NTASKS, SLURM_LOCALID, the node list and a port derived from the
 #    job and step ids, the secret from a file;
-# each ending in an allreduce checked bit for bit on every rank. The
+# each ending in an allreduce checked bit for bit on every rank; then
+#  - srun -n 4 --mpi=pmix ddp_digits: the DDP example trains to a held-out
+#    accuracy of at least 0.90 on world 4.
+# The
 # daemons are stopped by their process ids at the end, whatever happened.
 #
-# usage: test_slurm.sh LAUNCH_CHECK
+# usage: test_slurm.sh LAUNCH_CHECK DDP_DIGITS
 set -u
-if [ $# -ne 1 ]; then
-  echo "usage: $0 LAUNCH_CHECK" >&2
+if [ $# -ne 2 ]; then
+  echo "usage: $0 LAUNCH_CHECK DDP_DIGITS" >&2
   exit 2
 fi
-check=$1
+check=$1 ddp=$2
 . "$(dirname "$0")/lib.sh" test_slurm
 # Under `make asan`: libpmix's own leaks are not nexar's (tests/lsan.supp).
 LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(cd "$(dirname "$0")" && pwd)/lsan.supp
@@ -133,4 +136,16 @@ NEXAR_SECRET_FILE=$d/secret srun_check none --mpi=none
 [ "$(grep -c "launcher: slurm " "$d/none")" -eq 4 ] ||
   fail "none: not every rank says launcher slurm"
 ! grep -qF -- "$(cat "$d/secret")" "$d/none" || fail "the secret is in the output"
+
+echo "== srun -n 4 --mpi=pmix ddp_digits"
+timeout 100 srun -n 4 --overcommit -t 2 --mpi=pmix "$ddp" >"$d/ddp" 2>&1 || {
+  cat "$d/ddp" >&2
+  fail "ddp_digits under srun failed"
+}
+acc=$(awk '/^final heldout_acc / && $4 == "world" && $5 == 4 { print $3 }' \
+  "$d/ddp")
+grep "^final heldout_acc" "$d/ddp"
+[ -n "$acc" ] || fail "ddp_digits: no 'final heldout_acc ... world 4' line"
+awk -v a="$acc" 'BEGIN { exit !(a + 0 >= 0.90) }' ||
+  fail "ddp_digits: held-out accuracy $acc < 0.90"
 echo "PASS"

@@ -96,7 +96,8 @@ add_test(NAME test_mpirun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpirun.s
   $<TARGET_FILE:ddp_digits> $<TARGET_FILE:compare-weights>)
 set_tests_properties(test_mpirun PROPERTIES TIMEOUT 120)
 # A real single-node Slurm (slurmctld, slurmd, munged started and stopped by
-# the test): srun -n 4 --mpi=pmix and --mpi=none of launch_check.
+# the test): srun -n 4 --mpi=pmix and --mpi=none of launch_check, and
+# --mpi=pmix of ddp_digits.
 add_test(NAME test_slurm COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_slurm.sh
-  $<TARGET_FILE:launch_check>)
+  $<TARGET_FILE:launch_check> $<TARGET_FILE:ddp_digits>)
 set_tests_properties(test_slurm PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
