@@ -199,6 +199,19 @@ NEXAR_EXTERN nexar_comm_t *nexar_comm_world(nexar_ctx_t *ctx);
 NEXAR_EXTERN int nexar_comm_rank(const nexar_comm_t *comm, int *rank);
 /* Number of ranks in |comm|. NEXAR_ERR_INVALID_ARG on NULL arguments. */
 NEXAR_EXTERN int nexar_comm_size(const nexar_comm_t *comm, int *size);
+/*
+ * The processes of this job on this host: *local_rank (0 .. *local_size - 1)
+ * is this process's place among them in world-rank order, *local_size how
+ * many there are. Taken from NEXAR_LOCAL_RANK / NEXAR_LOCAL_SIZE (nexar-run
+ * sets them), else from the launcher (PMIx, SLURM_LOCALID, LOCAL_RANK and
+ * LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_*), else counted from the roster:
+ * the ranks whose address is this process's (docs/launching.md). Use it to
+ * pick a device per process. Either pointer may be NULL. Returns NEXAR_OK,
+ * or NEXAR_ERR_INVALID_ARG when |ctx| is NULL. Thread-safe (the values are
+ * fixed at nexar_init).
+ */
+NEXAR_EXTERN int nexar_local_rank(const nexar_ctx_t *ctx, int *local_rank,
+                                  int *local_size);
 
 /* ---- Failures, recovery and elastic membership (docs/fault-tolerance.md).
  *

@@ -4,7 +4,11 @@
 set -euo pipefail
 pkgs=(gcc make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev
       libgnutls28-dev nettle-dev libcmocka-dev zlib1g-dev iproute2
-      help2man dpkg-dev file libunistring-dev)
+      # Packaging (docs/installing.md): man pages, the .deb, static links.
+      help2man dpkg-dev file libunistring-dev
+      # Launchers (docs/launching.md): PMIx headers, Open MPI's mpirun, and a
+      # single-node Slurm with munge for test_mpirun and test_slurm.
+      libpmix-dev openmpi-bin slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

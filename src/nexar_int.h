@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "core/param.h"
+#include "cluster/launcher.h"
 #include "device/device.h"
 #include "nexar.h"
 #include "wire/wire.h"
@@ -552,6 +553,10 @@ struct nexar_ctx {
   bool left;
   bool seed_no_admit;
   uint8_t secret_key[32];
+  /* The launcher this process was started by, its embedded seed (rank 0)
+   * and the ranks on this host (launcher.c, nexar_local_rank). */
+  nexar__launch_t launch;
+  int local_rank, local_size;
   /* Bootstrap state (progress thread). */
   int boot_state;
   int boot_rc;

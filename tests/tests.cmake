@@ -91,3 +91,27 @@ target_link_libraries(elastic_soak PRIVATE nexar_harness nexar_static m)
 add_executable(rpc_soak EXCLUDE_FROM_ALL rpc_soak.c)
 target_include_directories(rpc_soak PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(rpc_soak PRIVATE nexar_harness nexar_static m)
+# Starting under schedulers (docs/launching.md). launch_check: the program
+# each launcher test starts (nexar_init from the launcher's variables, an
+# allreduce checked bit for bit, local ranks). test_launcher: bad launcher
+# environments fail nexar_init at once naming the variables, never the
+# secret; Slurm node lists. test_launchers: torchrun's and a Kubernetes
+# Indexed Job's variables across two network namespaces, embedded seed.
+add_executable(launch_check launch_check.c)
+target_link_libraries(launch_check PRIVATE nexar_static)
+nexar_test(test_launcher 60 test_launcher.c)
+add_test(NAME test_launchers COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_launchers.sh $<TARGET_FILE:launch_check>)
+set_tests_properties(test_launchers PROPERTIES TIMEOUT 90 SKIP_RETURN_CODE 77)
+# Open MPI's mpirun (PMIx; then its plain variables): launch_check and
+# ddp_digits, the weights identical to nexar-run's.
+add_test(NAME test_mpirun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpirun.sh
+  $<TARGET_FILE:launch_check> $<TARGET_FILE:nexar-run>
+  $<TARGET_FILE:ddp_digits> $<TARGET_FILE:compare-weights>)
+set_tests_properties(test_mpirun PROPERTIES TIMEOUT 120)
+# A real single-node Slurm (slurmctld, slurmd, munged started and stopped by
+# the test): srun -n 4 --mpi=pmix and --mpi=none of launch_check, and
+# --mpi=pmix of ddp_digits.
+add_test(NAME test_slurm COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_slurm.sh
+  $<TARGET_FILE:launch_check> $<TARGET_FILE:ddp_digits>)
+set_tests_properties(test_slurm PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)

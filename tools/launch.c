@@ -360,9 +360,15 @@ static void worker_child(nexar_launch_t *l, int index, int outw, int errw,
   setenv("NEXAR_WORLD_SIZE", buf, 1);
   if (l->opts.no_rank) {
     unsetenv("NEXAR_RANK");
+    unsetenv("NEXAR_LOCAL_RANK");
+    unsetenv("NEXAR_LOCAL_SIZE");
   } else {
+    /* All on this host: the local rank is the rank (nexar_local_rank). */
     snprintf(buf, sizeof buf, "%d", index);
     setenv("NEXAR_RANK", buf, 1);
+    setenv("NEXAR_LOCAL_RANK", buf, 1);
+    snprintf(buf, sizeof buf, "%d", l->opts.nprocs);
+    setenv("NEXAR_LOCAL_SIZE", buf, 1);
   }
   apply_env(l->opts.env);
   if (l->opts.argv) {

@@ -40,7 +40,54 @@ static void comm_free_self_unexp(nexar_comm_t *c) {
   c->unexp = c->unexp_tail = NULL;
 }
 
+/* Whether roster entries |a| and |b| have the same IP address. */
+static bool same_host(const nexar__roster_entry_t *a,
+                      const nexar__roster_entry_t *b) {
+  struct sockaddr_storage x, y;
+  socklen_t xl, yl;
+  if (nexar__wire_to_addr(&a->addr, &x, &xl) < 0 ||
+      nexar__wire_to_addr(&b->addr, &y, &yl) < 0 || x.ss_family != y.ss_family)
+    return false;
+  if (x.ss_family == AF_INET)
+    return ((struct sockaddr_in *)&x)->sin_addr.s_addr ==
+           ((struct sockaddr_in *)&y)->sin_addr.s_addr;
+  return !memcmp(&((struct sockaddr_in6 *)&x)->sin6_addr,
+                 &((struct sockaddr_in6 *)&y)->sin6_addr, 16);
+}
+
+/* The local rank and size: NEXAR_LOCAL_*, else the launcher's, else the
+ * ranks of the roster at this process's address. */
+static void local_ranks(nexar_ctx_t *ctx) {
+  const nexar__launch_t *l = &ctx->launch;
+  int lr = ctx->prm.local_rank >= 0 ? (int)ctx->prm.local_rank : l->local_rank;
+  int ls = ctx->prm.local_size > 0 ? (int)ctx->prm.local_size : l->local_size;
+  if ((lr < 0 || ls <= 0) && ctx->roster) {
+    int r = 0, n = 0;
+    for (int i = 0; i < ctx->world; i++)
+      if (same_host(&ctx->roster[i], &ctx->roster[ctx->rank])) {
+        n++;
+        if (i < ctx->rank) r++;
+      }
+    if (lr < 0) lr = r;
+    if (ls <= 0) ls = n;
+  }
+  ctx->local_rank = lr;
+  ctx->local_size = ls;
+}
+
+/* INFO: which launcher, why, and where the seed is. */
+static void launch_log(const nexar__launch_t *l, const nexar__params_t *p) {
+  NEXAR__INFO(NEXAR__SUB_INIT,
+              "launcher: %s (%s); rank %lld of %lld; seed %s%s", l->name,
+              l->why, (long long)p->rank, (long long)p->world_size,
+              p->seed_addr ? p->seed_addr
+              : l->pmix    ? "(shared by rank 0 through PMIx)"
+                           : "(unset)",
+              l->embedded ? ", run by this process (rank 0)" : "");
+}
+
 static void ctx_free(nexar_ctx_t *ctx) {
+  nexar__launch_stop(&ctx->launch);
   nexar__rpc_stop(ctx);
   nexar__ep_fini(&ctx->ep);
   nexar__relay_fini(ctx);
@@ -82,6 +129,10 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
    * message naming it (docs/configuration.md). Nothing allocated so far
    * outlives a failure: nexar_init may be called again. */
   int rc = nexar__params_load(&ctx->prm, cfg, err, sizeof(err));
+  /* Rank, world size and rendezvous from the launcher, where the NEXAR_*
+   * settings leave them open (docs/launching.md). */
+  if (rc == 0)
+    rc = nexar__launch_detect(&ctx->prm, cfg, &ctx->launch, err, sizeof(err));
   if (rc == 0) rc = nexar__params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0) rc = nexar__coll_params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0) {
@@ -94,11 +145,15 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     rc = nexar__topo_parse(ctx->prm.topology, (int)ctx->prm.world_size,
                            &ctx->topo, err, sizeof(err));
   if (rc < 0) goto fail_early;
+  launch_log(&ctx->launch, &ctx->prm);
   nexar__params_dump(&ctx->prm);
+  rc = nexar__launch_start(&ctx->launch, &ctx->prm, err, sizeof(err));
+  if (rc < 0) goto fail_early;
   if (!ctx->prm.seed_addr) {
     snprintf(err, sizeof(err),
              "NEXAR_SEED is not set (the seed's ip:port; see nexar-seed and "
-             "nexar-run)");
+             "nexar-run) and no launcher names a rendezvous "
+             "(docs/launching.md)");
     rc = NEXAR_ERR_INVALID_ARG;
     goto fail_early;
   }
@@ -142,7 +197,14 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     return rc;
   }
   rc = nexar__bootstrap(ctx);
-  if (rc == 0) rc = nexar__rpc_start_service(ctx);
+  if (rc == 0) {
+    /* Every rank's mesh includes rank 0's: each has its welcome, and the
+     * embedded seed has nothing left to do. */
+    if (ctx->launch.seed_run) nexar_seed_wait(ctx->launch.seed_run, 2000);
+    nexar__launch_stop(&ctx->launch);
+    local_ranks(ctx);
+    rc = nexar__rpc_start_service(ctx);
+  }
   if (rc == 0 && ctx->prm.join) rc = nexar__elastic_joined(ctx);
   if (rc < 0) {
     ctx_free(ctx);
@@ -156,9 +218,17 @@ fail_early:
    * need undoing. */
   nexar__set_init_error("nexar_init: %s", err);
   if (ft_ready) nexar__ft_fini(ctx);
+  nexar__launch_stop(&ctx->launch);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
   free(ctx);
   return rc;
+}
+
+int nexar_local_rank(const nexar_ctx_t *ctx, int *local_rank, int *local_size) {
+  if (!ctx) return NEXAR_ERR_INVALID_ARG;
+  if (local_rank) *local_rank = ctx->local_rank;
+  if (local_size) *local_size = ctx->local_size;
+  return NEXAR_OK;
 }
 
 nexar_comm_t *nexar_comm_world(nexar_ctx_t *ctx) {

@@ -109,7 +109,21 @@
     "device adapter installed at nexar_init: cpu, cuda or auto (cuda when "    \
     "the CUDA runtime loads and reports a device, else cpu)")                  \
   X(INT, device_stage_cache_bytes, "NEXAR_DEVICE_STAGE_CACHE_BYTES", 67108864, \
-    0, 1ll << 40, "host bounce buffers kept for reuse by device staging")
+    0, 1ll << 40, "host bounce buffers kept for reuse by device staging")      \
+  X(STR, launcher, "NEXAR_LAUNCHER", "auto", 0, 0,                             \
+    "where rank, world size and rendezvous come from: auto, pmix, slurm, "     \
+    "torchrun, ompi, k8s or none (docs/launching.md)")                         \
+  X(INT, port, "NEXAR_PORT", 0, 0, 65535,                                      \
+    "UDP port of the embedded seed under a launcher (0: the launcher's or "    \
+    "one derived from the job)")                                               \
+  X(INT, local_rank, "NEXAR_LOCAL_RANK", -1, -1, (1 << 20) - 1,                \
+    "rank among the processes on this host (-1: from the launcher or the "     \
+    "roster)")                                                                 \
+  X(INT, local_size, "NEXAR_LOCAL_SIZE", 0, 0, 1 << 20,                        \
+    "processes of the job on this host (0: from the launcher or the roster)")  \
+  X(STR, k8s_service, "NEXAR_K8S_SERVICE", NULL, 0, 0,                         \
+    "Kubernetes Indexed Job: the headless Service naming the pods (the seed "  \
+    "is pod 0)")
 
 typedef struct nexar__params {
 #define NEXAR__PARAM_FIELD_INT(f) int64_t f;
