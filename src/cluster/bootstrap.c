@@ -349,6 +349,27 @@ static void worker_on_closed(nexar__conn_t *c) {
   nexar__ft_on_closed(ctx, c);
 }
 
+/* Every BOOT_SAY_NS without a connection to the seed: how long this
+ * process has waited, of how long, and what the network says. */
+#define BOOT_SAY_NS 5000000000ull
+static void say_waiting(nexar_ctx_t *ctx, uint64_t now) {
+  nexar__conn_t *c = ctx->seed_conn;
+  if (c && c->state == NEXAR__CS_READY) return;
+  uint64_t begun =
+      ctx->boot_deadline - (uint64_t)ctx->prm.bootstrap_timeout_ms * 1000000ull;
+  if (!ctx->boot_say_at) ctx->boot_say_at = begun + BOOT_SAY_NS;
+  if (now < ctx->boot_say_at) return;
+  ctx->boot_say_at = now + BOOT_SAY_NS;
+  char cause[160];
+  NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
+              "still waiting for the seed at %s (%llu s of "
+              "NEXAR_BOOTSTRAP_TIMEOUT_MS=%lld): %s",
+              ctx->prm.seed_addr,
+              (unsigned long long)((now - begun) / 1000000000ull),
+              (long long)ctx->prm.bootstrap_timeout_ms,
+              seed_cause(c, cause, sizeof(cause)));
+}
+
 static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
@@ -357,6 +378,8 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
     for (int i = 0; i < ctx->ncomms; i++) nexar__coll_tick(ctx->comms[i], now);
     return;
   }
+  if (ctx->boot_state == BOOT_SEED && now < ctx->boot_deadline)
+    say_waiting(ctx, now);
   /* Not begun (boot_begin sets the deadline), or not yet due. */
   if (!ctx->boot_state || now < ctx->boot_deadline) return;
   /* While connected to the seed, give its verdict (which names the missing

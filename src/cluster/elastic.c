@@ -89,7 +89,7 @@ int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len) {
   char err[NEXAR__ERRMSG_MAX];
   int rc = nexar__topo_init(ctx, (int)j.nids, err, sizeof(err));
   if (rc < 0) {
-    NEXAR__WARN(NEXAR__SUB_BOOTSTRAP, "id %u: %s", j.id, err);
+    NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "id %u: %s", j.id, err);
     return rc;
   }
   wc->size = (int)j.nmembers;

@@ -158,7 +158,7 @@ static void fence(nexar_ctx_t *ctx, const char *why) {
   if (ctx->fenced) return;
   ctx->fenced = true;
   ctx->rs_active = false;
-  NEXAR__WARN(NEXAR__SUB_INIT, "%s", why);
+  NEXAR__INFO(NEXAR__SUB_INIT, "%s", why);
   FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_EXCLUDED, why));
   end_links(ctx, NEXAR__CLOSE_ABORT, "fenced out", NEXAR_ERR_EXCLUDED, why);
   nexar__agree_on_failure(ctx);
@@ -213,7 +213,7 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
   id_addr(ctx, id, addr, sizeof(addr));
   snprintf(what, sizeof(what), "process %d at %s failed (%s: %s)", id, addr,
            reason_text(reason), detail);
-  NEXAR__WARN(NEXAR__SUB_INIT, "rank %d: %s", ctx->rank, what);
+  NEXAR__INFO(NEXAR__SUB_INIT, "rank %d: %s", ctx->rank, what);
   record(ctx, id, reason, reporter);
   /* Fence it: a process that was only silent learns it is out. */
   nexar__conn_t *c = ctx->peers[id];
@@ -597,7 +597,7 @@ static int abort_fn(nexar__req_t *ctl) {
            "rank %d: nexar_abort was called; only nexar_finalize may follow",
            ctx->rank);
   snprintf(r, sizeof(r), "rank %d aborted", ctx->rank);
-  NEXAR__WARN(NEXAR__SUB_INIT, "%s", why);
+  NEXAR__INFO(NEXAR__SUB_INIT, "%s", why);
   FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_ABORTED, why));
   end_links(ctx, NEXAR__CLOSE_ABORT, r, NEXAR_ERR_ABORTED, why);
   nexar__agree_on_failure(ctx);

@@ -75,7 +75,7 @@ void nexar__set_init_error(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(tl_init_error, sizeof(tl_init_error), fmt, ap);
   va_end(ap);
-  NEXAR__WARN(NEXAR__SUB_INIT, "%s", tl_init_error);
+  NEXAR__INFO(NEXAR__SUB_INIT, "%s", tl_init_error);
 }
 
 void nexar__comm_set_error(nexar_comm_t *comm, const char *fmt, ...) {

@@ -68,7 +68,7 @@ static const char *cu_errstr(int err) {
 
 /* Logs a failed runtime call; returns NEXAR_ERR_DEVICE. */
 static int cu_fail(const char *call, int err, size_t bytes) {
-  NEXAR__WARN(NEXAR__SUB_INIT, "cuda adapter: %s (%zu bytes) failed: %s (%d)",
+  NEXAR__INFO(NEXAR__SUB_INIT, "cuda adapter: %s (%zu bytes) failed: %s (%d)",
               call, bytes, cu_errstr(err), err);
   return NEXAR_ERR_DEVICE;
 }
