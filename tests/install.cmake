@@ -14,3 +14,7 @@ set_tests_properties(test_install PROPERTIES TIMEOUT ${t})
 add_test(NAME test_hostname COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_hostname.sh
          $<TARGET_FILE:nexar-seed> $<TARGET_FILE:split>)
 set_tests_properties(test_hostname PROPERTIES TIMEOUT 90)
+# The .deb: contents, dependencies resolved by apt-get's simulation, tools run.
+add_test(NAME test_deb COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_deb.sh
+         ${CMAKE_CPACK_COMMAND} ${PROJECT_BINARY_DIR})
+set_tests_properties(test_deb PROPERTIES TIMEOUT 180)
