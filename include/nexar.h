@@ -318,11 +318,12 @@ NEXAR_EXTERN int nexar_comm_epoch(const nexar_comm_t *comm, uint32_t *epoch);
  * may go on without it (docs/fault-tolerance.md section 9).
  *
  * Returns NEXAR_OK; NEXAR_ERR_EXCLUDED when the others declared this process
- * failed; NEXAR_ERR_PEER_FAILED for such a minority; NEXAR_ERR_TIMEOUT past NEXAR_OP_TIMEOUT_MS; NEXAR_ERR_INVALID_ARG
- * for NULL arguments or when fewer than NEXAR_MIN_WORLD_SIZE ranks would
- * remain (for the world); NEXAR_ERR_INVALID_USAGE under NEXAR_RECOVERY=abort
- * or when |comm| was already shrunk; NEXAR_ERR_ABORTED; NEXAR_ERR_NOMEM. Not
- * thread-safe with other calls on |comm|.
+ * failed; NEXAR_ERR_PEER_FAILED for such a minority; NEXAR_ERR_TIMEOUT past
+ * NEXAR_OP_TIMEOUT_MS; NEXAR_ERR_INVALID_ARG for NULL arguments or when fewer
+ * than NEXAR_MIN_WORLD_SIZE ranks would remain (for the world);
+ * NEXAR_ERR_INVALID_USAGE under NEXAR_RECOVERY=abort or when |comm| was already
+ * shrunk; NEXAR_ERR_ABORTED; NEXAR_ERR_NOMEM. Not thread-safe with other calls
+ * on |comm|.
  */
 NEXAR_EXTERN int nexar_comm_shrink(nexar_comm_t *comm, nexar_comm_t **newcomm);
 
