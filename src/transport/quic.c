@@ -464,18 +464,22 @@ static void drop_unopened(nexar__conn_t *c, nexar__omsg_t *m) {
 static const int lane_order[NEXAR__LANE_COUNT] = {
     NEXAR__LANE_CONTROL, NEXAR__LANE_RPC, NEXAR__LANE_DATA};
 
-/* Whether a new stream of |lane| may open now. Data messages use
- * bidirectional streams (used one way), control and RPC messages
- * unidirectional ones: the two kinds have separate MAX_STREAMS credit, so
- * undelivered data can never hold back a barrier, a heartbeat or a call.
- * The RPC lane leaves a quarter of the peer's unidirectional credit to the
- * control lane, so a burst of calls cannot hold back a barrier either. */
+/* Whether a new stream of |lane| may open now. Every message of a mesh
+ * link has a bidirectional stream of its own (used one way; the receiver
+ * shuts the other direction, so both ends close it: ngtcp2 0.12 never
+ * closes a remote unidirectional stream, and each one kept its state for
+ * the life of the connection). The lanes share the peer's MAX_STREAMS
+ * credit, so each keeps a share the lanes after it cannot take: data opens
+ * only while more than half of it is left, RPC while more than a quarter
+ * is, control while any is. Undelivered data can never hold back a call, a
+ * barrier or a heartbeat, and a burst of calls cannot hold back a barrier. */
 static bool may_open(nexar__conn_t *c, int lane) {
-  if (lane != NEXAR__LANE_RPC) return true;
+  if (lane == NEXAR__LANE_CONTROL || c->role != NEXAR__ROLE_MESH) return true;
   const ngtcp2_transport_params *tp =
       ngtcp2_conn_get_remote_transport_params(c->qc);
-  uint64_t reserve = tp ? tp->initial_max_streams_uni / 4 : 0;
-  return ngtcp2_conn_get_streams_uni_left(c->qc) > (reserve ? reserve : 1);
+  uint64_t quarter = tp ? tp->initial_max_streams_bidi / 4 : 0;
+  uint64_t keep = lane == NEXAR__LANE_DATA ? 2 * quarter : quarter;
+  return ngtcp2_conn_get_streams_bidi_left(c->qc) > keep;
 }
 
 /* The first message with bytes to write, the lanes taken in lane_order;
@@ -493,7 +497,7 @@ static nexar__omsg_t *next_sendable(nexar__conn_t *c, int nlanes, int *err) {
       if (!unsent(m)) continue;
       if (m->sid < 0) {
         if (!may_open(c, lane)) break; /* keep FIFO order */
-        int rv = lane == NEXAR__LANE_DATA && c->role == NEXAR__ROLE_MESH
+        int rv = c->role == NEXAR__ROLE_MESH
                      ? ngtcp2_conn_open_bidi_stream(c->qc, &m->sid, m)
                      : ngtcp2_conn_open_uni_stream(c->qc, &m->sid, m);
         if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) break; /* keep FIFO order */
