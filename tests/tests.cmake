@@ -33,6 +33,8 @@ nexar_test(test_coll_algos 300 test_coll_algos.c)
 nexar_test(test_lanes 180 test_lanes.c)
 nexar_test(test_security 120 test_security.c)
 nexar_test(test_backpressure 120 test_backpressure.c)
+# Stream state freed per message (a barrier or a call keeps nothing).
+nexar_test(test_streams 120 test_streams.c)
 nexar_test(test_mismatch 300 test_mismatch.c)
 # Several user threads per process calling p2p at once (caller-driven progress).
 nexar_test(test_threads 180 test_threads.c)
