@@ -28,6 +28,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -194,14 +195,23 @@ typedef struct init_case {
   int want_rc;
   const char *want_text; /* in nexar_last_error */
   double max_ms;
+  const char *want_log; /* in the log (NEXAR_DEBUG_FILE), or NULL */
 } init_case_t;
 
 /* In a child: sets the variables, runs nexar_init, checks code, text and
- * time. */
+ * time; and its log (stderr): it holds |want_log|, but not the error
+ * nexar_init returned (the library stays quiet about what it returns). */
 static int init_child(const init_case_t *c) {
   setenv("NEXAR_SECRET", "0123456789abcdef0123456789abcdef", 1);
   setenv("NEXAR_WORLD_SIZE", "2", 1);
   unsetenv("NEXAR_SECRET_FILE");
+  char logf[64];
+  snprintf(logf, sizeof logf, "/tmp/nexar-ft-net-%d.log", (int)getpid());
+  /* The log goes to stderr: keep it in |logf| (and show it below). */
+  int logfd = open(logf, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  int saved = dup(2);
+  if (logfd < 0 || saved < 0 || dup2(logfd, 2) < 0) return 1;
+  close(logfd);
   char buf[512];
   snprintf(buf, sizeof buf, "%s", c->env);
   for (char *save = NULL, *kv = strtok_r(buf, ";", &save); kv;
@@ -218,12 +228,32 @@ static int init_child(const init_case_t *c) {
   const char *e = nexar_last_error();
   printf("  %s -> %s after %.0f ms: %s\n", c->env, nexar_err_name(rc), took, e);
   if (rc == NEXAR_OK) nexar_finalize(ctx);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  static char log[16384];
+  FILE *f = fopen(logf, "r");
+  size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
+  log[n] = 0;
+  if (f) fclose(f);
+  unlink(logf);
+  fprintf(stderr, "%s", log);
+  int bad = 0;
   if (rc != c->want_rc || !strstr(e, c->want_text) || took > c->max_ms) {
     fprintf(stderr, "  want %s within %.0f ms, text with '%s'\n",
             nexar_err_name(c->want_rc), c->max_ms, c->want_text);
-    return 1;
+    bad = 1;
   }
-  return 0;
+  if (c->want_log && !strstr(log, c->want_log)) {
+    fprintf(stderr, "  the log lacks '%s':\n%s", c->want_log, log);
+    bad = 1;
+  }
+  if (*e && strstr(log, e)) {
+    fprintf(stderr, "  the returned error was also logged:\n%s", log);
+    bad = 1;
+  }
+  fflush(NULL);
+  return bad;
 }
 
 static int run_forked(int (*fn)(const init_case_t *), const init_case_t *c) {
@@ -257,14 +287,15 @@ static int closed_port(void) {
 static int init_cases(void) {
   char gone[160];
   snprintf(gone, sizeof gone,
-           "NEXAR_SEED=127.0.0.1:%d;NEXAR_BOOTSTRAP_TIMEOUT_MS=1500",
+           "NEXAR_SEED=127.0.0.1:%d;NEXAR_BOOTSTRAP_TIMEOUT_MS=5600",
            closed_port());
   init_case_t cs[] = {
       {"NEXAR_BIND_ADDR=::1;NEXAR_SEED=127.0.0.1:5000", NEXAR_ERR_INVALID_ARG,
-       "NEXAR_BIND_ADDR", 1000},
-      {gone, NEXAR_ERR_TIMEOUT, "nothing listens", 3000},
+       "NEXAR_BIND_ADDR", 1000, NULL},
+      {gone, NEXAR_ERR_TIMEOUT, "nothing listens", 7600,
+       "still waiting for the seed at 127.0.0.1:"},
       {"NEXAR_SEED=10.1.2.3:5000;NEXAR_BOOTSTRAP_TIMEOUT_MS=1500",
-       NEXAR_ERR_TIMEOUT, "unreachable", 3000},
+       NEXAR_ERR_TIMEOUT, "unreachable", 3000, NULL},
   };
   int fails = 0;
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
