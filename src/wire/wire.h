@@ -58,7 +58,10 @@ enum nexar__kind {
  * AGREE: step = phase (NEXAR__AG_*), coll_seq = round, payload = u64 new
  * comm id, u32 n, n x u32 failed stable ids (n <= NEXAR__AGREE_MAX_IDS). */
 #define NEXAR__FAILED_BYTES 8u
-#define NEXAR__AGREE_MAX_IDS (1u << 20)
+/* An agreement lists stable ids, distinct and below the job's id space
+ * (NEXAR__ELASTIC_MAX_IDS): the header decoder bounds an AGREE payload by
+ * it (64 KiB), before the receiver allocates anything for it. */
+#define NEXAR__AGREE_MAX_IDS 16384u
 enum nexar__ag_phase {
   NEXAR__AG_PROPOSE = 1,
   NEXAR__AG_DECIDE = 2,
@@ -244,6 +247,8 @@ enum nexar__seed_type {
  * on every id list of ADMIT, ADMITTED and JOIN): a JOIN carrying the whole
  * roster then stays below NEXAR__SEED_MAX_BODY. */
 #define NEXAR__ELASTIC_MAX_IDS 16384u
+_Static_assert(NEXAR__AGREE_MAX_IDS == NEXAR__ELASTIC_MAX_IDS,
+               "an agreement lists ids of the job's id space");
 /* ADMIT max_joiners: no limit on the members' side. */
 #define NEXAR__JOIN_UNLIMITED 0xffffffffu
 
