@@ -97,7 +97,8 @@ run -n 2 /nonexistent/program
 [ "$rc" -eq 127 ] || fail "missing program: exit status $rc, want 127"
 
 echo "== usage errors"
-for args in "-n 0 true" "-n 2" "true" "-n x true" "-t -1 -n 1 true" \
+for args in "-n 0 true" "-n 2" "true" "-n x true" "-n 010 true" "-n 0x2 true" \
+  "-t -1 -n 1 true" \
   "--bogus -n 1 true"; do
   # shellcheck disable=SC2086
   run $args

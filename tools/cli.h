@@ -5,17 +5,19 @@
 #define NEXAR_TOOLS_CLI_H
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../src/core/param.h"
 #include "nexar.h"
 
-/* Parses a whole decimal integer in [lo, hi] into *out. Returns 0 or -1. */
+/* Parses a whole decimal integer in [lo, hi] into *out as the library
+ * parses every NEXAR_* integer (nexar__parse_dec: digits and an optional
+ * sign; no 0x, leading zero or blanks). Returns 0 or -1. */
 static inline int cli_parse_int(const char *s, long lo, long hi, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
+  int64_t v;
+  if (nexar__parse_dec(s, lo, hi, &v) < 0) return -1;
   *out = (int)v;
   return 0;
 }

@@ -133,7 +133,7 @@ static int parse_size(const char *s, size_t *out) {
   char *end;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *s == '-') return -1;
+  if (errno || end == s || *s < '0' || *s > '9') return -1;
   unsigned shift = 0;
   switch (*end) {
     case 'k':

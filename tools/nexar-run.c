@@ -85,16 +85,6 @@ static void usage(FILE *f) {
           MAX_PROCS);
 }
 
-/* Parses a whole decimal integer in [lo, hi] as the library parses every
- * NEXAR_* integer (nexar__parse_dec: digits and an optional sign; no 0x,
- * leading zero or spaces). Returns 0 or -1. */
-static int parse_count(const char *s, int lo, int hi, int *out) {
-  int64_t v;
-  if (nexar__parse_dec(s, lo, hi, &v) < 0) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 /* Parses a timeout in seconds into milliseconds: decimal digits (as
  * nexar__parse_dec takes them) with an optional fraction, "2" or "0.5";
  * no sign, exponent, 0x or spaces. */
@@ -161,7 +151,7 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'n':
-        if (parse_count(optarg, 1, MAX_PROCS, &nprocs) < 0) {
+        if (cli_parse_int(optarg, 1, MAX_PROCS, &nprocs) < 0) {
           fprintf(stderr,
                   "nexar-run: -n wants a number from 1 to %d, not '%s'\n",
                   MAX_PROCS, optarg);
@@ -182,7 +172,7 @@ int main(int argc, char **argv) {
         no_prefix = 1;
         break;
       case 'M':
-        if (parse_count(optarg, 2, 16384, &max_world) < 0) {
+        if (cli_parse_int(optarg, 2, 16384, &max_world) < 0) {
           fprintf(stderr,
                   "nexar-run: --max-world wants a number from 2 to 16384, "
                   "not '%s'\n",
