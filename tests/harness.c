@@ -135,6 +135,15 @@ long nt_rss_kb(void) {
   return kb;
 }
 
+int nt_rpc_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                void *resp, size_t cap, size_t *out) {
+  (void)ud, (void)caller, (void)fn;
+  if (n > cap) return NEXAR_ERR_INVALID_ARG;
+  memcpy(resp, req, n);
+  *out = n;
+  return 0;
+}
+
 /* Writes "[index] file:line: " + the formatted text + "\n" to stderr in one
  * write, so that lines of concurrent workers do not interleave. */
 static void nt_vprint(const char *file, int line, const char *head,

@@ -94,6 +94,11 @@ double nt_now_ms(void);
 /* This process's resident set size (VmRSS) in KiB; -1 if unknown. */
 long nt_rss_kb(void);
 
+/* An RPC handler (nexar_rpc_handler_t) that answers with the request's
+ * bytes; NEXAR_ERR_INVALID_ARG when they do not fit the response. */
+int nt_rpc_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,
+                void *resp, size_t cap, size_t *out);
+
 /* Prints "[index] file:line: <formatted message>" to stderr in one write.
  * Used by the macros below. */
 void nt_fail(const char *file, int line, const char *fmt, ...)

@@ -47,15 +47,6 @@ static size_t size_of(long i) {
   return (size_t)((i * 2654435761u) % 4096u) * (i % 97 == 0 ? 16u : 1u);
 }
 
-static int h_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,
-                  void *resp, size_t cap, size_t *out) {
-  (void)ud, (void)caller, (void)fn;
-  if (n > cap) return NEXAR_ERR_INVALID_ARG;
-  memcpy(resp, req, n);
-  *out = n;
-  return 0;
-}
-
 static int h_lazy(void *ud, int caller, uint16_t fn, const void *req, size_t n,
                   void *resp, size_t cap, size_t *out) {
   (void)ud, (void)caller, (void)fn, (void)req, (void)resp;
@@ -178,7 +169,7 @@ static int worker(int index, void *arg) {
   nexar_comm_t *w, *s = NULL;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL));
   NT_OKC(w, nexar_rpc_register(w, FN_LAZY, h_lazy, NULL));
   cur = w;
   NT_OKC(w, nexar_rpc_register(w, FN_NEST, h_nest, NULL));

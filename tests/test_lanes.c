@@ -86,15 +86,6 @@ static int worker(int index, void *arg) {
   return 0;
 }
 
-static int h_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,
-                  void *resp, size_t cap, size_t *out) {
-  (void)ud, (void)caller, (void)fn;
-  if (n > cap) return NEXAR_ERR_INVALID_ARG;
-  memcpy(resp, req, n);
-  *out = n;
-  return 0;
-}
-
 static int rpc_worker(int index, void *arg) {
   (void)index, (void)arg;
   nexar_ctx_t *ctx;
@@ -106,7 +97,7 @@ static int rpc_worker(int index, void *arg) {
   nexar_req_t *sends[NSTUCK], *recvs[NSTUCK];
   for (int i = 0; i < NSTUCK; i++)
     for (size_t k = 0; k < STUCK_BYTES; k++) out[i][k] = pat(k * 3 + i + r);
-  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, h_echo, NULL));
+  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL));
   NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
   for (int i = 0; i < NSTUCK; i++)
     NT_OKC(w,

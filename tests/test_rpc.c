@@ -46,17 +46,6 @@ enum {
 static int rank_g;
 static int join(nexar_ctx_t **ctx, nexar_comm_t **w, int *r, int *n);
 
-static int h_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,
-                  void *resp, size_t cap, size_t *out) {
-  (void)ud;
-  (void)caller;
-  (void)fn;
-  if (n > cap) return NEXAR_ERR_INVALID_ARG;
-  memcpy(resp, req, n);
-  *out = n;
-  return 0;
-}
-
 /* Sum of the request's uint64 values, then the callee's rank. */
 static int h_sum(void *ud, int caller, uint16_t fn, const void *req, size_t n,
                  void *resp, size_t cap, size_t *out) {
@@ -86,7 +75,7 @@ static int h_slow(void *ud, int caller, uint16_t fn, const void *req, size_t n,
                   void *resp, size_t cap, size_t *out) {
   struct timespec ts = {SLOW_MS / 1000, (SLOW_MS % 1000) * 1000000L};
   nanosleep(&ts, NULL);
-  return h_echo(ud, caller, fn, req, n, resp, cap, out);
+  return nt_rpc_echo(ud, caller, fn, req, n, resp, cap, out);
 }
 
 /* Writes as many bytes as the request asks for (uint32), bytes i & 0xff,
@@ -544,10 +533,10 @@ static int join(nexar_ctx_t **ctx, nexar_comm_t **w, int *r, int *n) {
   static const struct {
     uint16_t fn;
     nexar_rpc_handler_t h;
-  } hs[] = {{FN_ECHO, h_echo}, {FN_SUM, h_sum},   {FN_FAIL, h_fail},
-            {FN_SLOW, h_slow}, {FN_BIG, h_big},   {FN_LAZY, h_lazy},
-            {FN_DIE, h_die},   {FN_NEST, h_nest}, {FN_NAP, h_nap},
-            {FN_NAPS, h_naps}, {FN_LEFT, h_left}};
+  } hs[] = {{FN_ECHO, nt_rpc_echo}, {FN_SUM, h_sum},   {FN_FAIL, h_fail},
+            {FN_SLOW, h_slow},      {FN_BIG, h_big},   {FN_LAZY, h_lazy},
+            {FN_DIE, h_die},        {FN_NEST, h_nest}, {FN_NAP, h_nap},
+            {FN_NAPS, h_naps},      {FN_LEFT, h_left}};
   NT_OK(nt_join_world(ctx, w, r, n));
   rank_g = *r;
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
@@ -562,7 +551,7 @@ static int worker(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   if (join(&ctx, &w, &r, &n)) return 1;
-  NT_CHECK(nexar_rpc_register(w, FN_ECHO, h_echo, NULL) ==
+  NT_CHECK(nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL) ==
            NEXAR_ERR_INVALID_USAGE);
   NT_OKC(w, nexar_barrier(w));
   if (basic(w, r, n)) return 1;

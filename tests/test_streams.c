@@ -14,24 +14,6 @@
 #include "harness.h"
 #include "nexar.h"
 
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long pages = 0, res = 0;
-  if (!f) return -1;
-  if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = -1;
-  fclose(f);
-  return res < 0 ? -1 : res * 4;
-}
-
-static int echo(void *ud, int caller, uint16_t fn, const void *req,
-                size_t req_len, void *resp, size_t resp_cap, size_t *resp_len) {
-  (void)ud, (void)caller, (void)fn;
-  if (req_len > resp_cap) return NEXAR_ERR_TRUNCATE;
-  memcpy(resp, req, req_len);
-  *resp_len = req_len;
-  return 0;
-}
-
 static int rounds(nexar_comm_t *w, int r, int barriers, int calls) {
   for (int i = 0; i < barriers; i++) NT_OKC(w, nexar_barrier(w));
   for (int i = 0; i < calls; i++) {
@@ -51,13 +33,13 @@ static int worker(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  NT_OKC(w, nexar_rpc_register(w, 1, echo, NULL));
+  NT_OKC(w, nexar_rpc_register(w, 1, nt_rpc_echo, NULL));
   NT_OKC(w, nexar_barrier(w));
   if (rounds(w, r, 3000, 1000)) return 1;
-  long before = rss_kib();
+  long before = nt_rss_kb();
   if (rounds(w, r, 30000, 10000)) return 1;
   NT_OKC(w, nexar_barrier(w));
-  long after = rss_kib();
+  long after = nt_rss_kb();
   printf(
       "rank %d: RSS %ld KiB after the warm-up, %ld after 30000 barriers "
       "and 10000 calls (%+ld KiB)\n",
