@@ -13,11 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
-#include <ngtcp2/ngtcp2.h>
-#include <ngtcp2/ngtcp2_crypto.h>
 
 #include "core/log.h"
 #include "core/param.h"
@@ -27,6 +26,7 @@
 #include "wire/wire.h"
 
 #define NEXAR__ERRMSG_MAX 512
+#define NEXAR__TP_MAX 4 /* transports of one endpoint */
 /* Receive batch: datagrams per recvmmsg, bytes per (GRO) datagram. */
 #define NEXAR__RX_BATCH 32
 #define NEXAR__RX_BUF 65536
@@ -65,7 +65,7 @@ enum nexar__close_code {
   } while (0)
 
 typedef struct nexar__ep nexar__ep_t;
-typedef struct nexar__conn nexar__conn_t;
+typedef struct nexar__link nexar__link_t;
 typedef struct nexar__omsg nexar__omsg_t;
 typedef struct nexar__imsg nexar__imsg_t;
 typedef struct nexar_req nexar__req_t;
@@ -103,7 +103,7 @@ struct nexar__omsg {
   int64_t sid;    /* -1 until opened */
   int lane;
   int dest;            /* stable id of the final destination */
-  nexar__conn_t *conn; /* the link it is queued on (nexar__conn_send) */
+  nexar__link_t *conn; /* the link it is queued on (nexar__conn_send) */
   nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
   bool blocked;        /* stream flow control blocked */
   /* Ended (failed or cancelled) while ngtcp2 may still resend bytes of
@@ -136,7 +136,7 @@ struct nexar__imsg {
   nexar__imsg_t *next; /* in the reorder list or the unexpected list */
   nexar__imsg_t *prev;
   nexar__imsg_t *anext, *aprev; /* every live imsg of the connection */
-  nexar__conn_t *conn;
+  nexar__link_t *conn;
   int64_t sid;
   int state;
   uint8_t hdrbuf[NEXAR__HDR_BYTES];
@@ -164,7 +164,7 @@ struct nexar__imsg {
   nexar__fwd_t *fwd;     /* forwarded to the next hop, or NULL */
 };
 
-/* ---- A QUIC connection (to a peer rank, to the seed, or from a worker). */
+/* ---- Links (to a peer rank, to the seed, or from a worker). */
 enum nexar__conn_role { NEXAR__ROLE_MESH = 0, NEXAR__ROLE_SEED = 1 };
 enum nexar__conn_state {
   NEXAR__CS_HANDSHAKE,
@@ -190,28 +190,29 @@ typedef struct nexar__peer {
   nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
 } nexar__peer_t;
 
-struct nexar__conn {
+/* A link: this process's channel to one other process (a peer rank, the
+ * seed, or a worker at the seed) over one transport. The engine's peer
+ * table holds links; what a transport keeps besides (QUIC's connection and
+ * TLS session, shared memory's rings) lives in the transport's own struct,
+ * which starts with this one (src/transport/transport.h). */
+struct nexar__link {
   nexar__ep_t *ep;
-  ngtcp2_conn *qc;
-  gnutls_session_t tls;
-  ngtcp2_crypto_conn_ref ref;
-  uint8_t cid_prefix[8]; /* every SCID we issue starts with this */
+  const struct nexar__tp *tp; /* the transport carrying it */
   struct sockaddr_storage remote;
   socklen_t remote_len;
   char remote_str[64];
   int role;
   int state;
-  bool is_server;
+  bool is_server; /* accepted (not dialled) by this process */
   bool want_write;
-  int peer;     /* world rank of the peer, -1 if not a mesh peer */
-  bool pin_set; /* client: expected server certificate */
-  uint8_t pin[NEXAR__FP_BYTES];
+  int peer;         /* world rank of the peer, -1 if not a mesh peer */
   int close_code;   /* why it closed (application code) */
   bool peer_closed; /* close_code came in the peer's CONNECTION_CLOSE */
   char close_reason[128];
   int err; /* NEXAR_ERR_* that ended it */
-  /* Closing and failure are recorded inside ngtcp2 callbacks and carried
-   * out by the progress loop (nexar__conn_settle), never re-entrantly. */
+  /* Closing and failure are recorded inside transport callbacks and
+   * carried out by the progress loop (nexar__link_settle), never
+   * re-entrantly. */
   bool close_req, close_sent, notified;
   int tx_code;
   char tx_reason[128];
@@ -221,16 +222,10 @@ struct nexar__conn {
   size_t eager_bytes; /* bytes of eager copies not yet acknowledged */
   /* Receive side. */
   nexar__imsg_t *imsgs; /* all live incoming messages (for teardown) */
-  /* Streams of delivered messages not yet returned to the peer as
-   * MAX_STREAMS credit: returned in batches, so that a message does not
-   * cost a packet of its own for the credit. [0] uni, [1] bidi. */
-  uint32_t streams_owed[2];
   /* Seed role: frame reassembly on the single remote stream. */
   uint8_t *sbuf;
   size_t sbuf_len, sbuf_cap;
-  int64_t seed_tx_sid;
-  void *role_data; /* seed: per-worker record */
-  uint64_t handshake_deadline;
+  void *role_data;  /* seed: per-worker record */
   uint64_t last_rx; /* when a packet from the peer was last processed (ns) */
   /* Sends to the peer failing (no route, ...): since when (ns; 0: they
    * work) and the last errno. The detector declares the peer failed when
@@ -324,11 +319,11 @@ struct nexar_comm {
 /* ---- Endpoint: one UDP socket, one progress thread, many connections. */
 typedef struct nexar__ep_ops {
   /* A connection finished its handshake. */
-  void (*on_ready)(nexar__conn_t *c);
+  void (*on_ready)(nexar__link_t *c);
   /* Bytes on a remote stream of a seed-role connection. */
-  void (*on_seed_data)(nexar__conn_t *c, const uint8_t *d, size_t n);
+  void (*on_seed_data)(nexar__link_t *c, const uint8_t *d, size_t n);
   /* A connection is gone (closed by either side, failed, timed out). */
-  void (*on_closed)(nexar__conn_t *c);
+  void (*on_closed)(nexar__link_t *c);
   /* Called each loop iteration with the current time (deadlines). */
   void (*on_tick)(nexar__ep_t *ep, uint64_t now);
   /* Server side: verify a client certificate fingerprint; return the peer
@@ -346,7 +341,28 @@ typedef struct nexar__ep_ops {
   /* A mesh connection ended and was reported (on_closed): returns true
    * when it may be freed now, having detached it from the owner's tables
    * (optional; without it mesh connections live until ep_fini). */
-  bool (*peer_release)(nexar__conn_t *c);
+  bool (*peer_release)(nexar__link_t *c);
+  /* ---- Frames: what a transport calls on mesh links (p2p installs
+   * them; src/transport/transport.h). */
+  /* Bytes on remote stream |sid|; |m| is what attach_in attached, or
+   * NULL for a new stream. */
+  void (*on_stream_data)(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
+                         const uint8_t *d, size_t n, bool fin);
+  /* The remote stream of |m| closed (completed, or cut). */
+  void (*on_stream_close)(nexar__link_t *c, nexar__imsg_t *m);
+  /* |n| more stream bytes of outgoing |m| were acknowledged. */
+  void (*on_acked)(nexar__link_t *c, nexar__omsg_t *m, uint64_t n);
+  /* The stream of |m| closed; the transport took it off the queue. */
+  void (*on_out_closed)(nexar__link_t *c, nexar__omsg_t *m);
+  /* |c| is being freed: its incoming messages end. */
+  void (*on_teardown)(nexar__link_t *c);
+  /* What of |m| is ready to write from m->sent on: up to |max| pieces in
+   * |v|; *fin when they reach its end. */
+  size_t (*frame_vecs)(const nexar__omsg_t *m, struct iovec *v, size_t max,
+                       bool *fin);
+  /* Whether |m| has bytes ready to write beyond m->sent. */
+  bool (*frame_more)(const nexar__omsg_t *m);
+  void (*frame_free)(nexar__omsg_t *m);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
@@ -357,9 +373,13 @@ struct nexar__ep {
   bool gso;
   nexar__identity_t id;
   const nexar__ep_ops_t *ops;
-  void *owner;           /* nexar_ctx_t or nexar_seed_t */
+  void *owner;                /* nexar_ctx_t or nexar_seed_t */
+  const nexar__params_t *prm; /* the owner's settings; NULL: the seed's */
+  /* Transports, in the order their input is read (engine.c). */
+  const struct nexar__tp *tps[NEXAR__TP_MAX];
+  int ntps;
   bool server_alpn_seed; /* accepts seed connections (the seed) */
-  nexar__conn_t **conns;
+  nexar__link_t **conns;
   int nconns, cap_conns;
   pthread_t thread;
   bool thread_started;
@@ -522,7 +542,7 @@ struct nexar_ctx {
    * size of roster, peers and dead. */
   int rank, world;
   nexar__roster_entry_t *roster;
-  nexar__conn_t **peers; /* stable id -> connection (neighbours only) */
+  nexar__link_t **peers; /* stable id -> connection (neighbours only) */
   nexar__peer_t *ps;     /* stable id -> end-to-end sequence state */
   nexar__topo_t topo;    /* connection graph and routes (engine) */
   /* Stable id -> 0 member or candidate, 1 declared failed, 2 departed (left
@@ -541,7 +561,7 @@ struct nexar_ctx {
   uint64_t comm_hwm; /* 1 + the largest id ever registered (engine) */
   /* Next communicator id this process may propose (user threads). */
   _Atomic uint64_t next_free_id;
-  nexar__conn_t *seed_conn;
+  nexar__link_t *seed_conn;
   /* NEXAR_SEED and NEXAR_ADVERTISE_ADDR (0 length: not set) resolved
    * once, before the bootstrap, in the family of the local socket; elastic
    * checkpoints dial the seed there again. */
@@ -623,8 +643,6 @@ int nexar__read_secret(const char *secret, const char *file, uint8_t key[32],
 /* ---------------- tls.c ---------------- */
 int nexar__identity_init(nexar__identity_t *id);
 void nexar__identity_fini(nexar__identity_t *id);
-int nexar__tls_session(nexar__conn_t *c, const char *alpn);
-int nexar__tls_exporter(nexar__conn_t *c, uint8_t out[32]);
 void nexar__mac(const uint8_t key[32], const char *label,
                 const uint8_t exporter[32], uint8_t out[32]);
 int nexar__ct_equal(const uint8_t *a, const uint8_t *b, size_t n);
@@ -648,65 +666,17 @@ void nexar__relay_tag(const uint8_t key[32], uint32_t origin, uint32_t dest,
                       const uint8_t hdr[NEXAR__HDR_BYTES],
                       const uint8_t hash[32], uint8_t tag[32]);
 
-/* ---------------- udp.c ---------------- */
-int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
-                    socklen_t len);
-int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
-                    socklen_t tolen, const uint8_t *data, size_t len,
-                    size_t segsize);
-typedef void (*nexar__udp_rx_fn)(nexar__ep_t *ep, const uint8_t *data,
-                                 size_t len,
-                                 const struct sockaddr_storage *from,
-                                 socklen_t fromlen);
-int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn);
-/* Retries a refused batch (see nexar__ep.tx_blocked). Returns 0 when the
- * socket took it (or it was dropped after waiting too long), 1 while the
- * socket is still full, or -errno when the send failed (the batch is
- * dropped, as lost). */
-int nexar__udp_resume(nexar__ep_t *ep);
-
-/* ---------------- quic.c ---------------- */
-int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
-                     socklen_t tolen, int role, int peer, const uint8_t *pin,
-                     nexar__conn_t **out);
-/* Records the outcome of a send to |c|'s peer: 0 (it worked) or the errno
- * of a failed send, whose datagrams were dropped as lost. The first failure
- * of a spell is logged and starts c->tx_err_since. */
-void nexar__conn_tx_result(nexar__conn_t *c, int err);
-/* The same for every connection to address |to|. */
-void nexar__ep_tx_failed(nexar__ep_t *ep, const struct sockaddr_storage *to,
-                         int err);
-void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
-                             const struct sockaddr_storage *from,
-                             socklen_t fromlen);
-void nexar__conn_flush(nexar__conn_t *c);
-uint64_t nexar__conn_expiry(nexar__conn_t *c);
-void nexar__conn_on_expiry(nexar__conn_t *c, uint64_t now);
-void nexar__conn_close(nexar__conn_t *c, int code, const char *reason);
-void nexar__conn_fail(nexar__conn_t *c, int err, const char *why);
-void nexar__conn_free(nexar__conn_t *c);
-/* Progress loop: sends a requested close, reports a failed connection. */
-void nexar__conn_settle(nexar__conn_t *c);
-/* Enqueues an outgoing message; the stream opens when credit allows. */
-void nexar__conn_send(nexar__conn_t *c, nexar__omsg_t *m);
-/* Takes |m| off |c|'s queue (it stays allocated). */
-void nexar__conn_unqueue(nexar__conn_t *c, nexar__omsg_t *m);
-/* Whether a queued message has bytes not yet written (blocked ones
- * excluded). */
-bool nexar__conn_tx_pending(const nexar__conn_t *c);
-/* Seed role: writes one frame on this side's stream. */
-int nexar__conn_seed_send(nexar__conn_t *c, const uint8_t *frame, size_t len);
-int nexar__conn_extend_stream(nexar__conn_t *c, int64_t sid, uint64_t n);
-bool nexar__conn_idle(nexar__conn_t *c); /* nothing unacked or queued */
-
 /* ---------------- engine.c ---------------- */
+/* Opens the endpoint's transports on |bind_addr|; |prm| are the owner's
+ * validated settings (NULL for the seed, which reads the defaults). */
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
-                   socklen_t len, const nexar__ep_ops_t *ops, void *owner);
+                   socklen_t len, const nexar__ep_ops_t *ops, void *owner,
+                   const nexar__params_t *prm);
 int nexar__ep_start(nexar__ep_t *ep);
 void nexar__ep_stop(nexar__ep_t *ep);
 void nexar__ep_fini(nexar__ep_t *ep);
-int nexar__ep_add_conn(nexar__ep_t *ep, nexar__conn_t *c);
-void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__conn_t *c);
+int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c);
+void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c);
 /* Called by the transport before it judges what it read (ICMP reports):
  * when this process did not run for longer than ep->pause_ns since the
  * socket was last read, the rest of the reading is a catch-up
@@ -737,13 +707,13 @@ int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
 /* Starts a send or receive on the progress thread. */
 void nexar__p2p_start(nexar__req_t *req);
 /* Data arrived on a remote mesh stream. */
-void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
+void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
                                const uint8_t *d, size_t n, bool fin);
 /* Frees every incoming message of a connection being torn down. */
-void nexar__p2p_conn_teardown(nexar__conn_t *c);
+void nexar__p2p_conn_teardown(nexar__link_t *c);
 /* Delivers a message a rank sends to itself. */
 int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req);
-void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m);
+void nexar__p2p_on_stream_close(nexar__link_t *c, nexar__imsg_t *m);
 /* Fails every request that depends on world rank |peer|. */
 void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);
 /* Checks the unexpected collective messages of the call |mine| (its
@@ -751,7 +721,19 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);
 void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine);
 /* Cancels a pending request (progress thread). */
 void nexar__p2p_cancel(nexar__req_t *req, int rc);
-void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m);
+void nexar__omsg_acked(nexar__link_t *c, nexar__omsg_t *m);
+/* Transport upcalls (nexar__ep_ops_t): acknowledged bytes of |m|; the
+ * stream of |m| closed. */
+void nexar__p2p_on_acked(nexar__link_t *c, nexar__omsg_t *m, uint64_t n);
+void nexar__p2p_on_out_closed(nexar__link_t *c, nexar__omsg_t *m);
+/* The frame handlers every endpoint's ops table installs (a worker's
+ * also on_teardown = nexar__p2p_conn_teardown). */
+#define NEXAR__P2P_FRAME_OPS                                                  \
+  .on_stream_data = nexar__p2p_on_stream_data,                                \
+  .on_stream_close = nexar__p2p_on_stream_close,                              \
+  .on_acked = nexar__p2p_on_acked, .on_out_closed = nexar__p2p_on_out_closed, \
+  .frame_vecs = nexar__omsg_vecs, .frame_more = nexar__omsg_more,             \
+  .frame_free = nexar__omsg_free
 /* Ends the send waiting on |m|, if any, with |err|; |why| becomes its
  * communicator's error text. */
 void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why);
@@ -767,11 +749,11 @@ bool nexar__peer_gone(nexar_ctx_t *ctx, int peer);
 /* Continues an incoming stream after its first header (relay.c hands a
  * relayed message back here once it is authenticated): source checks,
  * ordering, matching. */
-void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m);
+void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m);
 /* Refuses message |m| from link |c|: a direct message is a protocol error
  * (the link closes); a relayed one is dropped and logged, since the link's
  * peer may only have passed it on. */
-void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
+void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
                        const char *why);
 /* Communicator registry (engine, emu held): add, remove (the comm's
  * unexpected messages, waiting headers and per-connection sequence state are
@@ -804,16 +786,16 @@ int nexar__relay_wrap(nexar_ctx_t *ctx, int dest, int limit, nexar__omsg_t *m,
 /* A relay frame's envelope and inner header are in m->rbuf (m->hdr is the
  * outer header): forwards it, or delivers it here after checking its tag,
  * or drops it. */
-void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__conn_t *c,
+void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__link_t *c,
                             nexar__imsg_t *m);
 /* Bytes of a frame being forwarded; returns false when |c| failed. */
-bool nexar__relay_fwd_data(nexar__conn_t *c, nexar__imsg_t *m, const uint8_t *d,
+bool nexar__relay_fwd_data(nexar__link_t *c, nexar__imsg_t *m, const uint8_t *d,
                            size_t n, bool fin);
 /* A relayed message's payload bytes in stream order (digest). */
 void nexar__relay_digest(nexar__imsg_t *m, const uint8_t *d, size_t n);
 /* Stream bytes of |m| from m->sent on, up to what is available: at most
  * |max| vectors; *fin when they reach the end of the stream. */
-size_t nexar__omsg_vecs(const nexar__omsg_t *m, ngtcp2_vec *v, size_t max,
+size_t nexar__omsg_vecs(const nexar__omsg_t *m, struct iovec *v, size_t max,
                         bool *fin);
 /* Whether |m| has stream bytes available beyond m->sent. */
 bool nexar__omsg_more(const nexar__omsg_t *m);
@@ -973,7 +955,7 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
  * frees that process's sequence state; returns whether |c| may be freed
  * (not while it holds a whole message still unreceived). Error texts and
  * nexar_failures keep its id and the roster's address. */
-bool nexar__peer_release(nexar__conn_t *c);
+bool nexar__peer_release(nexar__link_t *c);
 /* Engine: the |n| processes |ids| left at the checkpoint that made world
  * epoch |epoch|: every registered communicator (not the world) that
  * contains one of them is revoked (NEXAR_ERR_REVOKED), so that no member
@@ -981,7 +963,7 @@ bool nexar__peer_release(nexar__conn_t *c);
 void nexar__comm_revoke_departed(nexar_ctx_t *ctx, const int *ids, int n,
                                  uint32_t epoch);
 /* Engine: a mesh connection is gone (bootstrap.c on_closed). */
-void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c);
+void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__link_t *c);
 /* Engine: an ICMP port unreachable for |to| (after the mesh formed). */
 void nexar__ft_on_unreachable(nexar_ctx_t *ctx,
                               const struct sockaddr_storage *to);
@@ -1066,8 +1048,8 @@ int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n);
 int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len);
 /* Engine: bytes from, and the end of, the admission connection to the seed
  * (conn role_data set) of a checkpoint's leader. */
-void nexar__elastic_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n);
-void nexar__elastic_seed_closed(nexar__conn_t *c);
+void nexar__elastic_seed_data(nexar__link_t *c, const uint8_t *d, size_t n);
+void nexar__elastic_seed_closed(nexar__link_t *c);
 /* User thread, end of a joiner's nexar_init: the first barrier of the new
  * world, which the members' checkpoint ends with. */
 int nexar__elastic_joined(nexar_ctx_t *ctx);

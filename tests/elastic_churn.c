@@ -111,7 +111,7 @@ static int held_fn(nexar__req_t *req) {
   nexar_ctx_t *ctx = req->cb_arg;
   int n = 0;
   for (int i = 0; i < ctx->ep.nconns; i++) {
-    const nexar__conn_t *c = ctx->ep.conns[i];
+    const nexar__link_t *c = ctx->ep.conns[i];
     n += c->peer < 0 || c->peer >= ctx->world || ctx->dead[c->peer];
   }
   return n;

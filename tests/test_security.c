@@ -24,7 +24,7 @@
 
 #include "harness.h"
 #include "nexar.h"
-#include "nexar_int.h" /* (d) drives a second, non-member endpoint */
+#include "transport/transport.h" /* (d) drives a second, non-member endpoint */
 
 /* (a) */
 static int worker_wrong_secret(int index, void *arg) {
@@ -164,12 +164,12 @@ typedef struct stranger_dial {
   uint8_t pin[NEXAR__FP_BYTES];
 } stranger_dial_t;
 
-static void stranger_on_ready(nexar__conn_t *c) {
+static void stranger_on_ready(nexar__link_t *c) {
   stranger_t *g = c->ep->owner;
   atomic_store(&g->tls_done, 1);
 }
 
-static void stranger_on_closed(nexar__conn_t *c) {
+static void stranger_on_closed(nexar__link_t *c) {
   stranger_t *g = c->ep->owner;
   g->err = c->err;
   g->close_code = c->close_code;
@@ -187,15 +187,16 @@ static const nexar__ep_ops_t stranger_ops = {
     .on_ready = stranger_on_ready,
     .on_closed = stranger_on_closed,
     .verify_client = stranger_refuse,
+    NEXAR__P2P_FRAME_OPS,
 };
 
 /* Runs on the stranger's progress thread. It pins the target's real
  * certificate, as an attacker who accepts any server would. */
 static int stranger_dial(nexar__req_t *req) {
   stranger_dial_t *d = req->cb_arg;
-  nexar__conn_t *c;
-  return nexar__conn_dial(d->ep, &d->to, d->tolen, NEXAR__ROLE_MESH, d->peer,
-                          d->pin, &c);
+  nexar__link_t *c;
+  nexar__dial_t dl = {&d->to, d->tolen, NEXAR__ROLE_MESH, d->peer, d->pin};
+  return nexar__link_dial(d->ep, &dl, &c);
 }
 
 /* Dials rank |target| from a fresh endpoint (own socket, key and
@@ -208,7 +209,7 @@ static int stranger_attempt(nexar_ctx_t *ctx, int target, double limit_ms) {
   struct sockaddr_storage bind_to;
   socklen_t bl;
   NT_OK(nexar__parse_addr("127.0.0.1:0", 0, &bind_to, &bl));
-  NT_OK(nexar__ep_init(ep, &bind_to, bl, &stranger_ops, &g));
+  NT_OK(nexar__ep_init(ep, &bind_to, bl, &stranger_ops, &g, NULL));
   for (int r = 0; r < ctx->world; r++)
     NT_CHECKF(memcmp(ep->id.fingerprint, ctx->roster[r].fingerprint,
                      NEXAR__FP_BYTES) != 0,

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cluster/seed_int.h"
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 enum { BOOT_SEED = 1, BOOT_MESH = 2, BOOT_DONE = 3, BOOT_FAILED = 4 };
 
@@ -83,24 +83,24 @@ static void check_mesh(nexar_ctx_t *ctx) {
     boot_done(ctx);
 }
 
-int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__conn_t *c,
+int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__link_t *c,
                              const uint8_t *body, size_t len,
                              uint8_t proof[NEXAR__MAC_BYTES]) {
   uint8_t mac[32], exp[32], want[32];
   if (nexar__seed_proof_decode(mac, body, len) < 0) return NEXAR_ERR_PROTO;
-  NEXAR__CHECK(nexar__tls_exporter(c, exp));
+  NEXAR__CHECK(nexar__link_exporter(c, exp));
   nexar__mac(ctx->secret_key, "nexar seed proof v1", exp, want);
   if (!nexar__ct_equal(mac, want, 32)) {
-    nexar__conn_close(c, NEXAR__CLOSE_AUTH,
+    nexar__link_close(c, NEXAR__CLOSE_AUTH,
                       "the seed did not prove the cluster secret");
-    nexar__conn_fail(c, NEXAR_ERR_AUTH, "seed authentication failed");
+    nexar__link_fail(c, NEXAR_ERR_AUTH, "seed authentication failed");
     return NEXAR_ERR_AUTH;
   }
   nexar__mac(ctx->secret_key, "nexar worker proof v1", exp, proof);
   return 0;
 }
 
-static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c,
+static int send_hello(nexar_ctx_t *ctx, nexar__link_t *c,
                       const uint8_t proof[NEXAR__MAC_BYTES]) {
   nexar__seed_hello_t h;
   memset(&h, 0, sizeof(h));
@@ -128,7 +128,7 @@ static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c,
   uint8_t frame[512 + NEXAR__CERT_MAX];
   int n = nexar__seed_hello_encode(&h, frame, sizeof(frame));
   if (n < 0) return n;
-  return nexar__conn_seed_send(c, frame, (size_t)n);
+  return nexar__link_seed_send(c, frame, (size_t)n);
 }
 
 int nexar__dial_peer(nexar_ctx_t *ctx, int id) {
@@ -136,9 +136,10 @@ int nexar__dial_peer(nexar_ctx_t *ctx, int id) {
   socklen_t sl;
   if (nexar__wire_to_addr(&ctx->roster[id].addr, &ss, &sl) < 0)
     return NEXAR_ERR_PROTO;
-  nexar__conn_t *c;
-  NEXAR__CHECK(nexar__conn_dial(&ctx->ep, &ss, sl, NEXAR__ROLE_MESH, id,
-                                ctx->roster[id].fingerprint, &c));
+  nexar__link_t *c;
+  nexar__dial_t d = {&ss, sl, NEXAR__ROLE_MESH, id,
+                     ctx->roster[id].fingerprint};
+  NEXAR__CHECK(nexar__link_dial(&ctx->ep, &d, &c));
   ctx->peers[id] = c;
   return 0;
 }
@@ -152,13 +153,13 @@ static int dial_peers(nexar_ctx_t *ctx) {
 }
 
 /* The roster is known: accept lower members, dial the higher ones. */
-static int mesh_begin(nexar_ctx_t *ctx, nexar__conn_t *c) {
+static int mesh_begin(nexar_ctx_t *ctx, nexar__link_t *c) {
   ctx->ep.local_rank = ctx->rank;
   ctx->ep.accept_mesh = true;
   boot_set(ctx, BOOT_MESH);
   /* Done with the seed: it is never on the data path. */
-  nexar__conn_close(c, NEXAR__CLOSE_OK, "welcome received");
-  nexar__conn_fail(c, NEXAR_ERR_CLOSED, "welcome received");
+  nexar__link_close(c, NEXAR__CLOSE_OK, "welcome received");
+  nexar__link_fail(c, NEXAR_ERR_CLOSED, "welcome received");
   NEXAR__CHECK(dial_peers(ctx));
   check_mesh(ctx);
   return 0;
@@ -198,7 +199,7 @@ static int roster_keys(nexar_ctx_t *ctx, const nexar__seed_welcome_t *w,
   return 0;
 }
 
-static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
+static int on_welcome(nexar_ctx_t *ctx, nexar__link_t *c, const uint8_t *body,
                       size_t len) {
   nexar__seed_welcome_t w;
   if (nexar__seed_welcome_decode(&w, body, len) < 0) return NEXAR_ERR_PROTO;
@@ -221,8 +222,8 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
   int rc = nexar__topo_init(ctx, ctx->world, err, sizeof(err));
   if (rc == 0) rc = roster_keys(ctx, &w, err, sizeof(err));
   if (rc < 0) {
-    nexar__conn_close(c, NEXAR__CLOSE_OK, "welcome received");
-    nexar__conn_fail(c, NEXAR_ERR_CLOSED, "welcome received");
+    nexar__link_close(c, NEXAR__CLOSE_OK, "welcome received");
+    nexar__link_fail(c, NEXAR_ERR_CLOSED, "welcome received");
     boot_fail(ctx, rc, "rank %d: %s", ctx->rank, err);
     return 0;
   }
@@ -239,7 +240,7 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__conn_t *c, const uint8_t *body,
   return mesh_begin(ctx, c);
 }
 
-static int worker_on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
+static int worker_on_frame(nexar__link_t *c, uint8_t type, const uint8_t *body,
                            size_t len) {
   nexar_ctx_t *ctx = c->ep->owner;
   if (type == NEXAR__SEED_PROOF) {
@@ -266,21 +267,21 @@ static int worker_on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
     if (nexar__seed_reject_decode(&r, body, len) < 0) return NEXAR_ERR_PROTO;
     boot_fail(ctx, r.code, "the seed at %s refused this worker: %s",
               c->remote_str, r.reason);
-    nexar__conn_close(c, NEXAR__CLOSE_REJECT, "rejected");
-    nexar__conn_fail(c, r.code, "rejected by the seed");
+    nexar__link_close(c, NEXAR__CLOSE_REJECT, "rejected");
+    nexar__link_fail(c, r.code, "rejected by the seed");
     return 0;
   }
   return NEXAR_ERR_PROTO;
 }
 
-static void worker_on_ready(nexar__conn_t *c) {
+static void worker_on_ready(nexar__link_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
   if (c->role != NEXAR__ROLE_MESH) return;
   if (c->is_server && c->peer >= 0) {
     if (ctx->peers[c->peer] && ctx->peers[c->peer] != c) {
-      nexar__conn_close(c, NEXAR__CLOSE_PROTO, "duplicate connection");
+      nexar__link_close(c, NEXAR__CLOSE_PROTO, "duplicate connection");
       c->peer = -1;
-      nexar__conn_fail(c, NEXAR_ERR_PROTO, "duplicate connection");
+      nexar__link_fail(c, NEXAR_ERR_PROTO, "duplicate connection");
       return;
     }
     ctx->peers[c->peer] = c;
@@ -289,7 +290,7 @@ static void worker_on_ready(nexar__conn_t *c) {
   check_mesh(ctx);
 }
 
-static void worker_on_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
+static void worker_on_seed_data(nexar__link_t *c, const uint8_t *d, size_t n) {
   nexar_ctx_t *ctx = c->ep->owner;
   if (c->role_data) { /* an admission at an elastic checkpoint */
     nexar__elastic_seed_data(c, d, n);
@@ -299,14 +300,14 @@ static void worker_on_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
   if (r < 0 && c->state != NEXAR__CS_DEAD) {
     boot_fail(ctx, r, "bad message from the seed at %s: %s", c->remote_str,
               nexar_strerror(r));
-    nexar__conn_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(r));
-    nexar__conn_fail(c, r, nexar_strerror(r));
+    nexar__link_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(r));
+    nexar__link_fail(c, r, nexar_strerror(r));
   }
 }
 
 /* What the network said about the seed link |c| (may be NULL): the text
  * an error or warning about reaching the seed ends with. */
-static const char *seed_cause(const nexar__conn_t *c, char *out, size_t n) {
+static const char *seed_cause(const nexar__link_t *c, char *out, size_t n) {
   if (c && c->port_closed)
     snprintf(out, n,
              "nothing listens at that address (ICMP port unreachable): the "
@@ -318,7 +319,7 @@ static const char *seed_cause(const nexar__conn_t *c, char *out, size_t n) {
   return out;
 }
 
-static void worker_on_closed(nexar__conn_t *c) {
+static void worker_on_closed(nexar__link_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
   if (c->role_data) {
     nexar__elastic_seed_closed(c);
@@ -353,7 +354,7 @@ static void worker_on_closed(nexar__conn_t *c) {
  * process has waited, of how long, and what the network says. */
 #define BOOT_SAY_NS 5000000000ull
 static void say_waiting(nexar_ctx_t *ctx, uint64_t now) {
-  nexar__conn_t *c = ctx->seed_conn;
+  nexar__link_t *c = ctx->seed_conn;
   if (c && c->state == NEXAR__CS_READY) return;
   uint64_t begun =
       ctx->boot_deadline - (uint64_t)ctx->prm.bootstrap_timeout_ms * 1000000ull;
@@ -396,7 +397,7 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
     /* Tell the seed: a pending joiner is then forgotten at once, not when
      * its connection idles out (the close goes out in this pass). */
     if (ctx->seed_conn)
-      nexar__conn_close(ctx->seed_conn, NEXAR__CLOSE_OK, "bootstrap timed out");
+      nexar__link_close(ctx->seed_conn, NEXAR__CLOSE_OK, "bootstrap timed out");
     boot_fail(ctx, NEXAR_ERR_TIMEOUT,
               "bootstrap timed out after %lld ms: no welcome from the seed "
               "at %s (%s)",
@@ -449,7 +450,7 @@ static void worker_on_unreachable(nexar__ep_t *ep,
   nexar_ctx_t *ctx = ep->owner;
   if (err != ECONNREFUSED) return; /* path trouble: the heartbeat judges */
   for (int i = 0; i < ep->nconns; i++) {
-    nexar__conn_t *c = ep->conns[i];
+    nexar__link_t *c = ep->conns[i];
     if (!nexar__addr_equal(&c->remote, to)) continue;
     bool first = !c->port_closed;
     c->port_closed = true;
@@ -479,6 +480,8 @@ const nexar__ep_ops_t nexar__worker_ops = {
     .on_unreachable = worker_on_unreachable,
     .on_resume = worker_on_resume,
     .peer_release = nexar__peer_release,
+    .on_teardown = nexar__p2p_conn_teardown,
+    NEXAR__P2P_FRAME_OPS,
 };
 
 static int boot_begin(nexar__req_t *req) {
@@ -497,8 +500,8 @@ static int boot_begin(nexar__req_t *req) {
     return 0;
   }
   boot_set(ctx, BOOT_SEED);
-  int rc = nexar__conn_dial(&ctx->ep, &ss, sl, NEXAR__ROLE_SEED, -1, NULL,
-                            &ctx->seed_conn);
+  nexar__dial_t d = {&ss, sl, NEXAR__ROLE_SEED, -1, NULL};
+  int rc = nexar__link_dial(&ctx->ep, &d, &ctx->seed_conn);
   if (rc < 0)
     boot_fail(ctx, rc, "cannot start a connection to the seed at %s",
               ctx->prm.seed_addr);

@@ -33,7 +33,7 @@
 #include <time.h>
 
 #include "cluster/seed_int.h"
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 /* ---- Stable ids. */
 
@@ -44,7 +44,7 @@ int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n) {
   nexar__roster_entry_t *ro = realloc(ctx->roster, (size_t)n * sizeof(*ro));
   if (!ro) return NEXAR_ERR_NOMEM;
   ctx->roster = ro;
-  nexar__conn_t **pe = realloc(ctx->peers, (size_t)n * sizeof(*pe));
+  nexar__link_t **pe = realloc(ctx->peers, (size_t)n * sizeof(*pe));
   if (!pe) return NEXAR_ERR_NOMEM;
   ctx->peers = pe;
   uint8_t *de = realloc(ctx->dead, (size_t)n);
@@ -146,7 +146,7 @@ static int64_t ask_ms(const nexar_ctx_t *ctx) {
 
 typedef struct ask {
   nexar_ctx_t *ctx;
-  nexar__conn_t *conn;   /* the admission connection (engine) */
+  nexar__link_t *conn;   /* the admission connection (engine) */
   nexar__seed_admit_t a; /* what to ask (proof filled on PROOF) */
   const uint32_t *ids;   /* the staying members' ids */
   int64_t ms;            /* how long the leader waits for the answer */
@@ -168,23 +168,23 @@ static void ask_end(ask_t *k, int rc, const char *fmt, ...) {
 }
 
 /* Ends the admission connection |c| with |code| and |why|. */
-static void ask_close(nexar__conn_t *c, int code, int err, const char *why) {
-  nexar__conn_close(c, code, why);
-  nexar__conn_fail(c, err, why);
+static void ask_close(nexar__link_t *c, int code, int err, const char *why) {
+  nexar__link_close(c, code, why);
+  nexar__link_fail(c, err, why);
 }
 
-static int ask_send_admit(ask_t *k, nexar__conn_t *c) {
+static int ask_send_admit(ask_t *k, nexar__link_t *c) {
   size_t cap = NEXAR__SEED_FRAME_HDR + 64 + 4 * (size_t)k->a.nstay;
   uint8_t *frame = malloc(cap);
   if (!frame) return NEXAR_ERR_NOMEM;
   int n = nexar__seed_admit_encode(&k->a, k->ids, frame, cap);
   int rc =
-      n < 0 ? NEXAR_ERR_INTERNAL : nexar__conn_seed_send(c, frame, (size_t)n);
+      n < 0 ? NEXAR_ERR_INTERNAL : nexar__link_seed_send(c, frame, (size_t)n);
   free(frame);
   return rc;
 }
 
-static int ask_on_admitted(ask_t *k, nexar__conn_t *c, const uint8_t *body,
+static int ask_on_admitted(ask_t *k, nexar__link_t *c, const uint8_t *body,
                            size_t len) {
   nexar_ctx_t *ctx = k->ctx;
   nexar__seed_admitted_t ad;
@@ -204,7 +204,7 @@ static int ask_on_admitted(ask_t *k, nexar__conn_t *c, const uint8_t *body,
   return 0;
 }
 
-static int ask_on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
+static int ask_on_frame(nexar__link_t *c, uint8_t type, const uint8_t *body,
                         size_t len) {
   ask_t *k = c->role_data;
   if (k->rc) return NEXAR_ERR_PROTO; /* nothing follows the answer */
@@ -228,7 +228,7 @@ static int ask_on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
   return NEXAR_ERR_PROTO;
 }
 
-void nexar__elastic_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
+void nexar__elastic_seed_data(nexar__link_t *c, const uint8_t *d, size_t n) {
   ask_t *k = c->role_data;
   int r = nexar__seed_feed(c, d, n, ask_on_frame);
   if (r < 0 && c->state != NEXAR__CS_DEAD) {
@@ -237,7 +237,7 @@ void nexar__elastic_seed_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
   }
 }
 
-void nexar__elastic_seed_closed(nexar__conn_t *c) {
+void nexar__elastic_seed_closed(nexar__link_t *c) {
   ask_t *k = c->role_data;
   c->role_data = NULL;
   k->conn = NULL;
@@ -252,8 +252,8 @@ static int ask_begin_fn(nexar__req_t *req) {
     ask_end(k, NEXAR_ERR_INVALID_ARG, "no seed address (NEXAR_SEED)");
     return 0;
   }
-  int rc = nexar__conn_dial(&ctx->ep, &ctx->seed_ss, ctx->seed_sl,
-                            NEXAR__ROLE_SEED, -1, NULL, &k->conn);
+  nexar__dial_t d = {&ctx->seed_ss, ctx->seed_sl, NEXAR__ROLE_SEED, -1, NULL};
+  int rc = nexar__link_dial(&ctx->ep, &d, &k->conn);
   if (rc < 0) {
     ask_end(k, rc, "cannot start a connection: %s", nexar_strerror(rc));
     return 0;
@@ -266,7 +266,7 @@ static int ask_begin_fn(nexar__req_t *req) {
  * address (nothing listens there: the seed has exited) ends it at once. */
 static int ask_poll_fn(nexar__req_t *req) {
   ask_t *k = req->cb_arg;
-  nexar__conn_t *c = k->conn;
+  nexar__link_t *c = k->conn;
   if (!k->rc && c && c->port_closed && c->state != NEXAR__CS_DEAD) {
     ask_end(k, NEXAR_ERR_TRANSPORT,
             "nothing listens at that address (ICMP port unreachable): the "
@@ -282,7 +282,7 @@ static int ask_poll_fn(nexar__req_t *req) {
 static int ask_stop_fn(nexar__req_t *req) {
   ask_t *k = req->cb_arg;
   ask_end(k, NEXAR_ERR_TIMEOUT, "no answer within %lld ms", (long long)k->ms);
-  nexar__conn_t *c = k->conn;
+  nexar__link_t *c = k->conn;
   if (!c) return 0;
   c->role_data = NULL;
   k->conn = NULL;
@@ -412,7 +412,7 @@ static int joiners_up_fn(nexar__req_t *req) {
   int up = 1;
   for (uint32_t i = 0; i < x->adm.njoin; i++) {
     nexar__admitted_entry(&x->adm, i, &j);
-    nexar__conn_t *c = ctx->peers[j.id];
+    nexar__link_t *c = ctx->peers[j.id];
     if (c && c->state == NEXAR__CS_READY) continue;
     if (!c || c->state >= NEXAR__CS_CLOSING) {
       snprintf(x->err, sizeof(x->err),
@@ -444,7 +444,7 @@ static int abandon_fn(nexar__req_t *req) {
       continue;
     ctx->dead[j.id] = 2;
     if (ctx->peers[j.id])
-      nexar__conn_close(ctx->peers[j.id], NEXAR__CLOSE_OK,
+      nexar__link_close(ctx->peers[j.id], NEXAR__CLOSE_OK,
                         "elastic checkpoint abandoned");
   }
   nexar__topo_refresh(ctx);

@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 static const char *reason_text(int reason) {
   switch (reason) {
@@ -143,10 +143,10 @@ static void record(nexar_ctx_t *ctx, int id, int reason, int reporter) {
 static void end_links(nexar_ctx_t *ctx, int code, const char *reason, int err,
                       const char *why) {
   for (int id = 0; ctx->peers && id < ctx->world; id++) {
-    nexar__conn_t *c = ctx->peers[id];
+    nexar__link_t *c = ctx->peers[id];
     if (!c || id == ctx->rank) continue;
-    nexar__conn_close(c, code, reason);
-    nexar__conn_fail(c, err, reason);
+    nexar__link_close(c, code, reason);
+    nexar__link_fail(c, err, reason);
   }
   for (int id = 0; ctx->peers && id < ctx->world; id++)
     if (id != ctx->rank) nexar__p2p_fail_peer(ctx, id, err, why);
@@ -216,12 +216,12 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
   NEXAR__INFO(NEXAR__SUB_INIT, "rank %d: %s", ctx->rank, what);
   record(ctx, id, reason, reporter);
   /* Fence it: a process that was only silent learns it is out. */
-  nexar__conn_t *c = ctx->peers[id];
+  nexar__link_t *c = ctx->peers[id];
   if (c && c->state != NEXAR__CS_DEAD) {
     char r[64];
     snprintf(r, sizeof(r), "declared failed by process %d", ctx->rank);
-    nexar__conn_close(c, NEXAR__CLOSE_FENCED, r);
-    nexar__conn_fail(c, NEXAR_ERR_PEER_FAILED, what);
+    nexar__link_close(c, NEXAR__CLOSE_FENCED, r);
+    nexar__link_fail(c, NEXAR_ERR_PEER_FAILED, what);
   }
   nexar__p2p_fail_peer(ctx, id, NEXAR_ERR_PEER_FAILED, what);
   int code =
@@ -264,7 +264,7 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
   nexar__topo_on_failure(ctx);
 }
 
-void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__conn_t *c) {
+void nexar__ft_on_closed(nexar_ctx_t *ctx, nexar__link_t *c) {
   int id = c->peer;
   if (id < 0 || id >= ctx->world || ctx->dead[id]) return;
   char detail[200];
@@ -300,7 +300,7 @@ void nexar__ft_on_unreachable(nexar_ctx_t *ctx,
       !ctx->ep.accept_mesh || ctx->ep.resuming)
     return;
   for (int id = 0; id < ctx->world; id++) {
-    nexar__conn_t *c = ctx->peers[id];
+    nexar__link_t *c = ctx->peers[id];
     if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY ||
         !nexar__addr_equal(&c->remote, to))
       continue;
@@ -341,7 +341,7 @@ void nexar__ft_on_resume(nexar_ctx_t *ctx, uint64_t paused_ns) {
     return;
   /* A verdict read meanwhile (a fencing close not yet handled) first. */
   for (int id = 0; id < ctx->world; id++) {
-    nexar__conn_t *c = ctx->peers[id];
+    nexar__link_t *c = ctx->peers[id];
     if (c && id != ctx->rank && c->peer_closed &&
         c->close_code == NEXAR__CLOSE_FENCED) {
       fence_self(ctx, id,
@@ -366,7 +366,7 @@ void nexar__ft_on_resume(nexar_ctx_t *ctx, uint64_t paused_ns) {
   if (!check) {
     /* What the ICMP reports read meanwhile said, judged now. */
     for (int id = 0; ctx->prm.icmp_detect && id < ctx->world; id++) {
-      nexar__conn_t *c = ctx->peers[id];
+      nexar__link_t *c = ctx->peers[id];
       if (c && c->port_closed && !ctx->dead[id] && c->state == NEXAR__CS_READY)
         nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank,
                               PORT_CLOSED_DETAIL);
@@ -389,7 +389,7 @@ void nexar__ft_on_resume(nexar_ctx_t *ctx, uint64_t paused_ns) {
   ctx->rs_deadline = now + ctx->hb_timeout_ns;
   ctx->rs_active = true;
   for (int id = 0; id < ctx->world; id++) {
-    nexar__conn_t *c = ctx->peers[id];
+    nexar__link_t *c = ctx->peers[id];
     if (id == ctx->rank || ctx->dead[id] ||
         !nexar__topo_adjacent(&ctx->topo, ctx->rank, id))
       continue;
@@ -482,7 +482,7 @@ void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
   if (now < ctx->hb_scan_at) return;
   ctx->hb_scan_at = now + ctx->hb_timeout_ns / 32;
   for (int id = 0; id < ctx->world; id++) {
-    nexar__conn_t *c = ctx->peers[id];
+    nexar__link_t *c = ctx->peers[id];
     if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY) continue;
     char detail[160];
     if (c->tx_err_since && now >= c->tx_err_since + ctx->hb_timeout_ns / 2) {

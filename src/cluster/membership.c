@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "coll/sched.h"
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 void nexar__comm_revoke(nexar_comm_t *comm, int code, const char *why) {
   if (atomic_load(&comm->revoked)) return;
@@ -76,7 +76,7 @@ int nexar__comm_rebuild(nexar_ctx_t *ctx, nexar_comm_t *comm, const int *ids,
   return nexar__comm_register(ctx, comm);
 }
 
-bool nexar__peer_release(nexar__conn_t *c) {
+bool nexar__peer_release(nexar__link_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
   int id = c->peer;
   if (!ctx->dead || id < 0 || id >= ctx->world || !ctx->dead[id]) return false;

@@ -23,10 +23,10 @@
 #include <string.h>
 
 #include "cluster/seed_int.h"
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 typedef struct worker {
-  nexar__conn_t *conn;
+  nexar__link_t *conn;
   nexar__seed_hello_t hello;
   nexar__waddr_t addr; /* address peers will dial */
   int rank;
@@ -60,7 +60,7 @@ struct nexar_seed {
   char err[NEXAR__ERRMSG_MAX];
 };
 
-int nexar__seed_feed(nexar__conn_t *c, const uint8_t *d, size_t n,
+int nexar__seed_feed(nexar__link_t *c, const uint8_t *d, size_t n,
                      nexar__seed_frame_fn fn) {
   if (c->sbuf_len + n > NEXAR__SEED_FRAME_HDR + NEXAR__SEED_MAX_BODY)
     return NEXAR_ERR_PROTO;
@@ -107,36 +107,36 @@ static void finish(nexar_seed_t *s, int rc, const char *fmt, ...) {
   pthread_mutex_unlock(&s->mu);
 }
 
-static void reject(nexar__conn_t *c, int code, const char *reason) {
+static void reject(nexar__link_t *c, int code, const char *reason) {
   uint8_t frame[NEXAR__SEED_FRAME_HDR + 8 + NEXAR__REASON_MAX];
   int n = nexar__seed_reject_encode(code, reason, frame, sizeof(frame));
-  if (n > 0) nexar__conn_seed_send(c, frame, (size_t)n);
+  if (n > 0) nexar__link_seed_send(c, frame, (size_t)n);
 }
 
-static worker_t *find_in(worker_t *w, int n, nexar__conn_t *c) {
+static worker_t *find_in(worker_t *w, int n, nexar__link_t *c) {
   for (int i = 0; i < n; i++)
     if (w[i].conn == c) return &w[i];
   return NULL;
 }
 
-static worker_t *find_worker(nexar_seed_t *s, nexar__conn_t *c) {
+static worker_t *find_worker(nexar_seed_t *s, nexar__link_t *c) {
   return find_in(s->w, s->nw, c);
 }
 
 /* Closes |c| for a protocol violation |why|. Returns NEXAR_ERR_PROTO. */
-static int proto_close(nexar__conn_t *c, const char *why) {
-  nexar__conn_close(c, NEXAR__CLOSE_PROTO, why);
-  nexar__conn_fail(c, NEXAR_ERR_PROTO, why);
+static int proto_close(nexar__link_t *c, const char *why) {
+  nexar__link_close(c, NEXAR__CLOSE_PROTO, why);
+  nexar__link_fail(c, NEXAR_ERR_PROTO, why);
   return NEXAR_ERR_PROTO;
 }
 
 /* Checks that |proof| is the worker proof of the cluster secret on |c|'s
  * TLS session (constant-time). Returns 0; NEXAR_ERR_AUTH with |why| (of
  * NEXAR__REASON_MAX bytes) set, to refuse; NEXAR_ERR_TRANSPORT. */
-static int check_proof(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *proof,
+static int check_proof(nexar_seed_t *s, nexar__link_t *c, const uint8_t *proof,
                        char *why) {
   uint8_t exp[32], mac[32];
-  if (nexar__tls_exporter(c, exp) < 0) return NEXAR_ERR_TRANSPORT;
+  if (nexar__link_exporter(c, exp) < 0) return NEXAR_ERR_TRANSPORT;
   nexar__mac(s->key, "nexar worker proof v1", exp, mac);
   if (nexar__ct_equal(mac, proof, 32)) return 0;
   snprintf(why, NEXAR__REASON_MAX, "wrong cluster secret");
@@ -144,7 +144,7 @@ static int check_proof(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *proof,
 }
 
 /* The address peers dial for a worker that sent |h| on |c|. */
-static void dial_addr(nexar__conn_t *c, const nexar__seed_hello_t *h,
+static void dial_addr(nexar__link_t *c, const nexar__seed_hello_t *h,
                       nexar__waddr_t *out) {
   if (h->has_addr)
     *out = h->advertise;
@@ -217,7 +217,7 @@ static void form(nexar_seed_t *s) {
     int n = nexar__seed_welcome_encode_certs(
         (uint32_t)s->w[i].rank, (uint32_t)s->world, roster, certs ? der : NULL,
         certs ? der_len : NULL, frame, cap);
-    if (n < 0 || nexar__conn_seed_send(s->w[i].conn, frame, (size_t)n) < 0) {
+    if (n < 0 || nexar__link_seed_send(s->w[i].conn, frame, (size_t)n) < 0) {
       finish(s, NEXAR_ERR_INTERNAL, "cannot encode the welcome");
       goto out;
     }
@@ -248,14 +248,14 @@ static int hello_cert_check(const nexar__seed_hello_t *h) {
   return nexar__cert_relay_key(h->cert, h->cert_len, h->fingerprint, pub);
 }
 
-static void refuse(nexar__conn_t *c, int code, const char *why) {
+static void refuse(nexar__link_t *c, int code, const char *why) {
   NEXAR__WARN(NEXAR__SUB_BOOTSTRAP, "seed: refused worker at %s: %s",
               c->remote_str, why);
   reject(c, code, why);
 }
 
 /* A HELLO with the join flag: held pending until a checkpoint admits it. */
-static int on_join_hello(nexar_seed_t *s, nexar__conn_t *c,
+static int on_join_hello(nexar_seed_t *s, nexar__link_t *c,
                          const nexar__seed_hello_t *h) {
   char why[NEXAR__REASON_MAX];
   int members = s->formed ? s->current : s->world;
@@ -299,7 +299,7 @@ static void forget_joiner(nexar_seed_t *s, int i) {
 
 /* Admits up to |room| pending joiners, in arrival order, into the world of
  * the members |a| lists: JOIN to each, ADMITTED to the leader on |c|. */
-static int admit(nexar_seed_t *s, nexar__conn_t *c,
+static int admit(nexar_seed_t *s, nexar__link_t *c,
                  const nexar__seed_admit_t *a, int room) {
   int rc = 0, k = 0;
   int n = (int)a->nstay;
@@ -347,7 +347,7 @@ static int admit(nexar_seed_t *s, nexar__conn_t *c,
     jn.id = j[i].id;
     int len = nexar__seed_join_encode(&jn, s->ids, members, frame, cap);
     if (len < 0 ||
-        (rc = nexar__conn_seed_send(s->jw[i].conn, frame, (size_t)len)) < 0) {
+        (rc = nexar__link_seed_send(s->jw[i].conn, frame, (size_t)len)) < 0) {
       rc = len < 0 ? NEXAR_ERR_INTERNAL : rc;
       goto out;
     }
@@ -364,7 +364,7 @@ static int admit(nexar_seed_t *s, nexar__conn_t *c,
     rc = NEXAR_ERR_INTERNAL;
     goto out;
   }
-  rc = nexar__conn_seed_send(c, frame, (size_t)len);
+  rc = nexar__link_seed_send(c, frame, (size_t)len);
   NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
               "seed: admitted %d joiner%s into a world of %d (comm %llu epoch "
               "%u); %d still pending",
@@ -378,7 +378,7 @@ out:
 }
 
 /* ADMIT from the members' leader: checked, then admit(). */
-static int on_admit(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *body,
+static int on_admit(nexar_seed_t *s, nexar__link_t *c, const uint8_t *body,
                     size_t len) {
   nexar__seed_admit_t a;
   if (nexar__seed_admit_decode(&a, body, len) < 0)
@@ -419,7 +419,7 @@ static int on_admit(nexar_seed_t *s, nexar__conn_t *c, const uint8_t *body,
   return admit(s, c, &a, (int)room);
 }
 
-static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
+static int on_frame(nexar__link_t *c, uint8_t type, const uint8_t *body,
                     size_t len) {
   nexar_seed_t *s = c->ep->owner;
   if ((type != NEXAR__SEED_HELLO && type != NEXAR__SEED_ADMIT) ||
@@ -498,28 +498,28 @@ static int on_frame(nexar__conn_t *c, uint8_t type, const uint8_t *body,
   return 0;
 }
 
-static void seed_on_ready(nexar__conn_t *c) {
+static void seed_on_ready(nexar__link_t *c) {
   nexar_seed_t *s = c->ep->owner;
   uint8_t exp[32], mac[32];
   uint8_t frame[NEXAR__SEED_FRAME_HDR + NEXAR__MAC_BYTES];
-  if (nexar__tls_exporter(c, exp) < 0) {
-    nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, "TLS exporter failed");
+  if (nexar__link_exporter(c, exp) < 0) {
+    nexar__link_fail(c, NEXAR_ERR_TRANSPORT, "TLS exporter failed");
     return;
   }
   nexar__mac(s->key, "nexar seed proof v1", exp, mac);
   int n = nexar__seed_proof_encode(mac, frame, sizeof(frame));
-  if (n > 0) nexar__conn_seed_send(c, frame, (size_t)n);
+  if (n > 0) nexar__link_seed_send(c, frame, (size_t)n);
 }
 
-static void seed_on_data(nexar__conn_t *c, const uint8_t *d, size_t n) {
+static void seed_on_data(nexar__link_t *c, const uint8_t *d, size_t n) {
   int r = nexar__seed_feed(c, d, n, on_frame);
   if (r < 0 && c->state != NEXAR__CS_DEAD) {
-    nexar__conn_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(r));
-    nexar__conn_fail(c, r, nexar_strerror(r));
+    nexar__link_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(r));
+    nexar__link_fail(c, r, nexar_strerror(r));
   }
 }
 
-static void seed_on_closed(nexar__conn_t *c) {
+static void seed_on_closed(nexar__link_t *c) {
   nexar_seed_t *s = c->ep->owner;
   worker_t *w = find_worker(s, c);
   if (c->close_code == NEXAR__CLOSE_AUTH)
@@ -554,7 +554,7 @@ static void seed_on_tick(nexar__ep_t *ep, uint64_t now) {
   if (s->formed) {
     for (int i = 0; i < s->nw; i++)
       if (!s->w[i].delivered &&
-          !(s->w[i].conn && nexar__conn_idle(s->w[i].conn)))
+          !(s->w[i].conn && nexar__link_idle(s->w[i].conn)))
         return;
     finish(s, NEXAR_OK, NULL);
     return;
@@ -599,6 +599,7 @@ static const nexar__ep_ops_t seed_ops = {
     .on_closed = seed_on_closed,
     .on_tick = seed_on_tick,
     .verify_client = seed_verify_client,
+    NEXAR__P2P_FRAME_OPS,
 };
 
 int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
@@ -659,7 +660,7 @@ int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
     rc = NEXAR_ERR_INVALID_ARG;
     goto fail;
   }
-  rc = nexar__ep_init(&s->ep, &ss, sl, &seed_ops, s);
+  rc = nexar__ep_init(&s->ep, &ss, sl, &seed_ops, s, NULL);
   if (rc < 0) {
     nexar__set_init_error("seed: cannot listen on %s: %s", listen,
                           strerror(errno));

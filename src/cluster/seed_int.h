@@ -4,7 +4,7 @@
 
 #include "nexar_int.h"
 
-typedef int (*nexar__seed_frame_fn)(nexar__conn_t *c, uint8_t type,
+typedef int (*nexar__seed_frame_fn)(nexar__link_t *c, uint8_t type,
                                     const uint8_t *body, size_t len);
 /*
  * Appends |n| bytes of seed-stream data to the connection's reassembly
@@ -12,7 +12,7 @@ typedef int (*nexar__seed_frame_fn)(nexar__conn_t *c, uint8_t type,
  * frame. Returns 0, NEXAR_ERR_PROTO on a bad frame header or overflow,
  * NEXAR_ERR_NOMEM, or the first negative value |fn| returned.
  */
-int nexar__seed_feed(nexar__conn_t *c, const uint8_t *d, size_t n,
+int nexar__seed_feed(nexar__link_t *c, const uint8_t *d, size_t n,
                      nexar__seed_frame_fn fn);
 
 /*
@@ -22,7 +22,7 @@ int nexar__seed_feed(nexar__conn_t *c, const uint8_t *d, size_t n,
  * then closed with AUTH) when the seed does not know the secret;
  * NEXAR_ERR_TRANSPORT when the TLS exporter fails.
  */
-int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__conn_t *c,
+int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__link_t *c,
                              const uint8_t *body, size_t len,
                              uint8_t proof[NEXAR__MAC_BYTES]);
 

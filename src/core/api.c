@@ -11,7 +11,7 @@
 
 #include "coll/reduce.h"
 #include "coll/sched.h"
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx) {
   nexar_comm_t *c = calloc(1, sizeof(*c));
@@ -183,7 +183,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     goto fail_early;
   }
   nexar__rpc_init(ctx);
-  rc = nexar__ep_init(&ctx->ep, &ss, sl, &nexar__worker_ops, ctx);
+  rc = nexar__ep_init(&ctx->ep, &ss, sl, &nexar__worker_ops, ctx, &ctx->prm);
   if (rc < 0) {
     nexar__set_init_error("nexar_init: cannot open the UDP socket on %s: %s",
                           ctx->prm.bind_addr, strerror(errno));
@@ -600,8 +600,8 @@ int nexar_recv(nexar_comm_t *comm, void *buf, size_t count, nexar_dtype_t dtype,
 static int flushed_fn(nexar__req_t *ctl) {
   nexar_ctx_t *ctx = ctl->cb_arg;
   for (int r = 0; r < ctx->world; r++) {
-    nexar__conn_t *c = ctx->peers[r];
-    if (c && c->state == NEXAR__CS_READY && !nexar__conn_idle(c)) return 0;
+    nexar__link_t *c = ctx->peers[r];
+    if (c && c->state == NEXAR__CS_READY && !nexar__link_idle(c)) return 0;
   }
   return 1;
 }
@@ -618,7 +618,7 @@ static int close_fn(nexar__req_t *ctl) {
   char why[64];
   snprintf(why, sizeof(why), "rank %d finalized", ctx->rank);
   for (int r = 0; r < ctx->world; r++)
-    if (ctx->peers[r]) nexar__conn_close(ctx->peers[r], NEXAR__CLOSE_OK, why);
+    if (ctx->peers[r]) nexar__link_close(ctx->peers[r], NEXAR__CLOSE_OK, why);
   return 0;
 }
 

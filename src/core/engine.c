@@ -25,15 +25,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
-                   socklen_t len, const nexar__ep_ops_t *ops, void *owner) {
+                   socklen_t len, const nexar__ep_ops_t *ops, void *owner,
+                   const nexar__params_t *prm) {
   int rc;
   memset(ep, 0, sizeof(*ep));
   ep->fd = ep->epfd = ep->evfd = ep->tfd = -1;
   ep->ops = ops;
   ep->owner = owner;
+  ep->prm = prm;
   ep->local_rank = -1;
   pthread_mutex_init(&ep->emu, NULL);
   pthread_mutex_init(&ep->qmu, NULL);
@@ -47,24 +49,33 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   ep->rxbuf = malloc((size_t)NEXAR__RX_BATCH * NEXAR__RX_BUF);
   if (!ep->txbuf || !ep->rxbuf) return NEXAR_ERR_NOMEM;
   NEXAR__CHECK(nexar__identity_init(&ep->id));
-  NEXAR__CHECK_GOTO(nexar__udp_open(ep, bind_addr, len), rc, fail);
   ep->epfd = epoll_create1(EPOLL_CLOEXEC);
   ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   ep->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (ep->epfd < 0 || ep->evfd < 0 || ep->tfd < 0) return NEXAR_ERR_SYS;
-  struct epoll_event ev = {.events = EPOLLIN, .data.fd = ep->fd};
-  epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->fd, &ev);
-  ev.data.fd = ep->evfd;
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = ep->evfd};
   epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &ev);
+  /* QUIC always (the seed and every host is reached through it). */
+  ep->tps[ep->ntps++] = &nexar__tp_quic;
+  for (int i = 0; i < ep->ntps; i++)
+    NEXAR__CHECK_GOTO(ep->tps[i]->init(ep, bind_addr, len), rc, fail);
   return 0;
 fail:
   return rc;
 }
 
-int nexar__ep_add_conn(nexar__ep_t *ep, nexar__conn_t *c) {
+/* One receive pass of every transport; true when one stopped at its
+ * budget. */
+static bool ep_read(nexar__ep_t *ep) {
+  bool more = false;
+  for (int i = 0; i < ep->ntps; i++) more |= ep->tps[i]->input(ep);
+  return more;
+}
+
+int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c) {
   if (ep->nconns == ep->cap_conns) {
     int cap = ep->cap_conns ? ep->cap_conns * 2 : 16;
-    nexar__conn_t **n = realloc(ep->conns, (size_t)cap * sizeof(*n));
+    nexar__link_t **n = realloc(ep->conns, (size_t)cap * sizeof(*n));
     if (!n) return NEXAR_ERR_NOMEM;
     ep->conns = n;
     ep->cap_conns = cap;
@@ -73,7 +84,7 @@ int nexar__ep_add_conn(nexar__ep_t *ep, nexar__conn_t *c) {
   return 0;
 }
 
-void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__conn_t *c) {
+void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c) {
   for (int i = 0; i < ep->nconns; i++) {
     if (ep->conns[i] == c) {
       ep->conns[i] = ep->conns[--ep->nconns];
@@ -101,6 +112,12 @@ static void ep_leave(nexar__ep_t *ep) {
 }
 
 static uint64_t ep_pass(nexar__ep_t *ep);
+
+static int tp_index(const nexar__ep_t *ep, const nexar__tp_t *tp) {
+  for (int i = 0; i < ep->ntps; i++)
+    if (ep->tps[i] == tp) return i;
+  return 0;
+}
 static void ep_input(nexar__ep_t *ep);
 static uint64_t ep_output(nexar__ep_t *ep);
 
@@ -160,7 +177,7 @@ static struct timespec ns_to_ts(uint64_t ns) {
 /* Whether a message of any connection has bytes still to write. */
 static bool data_waiting(nexar__ep_t *ep) {
   for (int i = 0; i < ep->nconns; i++)
-    if (nexar__conn_tx_pending(ep->conns[i])) return true;
+    if (nexar__link_tx_pending(ep->conns[i])) return true;
   return false;
 }
 
@@ -270,7 +287,7 @@ int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
   box.req.ctrl = fn;
   box.req.cb_arg = arg;
   box.req.comm = &box.comm;
-  if (ep->ops != &nexar__worker_ops) {
+  if (!ep->prm) {
     /* Seed endpoints have no ctx; signal through a private path. */
     box.req.internal = true;
   }
@@ -345,7 +362,7 @@ static void run_ops(nexar__ep_t *ep) {
 
 static void reap_dead(nexar__ep_t *ep) {
   for (int i = 0; i < ep->nconns;) {
-    nexar__conn_t *c = ep->conns[i];
+    nexar__link_t *c = ep->conns[i];
     /* Anonymous connections (failed handshakes, the seed link) are freed
      * at once so that a stranger cannot make us hold memory; a mesh peer's
      * once the owner lets it go (its process left or failed: the worker's
@@ -353,7 +370,7 @@ static void reap_dead(nexar__ep_t *ep) {
     if (c->state == NEXAR__CS_DEAD && c->notified &&
         (c->peer < 0 || (ep->ops->peer_release && ep->ops->peer_release(c)))) {
       ep->conns[i] = ep->conns[--ep->nconns];
-      nexar__conn_free(c);
+      nexar__link_free(c);
       continue;
     }
     i++;
@@ -457,9 +474,9 @@ static void catch_up(nexar__ep_t *ep) {
   ep->resuming = true;
   size_t bytes = 0;
   for (int i = 0; i < 4096 && bytes <= ep->rcvbuf_bytes; i++) {
-    nexar__udp_recv_all(ep, nexar__quic_on_datagram);
+    bool more = ep_read(ep);
     bytes += ep->rx_pass_bytes;
-    if (!ep->rx_more) break;
+    if (!more) break;
   }
   ep->resuming = ep->resume_due = false;
   ep->run.unrun = 0;
@@ -474,22 +491,15 @@ static void ep_input(nexar__ep_t *ep) {
   if (run_paused(ep)) catch_up(ep);
   run_ops(ep);
   if (run_paused(ep)) catch_up(ep);
-  nexar__udp_recv_all(ep, nexar__quic_on_datagram);
+  ep->rx_more = ep_read(ep);
   if (ep->resume_due || run_paused(ep)) catch_up(ep);
   ep->run.unrun = 0;
-  if (ep->accept_mesh && ep->nstash) {
-    int n = ep->nstash;
-    ep->nstash = 0;
-    for (int i = 0; i < n; i++) {
-      nexar__quic_on_datagram(ep, ep->stash[i].data, ep->stash[i].len,
-                              &ep->stash[i].from, ep->stash[i].fromlen);
-      free(ep->stash[i].data);
-    }
-  }
   uint64_t now = nexar__now();
-  for (int i = 0; i < ep->nconns; i++)
-    if (nexar__conn_expiry(ep->conns[i]) <= now)
-      nexar__conn_on_expiry(ep->conns[i], now);
+  for (int i = 0; i < ep->nconns; i++) {
+    nexar__link_t *c = ep->conns[i];
+    if (c->state != NEXAR__CS_DEAD && c->tp->expiry(c) <= now)
+      c->tp->on_expiry(c, now);
+  }
   if (ep->ops->on_tick) ep->ops->on_tick(ep, now);
   run_pass_end(ep);
 }
@@ -497,34 +507,32 @@ static void ep_input(nexar__ep_t *ep) {
 /* Second half (emu held): writes, connection state. Returns when the next
  * pass is due (ns; 0 when there is more to do at once). */
 static uint64_t ep_output(nexar__ep_t *ep) {
-  /* A batch the socket refused goes out before anything new. */
-  if (ep->tx_blocked) {
-    int rc = nexar__udp_resume(ep);
-    if (rc < 0) nexar__ep_tx_failed(ep, &ep->tx_to, -rc);
-  }
-  /* More queued datagrams (a receive pass stopped at its budget) or more
-   * to write: the next pass runs at once. */
+  /* What a transport's OS refused goes out before anything new; while it
+   * is still refused, the links of that transport wait for it (the
+   * transport's file descriptor or retry time wakes the engine) rather
+   * than spin on the writes it holds back. */
+  uint64_t next = nexar__now() + 50000000ull; /* ticks for deadlines */
+  bool held[NEXAR__TP_MAX] = {false};
+  for (int i = 0; i < ep->ntps; i++) held[i] = ep->tps[i]->output(ep, &next);
+  /* More queued input (a receive pass stopped at its budget) or more to
+   * write: the next pass runs at once. */
   bool busy = ep->rx_more;
   for (int i = 0; i < ep->nconns; i++) {
-    nexar__conn_t *c = ep->conns[i];
-    if (c->want_write) nexar__conn_flush(c);
-    nexar__conn_settle(c);
-    busy |= c->want_write;
+    nexar__link_t *c = ep->conns[i];
+    if (c->want_write && c->state != NEXAR__CS_DEAD &&
+        c->state != NEXAR__CS_CLOSING)
+      c->tp->flush(c);
+    nexar__link_settle(c);
+    busy |= c->want_write && !held[tp_index(ep, c->tp)];
   }
-  /* A full socket: sleep until EPOLLOUT (or the ENOBUFS retry time)
-   * rather than spin on the writes it holds back. */
-  if (ep->tx_blocked) busy = ep->rx_more;
   reap_dead(ep);
   run_pass_end(ep);
   if (busy) return 0;
-  /* Tick at least every 50 ms for bootstrap and other deadlines. */
-  uint64_t next = nexar__now() + 50000000ull;
   for (int i = 0; i < ep->nconns; i++) {
-    uint64_t e = nexar__conn_expiry(ep->conns[i]);
+    nexar__link_t *c = ep->conns[i];
+    uint64_t e = c->state == NEXAR__CS_DEAD ? UINT64_MAX : c->tp->expiry(c);
     if (e < next) next = e;
   }
-  if (ep->tx_blocked && ep->tx_retry_at && ep->tx_retry_at < next)
-    next = ep->tx_retry_at;
   return next;
 }
 
@@ -600,13 +608,12 @@ void nexar__ep_stop(nexar__ep_t *ep) {
 
 void nexar__ep_fini(nexar__ep_t *ep) {
   nexar__ep_stop(ep);
-  for (int i = 0; i < ep->nconns; i++) nexar__conn_free(ep->conns[i]);
+  for (int i = 0; i < ep->nconns; i++) nexar__link_free(ep->conns[i]);
   free(ep->conns);
   ep->conns = NULL;
   ep->nconns = 0;
-  for (int i = 0; i < ep->nstash; i++) free(ep->stash[i].data);
-  ep->nstash = 0;
-  if (ep->fd >= 0) close(ep->fd);
+  for (int i = 0; i < ep->ntps; i++) ep->tps[i]->fini(ep);
+  ep->ntps = 0;
   if (ep->epfd >= 0) close(ep->epfd);
   if (ep->evfd >= 0) close(ep->evfd);
   if (ep->tfd >= 0) close(ep->tfd);

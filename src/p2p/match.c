@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 /* The error text of a request failed by a peer's end: a revoked
  * communicator keeps the revocation's text (which names the failure and
@@ -57,7 +57,7 @@ bool nexar__peer_gone(nexar_ctx_t *ctx, int peer) {
   if (ctx->dead && ctx->dead[peer]) return true;
   if (!nexar__topo_adjacent(&ctx->topo, ctx->rank, peer))
     return nexar__topo_next(ctx, peer) < 0;
-  nexar__conn_t *c = ctx->peers ? ctx->peers[peer] : NULL;
+  nexar__link_t *c = ctx->peers ? ctx->peers[peer] : NULL;
   return !c || c->state == NEXAR__CS_DEAD;
 }
 
@@ -77,7 +77,7 @@ void nexar__omsg_free(nexar__omsg_t *m) {
   free(m);
 }
 
-void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m) {
+void nexar__omsg_acked(nexar__link_t *c, nexar__omsg_t *m) {
   (void)c;
   if (m->req) {
     nexar__req_t *r = m->req;
@@ -88,9 +88,23 @@ void nexar__omsg_acked(nexar__conn_t *c, nexar__omsg_t *m) {
   }
 }
 
+void nexar__p2p_on_acked(nexar__link_t *c, nexar__omsg_t *m, uint64_t n) {
+  m->acked += n;
+  if (m->fwd) nexar__relay_acked(m);
+  if (m->acked >= (m->ending ? m->end_at : nexar__omsg_total(m)))
+    nexar__omsg_acked(c, m);
+}
+
+void nexar__p2p_on_out_closed(nexar__link_t *c, nexar__omsg_t *m) {
+  if (m->req) nexar__omsg_acked(c, m);
+  if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
+    c->eager_bytes -= m->len;
+  nexar__omsg_free(m);
+}
+
 /* What an operation needing the peer of the dead connection |c| fails
  * with: the peer's verdict that this process is fenced, if it sent one. */
-static int gone_code(const nexar__conn_t *c) {
+static int gone_code(const nexar__link_t *c) {
   return c && c->peer_closed && c->close_code == NEXAR__CLOSE_FENCED
              ? NEXAR_ERR_EXCLUDED
              : NEXAR_ERR_PEER_FAILED;
@@ -98,7 +112,7 @@ static int gone_code(const nexar__conn_t *c) {
 
 /* The link a message to stable id |dest| leaves on (the next hop), or NULL
  * with *why set. */
-static nexar__conn_t *route(nexar_ctx_t *ctx, int dest, const char **why) {
+static nexar__link_t *route(nexar_ctx_t *ctx, int dest, const char **why) {
   if (dest < 0 || dest >= ctx->world || !ctx->peers) {
     *why = "no such process";
     return NULL;
@@ -108,7 +122,7 @@ static nexar__conn_t *route(nexar_ctx_t *ctx, int dest, const char **why) {
     return NULL;
   }
   int hop = nexar__topo_next(ctx, dest);
-  nexar__conn_t *c = hop >= 0 ? ctx->peers[hop] : NULL;
+  nexar__link_t *c = hop >= 0 ? ctx->peers[hop] : NULL;
   if (!c || c->state == NEXAR__CS_DEAD) {
     *why = c         ? c->close_reason
            : hop < 0 ? "no route: every path crosses failed processes"
@@ -127,12 +141,12 @@ static int emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
                 const uint8_t *data, uint64_t len, bool copy, nexar__req_t *req,
                 nexar_comm_t *comm) {
   const char *why = NULL;
-  nexar__conn_t *c = route(ctx, dest, &why);
+  nexar__link_t *c = route(ctx, dest, &why);
   if (!c) {
     if (comm)
       FAIL_TEXT(comm, "rank %d: send to process %d failed: %s", ctx->rank, dest,
                 why);
-    nexar__conn_t *d = ctx->peers ? ctx->peers[dest] : NULL;
+    nexar__link_t *d = ctx->peers ? ctx->peers[dest] : NULL;
     return gone_code(
         d && nexar__topo_adjacent(&ctx->topo, ctx->rank, dest) ? d : NULL);
   }
@@ -178,7 +192,7 @@ static int emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
    * space, so it leaves ours as it was. */
   if (c->peer == dest || ctx->topo.forge_as < 0) sq->next_tx[lane]++;
   if (copy) c->eager_bytes += len;
-  nexar__conn_send(c, m);
+  nexar__link_send(c, m);
   if (!copy) {
     m->req = req;
     if (req) req->omsg = m;
@@ -194,7 +208,7 @@ fail:
 
 int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
   const char *why = NULL;
-  nexar__conn_t *c = route(ctx, req->peer, &why);
+  nexar__link_t *c = route(ctx, req->peer, &why);
   bool copy = c && req->cap <= (uint64_t)ctx->prm.eager_bytes &&
               c->eager_bytes + req->cap <= EAGER_COPY_CAP;
   return emit(ctx, req->peer, &req->hdr, req->lane, req->buf, req->cap, copy,
@@ -250,7 +264,7 @@ static bool finished(const nexar__imsg_t *m) {
 }
 
 static void imsg_free(nexar__imsg_t *m) {
-  nexar__conn_t *c = m->conn;
+  nexar__link_t *c = m->conn;
   if (m->fwd) nexar__relay_in_gone(m);
   if (m->hash) gnutls_hash_deinit(m->hash, NULL);
   m->hash = NULL;
@@ -260,24 +274,8 @@ static void imsg_free(nexar__imsg_t *m) {
     else
       c->imsgs = m->anext;
     if (m->anext) m->anext->aprev = m->aprev;
-    if (c->qc && c->state != NEXAR__CS_DEAD) {
-      /* The message is delivered: the peer may open another stream. */
-      bool uni = (m->sid & 2) != 0;
-      if (uni && !m->stream_closed)
-        ngtcp2_conn_set_stream_user_data(c->qc, m->sid, NULL);
-      /* A quarter of the window at a time: the peer keeps at least three
-       * quarters of its credit, and credit rides on few packets. */
-      nexar_ctx_t *ctx = c->ep->owner;
-      uint32_t batch = (uint32_t)ctx->prm.max_streams / 4;
-      if (++c->streams_owed[!uni] >= (batch ? batch : 1)) {
-        if (uni)
-          ngtcp2_conn_extend_max_streams_uni(c->qc, c->streams_owed[0]);
-        else
-          ngtcp2_conn_extend_max_streams_bidi(c->qc, c->streams_owed[1]);
-        c->streams_owed[!uni] = 0;
-        c->want_write = true;
-      }
-    }
+    /* The message is delivered: the peer may open another stream. */
+    nexar__link_done_in(c, m);
   }
   free(m->buf);
   free(m);
@@ -345,7 +343,7 @@ static void open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     uint64_t rest = m->pre + m->hdr.payload_len; /* after the first header */
     if (rest > win) {
       uint64_t need = rest - win;
-      nexar__conn_extend_stream(m->conn, m->sid, need < win ? win : need);
+      nexar__link_extend(m->conn, m->sid, need < win ? win : need);
     }
     m->credited = true;
   }
@@ -465,7 +463,7 @@ static void ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m) {
 
 int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
                     const void *payload, size_t len) {
-  nexar__conn_t *c = ctx->peers ? ctx->peers[to] : NULL;
+  nexar__link_t *c = ctx->peers ? ctx->peers[to] : NULL;
   if (c && c->state != NEXAR__CS_READY) return NEXAR_ERR_PEER_FAILED;
   nexar__hdr_t hd = *h;
   return emit(ctx, to, &hd, NEXAR__LANE_CONTROL, payload, len, true, NULL,
@@ -473,7 +471,7 @@ int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
 }
 
 int nexar__ctl_probe(nexar_ctx_t *ctx, int to, nexar__req_t *req) {
-  nexar__conn_t *c = ctx->peers ? ctx->peers[to] : NULL;
+  nexar__link_t *c = ctx->peers ? ctx->peers[to] : NULL;
   if (!c || c->state != NEXAR__CS_READY || c->peer != to)
     return NEXAR_ERR_PEER_FAILED;
   nexar__hdr_t h = {.kind = NEXAR__KIND_HEARTBEAT,
@@ -550,11 +548,11 @@ void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine) {
   }
 }
 
-static void proto_error(nexar__conn_t *c, const char *why) {
+static void proto_error(nexar__link_t *c, const char *why) {
   NEXAR__WARN(NEXAR__SUB_P2P, "protocol error from rank %d at %s: %s", c->peer,
               c->remote_str, why);
-  nexar__conn_close(c, NEXAR__CLOSE_PROTO, why);
-  nexar__conn_fail(c, NEXAR_ERR_PROTO, why);
+  nexar__link_close(c, NEXAR__CLOSE_PROTO, why);
+  nexar__link_fail(c, NEXAR_ERR_PROTO, why);
 }
 
 /* Unlinks |m| from the reorder list of its origin. */
@@ -583,7 +581,7 @@ static void run_reorder(nexar_ctx_t *ctx, int origin) {
   }
 }
 
-void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
+void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
                        const char *why) {
   if (!m->relayed) {
     proto_error(c, why);
@@ -599,7 +597,7 @@ void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
   discard(ctx, m);
 }
 
-void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
+void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
   if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE ||
       (m->hdr.kind == NEXAR__KIND_HEARTBEAT &&
        m->hdr.comm_id == NEXAR__PROC_ID)) {
@@ -662,7 +660,7 @@ ordered:;
   run_reorder(ctx, m->origin);
 }
 
-static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
+static void header_done(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
   const char *why = NULL;
   int r = nexar__hdr_decode(&m->hdr, m->hdrbuf, NEXAR__HDR_BYTES,
                             (uint64_t)ctx->prm.max_message_mb << 20, &why);
@@ -680,7 +678,7 @@ static void header_done(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
   nexar__p2p_admit(ctx, c, m);
 }
 
-void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
+void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
                                const uint8_t *d, size_t n, bool fin) {
   nexar_ctx_t *ctx = c->ep->owner;
   if (!m) {
@@ -694,7 +692,7 @@ void nexar__p2p_on_stream_data(nexar__conn_t *c, int64_t sid, nexar__imsg_t *m,
     m->anext = c->imsgs;
     if (c->imsgs) c->imsgs->aprev = m;
     c->imsgs = m;
-    ngtcp2_conn_set_stream_user_data(c->qc, sid, m);
+    nexar__link_attach_in(c, sid, m);
   }
   if (m->hdr_got < NEXAR__HDR_BYTES) {
     size_t k =
@@ -767,7 +765,7 @@ void nexar__imsg_release(nexar__imsg_t *m) {
   maybe_free(m);
 }
 
-void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m) {
+void nexar__p2p_on_stream_close(nexar__link_t *c, nexar__imsg_t *m) {
   m->stream_closed = true;
   if (m->state == NEXAR__IM_DONE ||
       ((m->state == NEXAR__IM_FWD || m->state == NEXAR__IM_RELAY) && !m->fin)) {
@@ -779,9 +777,8 @@ void nexar__p2p_on_stream_close(nexar__conn_t *c, nexar__imsg_t *m) {
   }
   /* A stream cut by the connection's end: the request fails when the
    * connection's end is handled (bootstrap.c on_closed), with its cause. */
-  if (!m->fin && m->state == NEXAR__IM_MATCHED && m->req && c->qc &&
-      !ngtcp2_conn_is_in_draining_period(c->qc) &&
-      !ngtcp2_conn_is_in_closing_period(c->qc) && c->state == NEXAR__CS_READY) {
+  if (!m->fin && m->state == NEXAR__IM_MATCHED && m->req &&
+      nexar__link_alive(c)) {
     nexar__req_t *r = m->req;
     m->req = NULL;
     r->msg = NULL;
@@ -859,12 +856,11 @@ void nexar__p2p_start(nexar__req_t *req) {
  * not read again once it has ended. */
 static void omsg_end(nexar__omsg_t *m, int rc) {
   nexar__req_t *r = m->req;
-  nexar__conn_t *c = m->conn;
-  bool live = c && c->qc && c->state == NEXAR__CS_READY;
+  nexar__link_t *c = m->conn;
+  bool live = c && c->state == NEXAR__CS_READY;
   uint64_t written = m->ending ? m->end_at : m->sent;
   if (live) {
-    if (m->sid >= 0 && !m->ending)
-      ngtcp2_conn_shutdown_stream(c->qc, m->sid, 1);
+    if (m->sid >= 0 && !m->ending) nexar__link_stop_out(c, m);
     /* The RESET_STREAM goes out; a message never opened leaves the queue
      * (quic.c next_sendable). */
     c->want_write = true;
@@ -938,7 +934,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
   /* Pending sends to the peer, on whichever link they leave (relayed ones
    * on the first link of their route). */
   for (int id = 0; id < ctx->world; id++) {
-    nexar__conn_t *c = id == ctx->rank ? NULL : ctx->peers[id];
+    nexar__link_t *c = id == ctx->rank ? NULL : ctx->peers[id];
     for (int lane = 0; c && lane < NEXAR__LANE_COUNT; lane++)
       for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
         if (m->dest == peer) nexar__omsg_fail(m, err, send_why);
@@ -955,7 +951,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
   }
   /* Messages from the peer still arriving (through relays too). */
   for (int id = 0; id < ctx->world; id++) {
-    nexar__conn_t *c = id == ctx->rank ? NULL : ctx->peers[id];
+    nexar__link_t *c = id == ctx->rank ? NULL : ctx->peers[id];
     for (nexar__imsg_t *m = c ? c->imsgs : NULL; m; m = m->anext) {
       nexar__req_t *r = m->req;
       if (!r || m->origin != peer) continue;
@@ -973,7 +969,7 @@ void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
   while (comm->posted) nexar__p2p_cancel(comm->posted, err);
   /* Every link: a member's messages may travel on any of them. */
   for (int w = 0; ctx->peers && w < ctx->world; w++) {
-    nexar__conn_t *c = w == ctx->rank ? NULL : ctx->peers[w];
+    nexar__link_t *c = w == ctx->rank ? NULL : ctx->peers[w];
     if (!c) continue;
     /* Cancelling stops the stream, so nothing reads a user buffer after
      * its request has ended. */
@@ -986,7 +982,7 @@ void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
   }
 }
 
-void nexar__p2p_conn_teardown(nexar__conn_t *c) {
+void nexar__p2p_conn_teardown(nexar__link_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
   while (c->imsgs) {
     nexar__imsg_t *m = c->imsgs;

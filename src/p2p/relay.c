@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nexar_int.h"
+#include "transport/transport.h"
 
 struct nexar__fwd {
   nexar__imsg_t *in;  /* inbound stream, NULL once gone */
@@ -99,10 +99,10 @@ int nexar__relay_wrap(nexar_ctx_t *ctx, int dest, int limit, nexar__omsg_t *m,
 /* Drops relay frame |m| (outer header in m->hdr): the rest of its stream
  * drains unread. |refused|: counted as rejected (a forgery or a frame that
  * breaks the rules) rather than as undeliverable. */
-static void drop(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
+static void drop(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
                  bool refused, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static void drop(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
+static void drop(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
                  bool refused, const char *fmt, ...) {
   char why[256];
   va_list ap;
@@ -124,7 +124,7 @@ static void drop(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m,
 }
 
 /* Passes frame |m| on towards its destination. */
-static void forward(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
+static void forward(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
   uint32_t dest = m->hdr.tag;
   if (m->hdr.step >= m->hdr.algo) {
     drop(ctx, c, m, false, "hop limit %u reached", m->hdr.algo);
@@ -136,7 +136,7 @@ static void forward(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
     return;
   }
   int hop = nexar__topo_next(ctx, (int)dest);
-  nexar__conn_t *n = hop >= 0 ? ctx->peers[hop] : NULL;
+  nexar__link_t *n = hop >= 0 ? ctx->peers[hop] : NULL;
   /* A neighbour whose link this process has not accepted yet (the mesh
    * is still forming here): the frame waits for it (nexar__relay_unpark). */
   bool park = hop >= 0 && !n && !ctx->dead[hop];
@@ -177,10 +177,10 @@ static void forward(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
   f->out = o;
   m->fwd = f;
   m->state = NEXAR__IM_FWD;
-  if (cap > eager) nexar__conn_extend_stream(c, m->sid, cap - eager);
+  if (cap > eager) nexar__link_extend(c, m->sid, cap - eager);
   ctx->topo.st.forwarded++;
   if (!park) {
-    nexar__conn_send(n, o);
+    nexar__link_send(n, o);
     return;
   }
   nexar__omsg_t **pp = &ctx->topo.parked[hop];
@@ -190,12 +190,12 @@ static void forward(nexar_ctx_t *ctx, nexar__conn_t *c, nexar__imsg_t *m) {
 
 void nexar__relay_unpark(nexar_ctx_t *ctx, int id) {
   nexar__topo_t *t = &ctx->topo;
-  nexar__conn_t *c = ctx->peers ? ctx->peers[id] : NULL;
+  nexar__link_t *c = ctx->peers ? ctx->peers[id] : NULL;
   if (!t->parked || !c) return;
   while (t->parked[id]) {
     nexar__omsg_t *o = t->parked[id];
     t->parked[id] = o->next;
-    nexar__conn_send(c, o);
+    nexar__link_send(c, o);
   }
 }
 
@@ -234,7 +234,7 @@ void nexar__relay_digest(nexar__imsg_t *m, const uint8_t *d, size_t n) {
   if (m->got + n == m->hdr.payload_len) digest_end(m);
 }
 
-void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__conn_t *c,
+void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__link_t *c,
                             nexar__imsg_t *m) {
   nexar__topo_t *t = &ctx->topo;
   uint32_t origin = m->hdr.src_rank, dest = m->hdr.tag;
@@ -298,7 +298,7 @@ void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__conn_t *c,
   nexar__p2p_admit(ctx, c, m);
 }
 
-bool nexar__relay_fwd_data(nexar__conn_t *c, nexar__imsg_t *m, const uint8_t *d,
+bool nexar__relay_fwd_data(nexar__link_t *c, nexar__imsg_t *m, const uint8_t *d,
                            size_t n, bool fin) {
   nexar__fwd_t *f = m->fwd;
   const char *bad = NULL;
@@ -311,8 +311,8 @@ bool nexar__relay_fwd_data(nexar__conn_t *c, nexar__imsg_t *m, const uint8_t *d,
   if (bad) {
     NEXAR__WARN(NEXAR__SUB_INIT, "protocol error from rank %d at %s: %s",
                 c->peer, c->remote_str, bad);
-    nexar__conn_close(c, NEXAR__CLOSE_PROTO, bad);
-    nexar__conn_fail(c, NEXAR_ERR_PROTO, bad);
+    nexar__link_close(c, NEXAR__CLOSE_PROTO, bad);
+    nexar__link_fail(c, NEXAR_ERR_PROTO, bad);
     return false;
   }
   while (n) {
@@ -328,14 +328,14 @@ bool nexar__relay_fwd_data(nexar__conn_t *c, nexar__imsg_t *m, const uint8_t *d,
   return true;
 }
 
-size_t nexar__omsg_vecs(const nexar__omsg_t *m, ngtcp2_vec *v, size_t max,
+size_t nexar__omsg_vecs(const nexar__omsg_t *m, struct iovec *v, size_t max,
                         bool *fin) {
   uint64_t off = m->sent, total = nexar__omsg_total(m);
   uint64_t avail = m->fwd ? NEXAR__HDR_BYTES + m->fwd->rx : total;
   size_t n = 0;
   if (off < NEXAR__HDR_BYTES && n < max) {
-    v[n].base = (uint8_t *)m->hdr + off;
-    v[n++].len = NEXAR__HDR_BYTES - off;
+    v[n].iov_base = (uint8_t *)m->hdr + off;
+    v[n++].iov_len = NEXAR__HDR_BYTES - off;
     off = NEXAR__HDR_BYTES;
   }
   if (m->fwd) {
@@ -343,20 +343,20 @@ size_t nexar__omsg_vecs(const nexar__omsg_t *m, ngtcp2_vec *v, size_t max,
     while (off < avail && n < max) {
       uint64_t at = (off - NEXAR__HDR_BYTES) % f->cap;
       uint64_t k = f->cap - at < avail - off ? f->cap - at : avail - off;
-      v[n].base = f->ring + at;
-      v[n++].len = (size_t)k;
+      v[n].iov_base = f->ring + at;
+      v[n++].iov_len = (size_t)k;
       off += k;
     }
   } else {
     uint64_t pend = NEXAR__HDR_BYTES + m->pre_len;
     if (off < pend && n < max) {
-      v[n].base = m->pre + (off - NEXAR__HDR_BYTES);
-      v[n++].len = (size_t)(pend - off);
+      v[n].iov_base = m->pre + (off - NEXAR__HDR_BYTES);
+      v[n++].iov_len = (size_t)(pend - off);
       off = pend;
     }
     if (off < total && n < max) {
-      v[n].base = (uint8_t *)m->data + (off - pend);
-      v[n++].len = (size_t)(total - off);
+      v[n].iov_base = (uint8_t *)m->data + (off - pend);
+      v[n++].iov_len = (size_t)(total - off);
       off = total;
     }
   }
@@ -380,7 +380,7 @@ void nexar__relay_acked(nexar__omsg_t *m) {
   f->done = a;
   /* Room in the ring: the previous hop may send that much more. */
   if (f->in && f->in->conn && f->rx < f->total)
-    nexar__conn_extend_stream(f->in->conn, f->in->sid, delta);
+    nexar__link_extend(f->in->conn, f->in->sid, delta);
 }
 
 void nexar__relay_out_gone(nexar__omsg_t *o) {
@@ -419,17 +419,14 @@ void nexar__relay_in_gone(nexar__imsg_t *in) {
   if (f->rx >= f->total) return; /* the ring goes with the omsg */
   /* The frame can never be completed downstream: reset its stream (its
    * destination then fails the receive) or unqueue it. */
-  nexar__conn_t *c = o->conn;
+  nexar__link_t *c = o->conn;
   o->sent = nexar__omsg_total(o);
   if (o->sid >= 0) {
-    if (c && c->qc && c->state != NEXAR__CS_DEAD) {
-      ngtcp2_conn_shutdown_stream(c->qc, o->sid, 1);
-      c->want_write = true;
-    }
+    if (c) nexar__link_stop_out(c, o);
     return;
   }
   if (c) {
-    nexar__conn_unqueue(c, o);
+    nexar__link_unqueue(c, o);
   } else {
     /* Still parked for a link that never came up. */
     nexar__topo_t *t = &((nexar_ctx_t *)in->conn->ep->owner)->topo;
@@ -445,7 +442,7 @@ void nexar__relay_in_gone(nexar__imsg_t *in) {
 
 void nexar__relay_reroute(nexar_ctx_t *ctx) {
   for (int id = 0; ctx->peers && id < ctx->world; id++) {
-    nexar__conn_t *c = id == ctx->rank ? NULL : ctx->peers[id];
+    nexar__link_t *c = id == ctx->rank ? NULL : ctx->peers[id];
     if (!c || (c->state != NEXAR__CS_DEAD && !ctx->dead[id])) continue;
     /* Frames arriving from the dead neighbour will not finish. */
     for (nexar__imsg_t *m = c->imsgs; m; m = m->anext)
@@ -459,10 +456,9 @@ void nexar__relay_reroute(nexar_ctx_t *ctx) {
         bool intact = m->acked == 0 && (!m->fwd || m->fwd->done == 0) &&
                       (m->fwd || m->data || !m->len); /* not cancelled */
         int hop = nexar__topo_next(ctx, m->dest);
-        nexar__conn_t *n = hop >= 0 ? ctx->peers[hop] : NULL;
-        nexar__conn_unqueue(c, m);
-        if (m->sid >= 0 && c->qc)
-          ngtcp2_conn_set_stream_user_data(c->qc, m->sid, NULL);
+        nexar__link_t *n = hop >= 0 ? ctx->peers[hop] : NULL;
+        nexar__link_unqueue(c, m);
+        nexar__link_forget_out(c, m);
         if (m->owned) c->eager_bytes -= c->eager_bytes < m->len ? 0 : m->len;
         if (intact && n && n->state == NEXAR__CS_READY) {
           m->sid = -1;
@@ -470,7 +466,7 @@ void nexar__relay_reroute(nexar_ctx_t *ctx) {
           m->blocked = false;
           if (m->owned) n->eager_bytes += m->len;
           ctx->topo.st.rerouted++;
-          nexar__conn_send(n, m);
+          nexar__link_send(n, m);
           continue;
         }
         ctx->topo.st.dropped++;

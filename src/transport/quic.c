@@ -19,16 +19,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
-#include "nexar_int.h"
+#include "transport/quic.h"
+
+#define Q(l) nexar__quic(l)
 
 #define SCID_LEN 16
 #define GSO_MAX_BYTES 65000
 #define GSO_MAX_SEGS 64
 
 static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref) {
-  nexar__conn_t *c = ref->user_data;
-  return c->qc;
+  nexar__link_t *c = ref->user_data;
+  return Q(c)->qc;
 }
 
 static void rand_cb(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
@@ -37,10 +41,10 @@ static void rand_cb(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
 
 static int new_cid_cb(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token,
                       size_t cidlen, void *ud) {
-  nexar__conn_t *c = ud;
+  nexar__link_t *c = ud;
   uint8_t buf[NGTCP2_MAX_CIDLEN];
   if (cidlen < 8 || cidlen > sizeof(buf)) return NGTCP2_ERR_CALLBACK_FAILURE;
-  memcpy(buf, c->cid_prefix, 8);
+  memcpy(buf, Q(c)->cid_prefix, 8);
   gnutls_rnd(GNUTLS_RND_NONCE, buf + 8, cidlen - 8);
   ngtcp2_cid_init(cid, buf, cidlen);
   gnutls_rnd(GNUTLS_RND_NONCE, token, NGTCP2_STATELESS_RESET_TOKENLEN);
@@ -48,7 +52,7 @@ static int new_cid_cb(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token,
 }
 
 static int handshake_completed_cb(ngtcp2_conn *qc, void *ud) {
-  nexar__conn_t *c = ud;
+  nexar__link_t *c = ud;
   c->state = NEXAR__CS_READY;
   NEXAR__INFO(NEXAR__SUB_NET, "QUIC handshake with %s (rank %d) done",
               c->remote_str, c->peer);
@@ -60,7 +64,7 @@ static int handshake_completed_cb(ngtcp2_conn *qc, void *ud) {
 static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
                                uint64_t offset, const uint8_t *data, size_t len,
                                void *ud, void *sud) {
-  nexar__conn_t *c = ud;
+  nexar__link_t *c = ud;
   bool fin = (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
   if (c->role == NEXAR__ROLE_SEED) {
     if (len && c->ep->ops->on_seed_data) c->ep->ops->on_seed_data(c, data, len);
@@ -69,7 +73,7 @@ static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
   } else {
     if (!sud && !(sid & 2) && ((sid & 1) != 0) != c->is_server)
       ngtcp2_conn_shutdown_stream_write(qc, sid, 0); /* one-way use */
-    nexar__p2p_on_stream_data(c, sid, sud, data, len, fin);
+    c->ep->ops->on_stream_data(c, sid, sud, data, len, fin);
   }
   /* Connection-level credit is returned at once: what bounds memory is
    * the per-stream window, extended only for matched messages. */
@@ -79,40 +83,21 @@ static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
 
 static int acked_cb(ngtcp2_conn *qc, int64_t sid, uint64_t offset, uint64_t len,
                     void *ud, void *sud) {
-  nexar__omsg_t *m = sud;
-  if (!m) return 0;
-  m->acked += len;
-  if (m->fwd) nexar__relay_acked(m);
-  if (m->acked >= (m->ending ? m->end_at : nexar__omsg_total(m)))
-    nexar__omsg_acked(ud, m);
+  nexar__link_t *c = ud;
+  if (sud) c->ep->ops->on_acked(c, sud, len);
   return 0;
-}
-
-void nexar__conn_unqueue(nexar__conn_t *c, nexar__omsg_t *m) {
-  nexar__omsg_t **pp = &c->outq[m->lane], *prev = NULL;
-  while (*pp && *pp != m) {
-    prev = *pp;
-    pp = &(*pp)->next;
-  }
-  if (!*pp) return;
-  *pp = m->next;
-  if (c->outq_tail[m->lane] == m) c->outq_tail[m->lane] = prev;
 }
 
 static int stream_close_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
                            uint64_t app_error, void *ud, void *sud) {
-  nexar__conn_t *c = ud;
+  nexar__link_t *c = ud;
   bool local = ((sid & 1) != 0) == c->is_server;
   if (!sud) return 0;
   if (local) {
-    nexar__omsg_t *m = sud;
-    nexar__conn_unqueue(c, m);
-    if (m->req) nexar__omsg_acked(c, m);
-    if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
-      c->eager_bytes -= m->len;
-    nexar__omsg_free(m);
+    nexar__link_unqueue(c, sud);
+    c->ep->ops->on_out_closed(c, sud);
   } else if (c->role == NEXAR__ROLE_MESH) {
-    nexar__p2p_on_stream_close(c, sud);
+    c->ep->ops->on_stream_close(c, sud);
   }
   return 0;
 }
@@ -121,12 +106,12 @@ static int extend_stream_cb(ngtcp2_conn *qc, int64_t sid, uint64_t max,
                             void *ud, void *sud) {
   nexar__omsg_t *m = sud;
   if (m) m->blocked = false;
-  ((nexar__conn_t *)ud)->want_write = true;
+  ((nexar__link_t *)ud)->want_write = true;
   return 0;
 }
 
 static int extend_streams_cb(ngtcp2_conn *qc, uint64_t max, void *ud) {
-  ((nexar__conn_t *)ud)->want_write = true;
+  ((nexar__link_t *)ud)->want_write = true;
   return 0;
 }
 
@@ -176,11 +161,9 @@ static void quic_log(void *ud, const char *fmt, ...) {
   fputc('\n', stderr);
 }
 
-static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
+static void fill_settings(nexar__link_t *c, ngtcp2_settings *st,
                           ngtcp2_transport_params *tp) {
-  const nexar__params_t *p = c->ep->owner && c->ep->ops == &nexar__worker_ops
-                                 ? &((nexar_ctx_t *)c->ep->owner)->prm
-                                 : NULL;
+  const nexar__params_t *p = c->ep->prm;
   int64_t eager = p ? p->eager_bytes : 131072;
   int64_t streams = p ? p->max_streams : 128;
   int64_t idle = p ? p->idle_timeout_ms : 60000;
@@ -227,36 +210,28 @@ static void fill_settings(nexar__conn_t *c, ngtcp2_settings *st,
  * interval sends a QUIC PING, which the peer acknowledges; so a live peer is
  * heard from at least once per interval, on no stream and behind no queue
  * (failure.c judges by what is received). */
-static void set_keepalive(nexar__conn_t *c) {
-  if (c->ep->ops != &nexar__worker_ops) return;
-  int64_t ms = ((nexar_ctx_t *)c->ep->owner)->prm.heartbeat_ms;
+static void set_keepalive(nexar__link_t *c) {
+  if (!c->ep->prm) return;
+  int64_t ms = c->ep->prm->heartbeat_ms;
   if (ms > 0)
-    ngtcp2_conn_set_keep_alive_timeout(c->qc,
+    ngtcp2_conn_set_keep_alive_timeout(Q(c)->qc,
                                        (uint64_t)ms * NGTCP2_MILLISECONDS);
 }
 
-static nexar__conn_t *conn_alloc(nexar__ep_t *ep, int role, bool server,
+static nexar__link_t *conn_alloc(nexar__ep_t *ep, int role, bool server,
                                  const struct sockaddr_storage *remote,
                                  socklen_t rlen) {
-  nexar__conn_t *c = calloc(1, sizeof(*c));
-  if (!c) return NULL;
-  c->ep = ep;
-  c->last_rx = nexar__now();
-  c->role = role;
-  c->is_server = server;
-  c->peer = -1;
-  c->seed_tx_sid = -1;
-  memcpy(&c->remote, remote, rlen);
-  c->remote_len = rlen;
-  nexar__addr_str((const struct sockaddr *)remote, c->remote_str,
-                  sizeof(c->remote_str));
-  gnutls_rnd(GNUTLS_RND_NONCE, c->cid_prefix, sizeof(c->cid_prefix));
-  c->ref.get_conn = get_conn;
-  c->ref.user_data = c;
-  return c;
+  nexar__quic_t *q = calloc(1, sizeof(*q));
+  if (!q) return NULL;
+  nexar__link_init(&q->l, ep, &nexar__tp_quic, role, server, remote, rlen);
+  q->seed_tx_sid = -1;
+  gnutls_rnd(GNUTLS_RND_NONCE, q->cid_prefix, sizeof(q->cid_prefix));
+  q->ref.get_conn = get_conn;
+  q->ref.user_data = &q->l;
+  return &q->l;
 }
 
-static ngtcp2_path make_path(nexar__conn_t *c) {
+static ngtcp2_path make_path(nexar__link_t *c) {
   ngtcp2_path path;
   path.local.addr = (ngtcp2_sockaddr *)&c->ep->local;
   path.local.addrlen = c->ep->local_len;
@@ -266,19 +241,19 @@ static ngtcp2_path make_path(nexar__conn_t *c) {
   return path;
 }
 
-int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
-                     socklen_t tolen, int role, int peer, const uint8_t *pin,
-                     nexar__conn_t **out) {
-  nexar__conn_t *c = conn_alloc(ep, role, false, to, tolen);
+static int quic_dial(nexar__ep_t *ep, const nexar__dial_t *dl,
+                     nexar__link_t **out) {
+  int role = dl->role;
+  nexar__link_t *c = conn_alloc(ep, role, false, dl->to, dl->tolen);
   if (!c) return NEXAR_ERR_NOMEM;
-  c->peer = peer;
-  if (pin) {
-    c->pin_set = true;
-    memcpy(c->pin, pin, NEXAR__FP_BYTES);
+  c->peer = dl->peer;
+  if (dl->pin) {
+    Q(c)->pin_set = true;
+    memcpy(Q(c)->pin, dl->pin, NEXAR__FP_BYTES);
   }
   uint8_t d[SCID_LEN], s[SCID_LEN];
   gnutls_rnd(GNUTLS_RND_NONCE, d, sizeof(d));
-  memcpy(s, c->cid_prefix, 8);
+  memcpy(s, Q(c)->cid_prefix, 8);
   gnutls_rnd(GNUTLS_RND_NONCE, s + 8, sizeof(s) - 8);
   ngtcp2_cid dcid, scid;
   ngtcp2_cid_init(&dcid, d, sizeof(d));
@@ -290,55 +265,57 @@ int nexar__conn_dial(nexar__ep_t *ep, const struct sockaddr_storage *to,
   fill_settings(c, &st, &tp);
   ngtcp2_path path = make_path(c);
   int rc;
-  if (ngtcp2_conn_client_new(&c->qc, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1,
-                             &cb, &st, &tp, NULL, c) != 0) {
+  if (ngtcp2_conn_client_new(&Q(c)->qc, &dcid, &scid, &path,
+                             NGTCP2_PROTO_VER_V1, &cb, &st, &tp, NULL,
+                             c) != 0) {
     rc = NEXAR_ERR_NOMEM;
     goto fail;
   }
   NEXAR__CHECK_GOTO(
       nexar__tls_session(
-          c, role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED : NEXAR__ALPN_MESH),
+          Q(c), role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED : NEXAR__ALPN_MESH),
       rc, fail);
-  ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
+  ngtcp2_conn_set_tls_native_handle(Q(c)->qc, Q(c)->tls);
   set_keepalive(c);
   NEXAR__CHECK_GOTO(nexar__ep_add_conn(ep, c), rc, fail);
   c->want_write = true;
   *out = c;
   return 0;
 fail:
-  nexar__conn_free(c);
+  nexar__link_free(c);
   return rc;
 }
 
-static nexar__conn_t *find_conn(nexar__ep_t *ep, const ngtcp2_version_cid *vc) {
+static nexar__link_t *find_conn(nexar__ep_t *ep, const ngtcp2_version_cid *vc) {
   for (int i = 0; i < ep->nconns; i++) {
-    nexar__conn_t *c = ep->conns[i];
-    if (vc->dcidlen >= 8 && memcmp(vc->dcid, c->cid_prefix, 8) == 0) return c;
-  }
-  return NULL;
-}
-
-static nexar__conn_t *find_odcid(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
-                                 const struct sockaddr_storage *from,
-                                 socklen_t fromlen) {
-  for (int i = 0; i < ep->nconns; i++) {
-    nexar__conn_t *c = ep->conns[i];
-    if (c->is_server && c->remote_len == fromlen &&
-        memcmp(&c->remote, from, fromlen) == 0 && c->handshake_deadline != 0 &&
-        c->state == NEXAR__CS_HANDSHAKE)
+    nexar__link_t *c = ep->conns[i];
+    if (vc->dcidlen >= 8 && memcmp(vc->dcid, Q(c)->cid_prefix, 8) == 0)
       return c;
   }
   return NULL;
 }
 
-static nexar__conn_t *accept_conn(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
+static nexar__link_t *find_odcid(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
+                                 const struct sockaddr_storage *from,
+                                 socklen_t fromlen) {
+  for (int i = 0; i < ep->nconns; i++) {
+    nexar__link_t *c = ep->conns[i];
+    if (c->is_server && c->remote_len == fromlen &&
+        memcmp(&c->remote, from, fromlen) == 0 &&
+        Q(c)->handshake_deadline != 0 && c->state == NEXAR__CS_HANDSHAKE)
+      return c;
+  }
+  return NULL;
+}
+
+static nexar__link_t *accept_conn(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
                                   const struct sockaddr_storage *from,
                                   socklen_t fromlen) {
   int role = ep->server_alpn_seed ? NEXAR__ROLE_SEED : NEXAR__ROLE_MESH;
-  nexar__conn_t *c = conn_alloc(ep, role, true, from, fromlen);
+  nexar__link_t *c = conn_alloc(ep, role, true, from, fromlen);
   if (!c) return NULL;
   uint8_t s[SCID_LEN];
-  memcpy(s, c->cid_prefix, 8);
+  memcpy(s, Q(c)->cid_prefix, 8);
   gnutls_rnd(GNUTLS_RND_NONCE, s + 8, sizeof(s) - 8);
   ngtcp2_cid scid;
   ngtcp2_cid_init(&scid, s, sizeof(s));
@@ -352,26 +329,27 @@ static nexar__conn_t *accept_conn(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
   gnutls_rnd(GNUTLS_RND_NONCE, tp.stateless_reset_token,
              sizeof(tp.stateless_reset_token));
   ngtcp2_path path = make_path(c);
-  if (ngtcp2_conn_server_new(&c->qc, &hd->scid, &scid, &path, hd->version, &cb,
-                             &st, &tp, NULL, c) != 0 ||
-      nexar__tls_session(c, role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED
-                                                     : NEXAR__ALPN_MESH) < 0 ||
+  if (ngtcp2_conn_server_new(&Q(c)->qc, &hd->scid, &scid, &path, hd->version,
+                             &cb, &st, &tp, NULL, c) != 0 ||
+      nexar__tls_session(Q(c), role == NEXAR__ROLE_SEED
+                                   ? NEXAR__ALPN_SEED
+                                   : NEXAR__ALPN_MESH) < 0 ||
       nexar__ep_add_conn(ep, c) < 0) {
-    nexar__conn_free(c);
+    nexar__link_free(c);
     return NULL;
   }
-  ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
+  ngtcp2_conn_set_tls_native_handle(Q(c)->qc, Q(c)->tls);
   set_keepalive(c);
   /* A client that never finishes its handshake is dropped (no ngtcp2 timer
    * covers a silent server-side connection for long). */
-  c->handshake_deadline = nexar__now() + 10ull * 1000000000ull;
+  Q(c)->handshake_deadline = nexar__now() + 10ull * 1000000000ull;
   return c;
 }
 
-static void on_read_error(nexar__conn_t *c, int rv) {
+static void on_read_error(nexar__link_t *c, int rv) {
   if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING) {
     ngtcp2_connection_close_error cev;
-    ngtcp2_conn_get_connection_close_error(c->qc, &cev);
+    ngtcp2_conn_get_connection_close_error(Q(c)->qc, &cev);
     const ngtcp2_connection_close_error *ce = &cev;
     c->close_code = (int)ce->error_code;
     c->peer_closed = true;
@@ -383,7 +361,7 @@ static void on_read_error(nexar__conn_t *c, int rv) {
       c->close_reason[i] = (ch >= 32 && ch < 127) ? ch : '?';
     }
     c->close_reason[rl] = 0;
-    nexar__conn_fail(c, NEXAR_ERR_PEER_FAILED,
+    nexar__link_fail(c, NEXAR_ERR_PEER_FAILED,
                      c->close_reason[0] ? c->close_reason : "peer closed");
     return;
   }
@@ -395,8 +373,8 @@ static void on_read_error(nexar__conn_t *c, int rv) {
               ? "TLS handshake failed (certificate not accepted)"
               : why;
   }
-  nexar__conn_close(c, NEXAR__CLOSE_PROTO, why);
-  nexar__conn_fail(c, err, why);
+  nexar__link_close(c, NEXAR__CLOSE_PROTO, why);
+  nexar__link_fail(c, err, why);
 }
 
 void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
@@ -405,7 +383,7 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
   ngtcp2_version_cid vc;
   int rv = ngtcp2_pkt_decode_version_cid(&vc, data, len, SCID_LEN);
   if (rv != 0) return; /* garbage or a version we do not speak: drop */
-  nexar__conn_t *c = find_conn(ep, &vc);
+  nexar__link_t *c = find_conn(ep, &vc);
   if (!c) {
     ngtcp2_pkt_hd hd;
     if (ngtcp2_accept(&hd, data, len) != 0) return;
@@ -436,7 +414,7 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
   ngtcp2_path path = make_path(c);
   ngtcp2_pkt_info pi = {0};
   uint64_t now = nexar__now();
-  rv = ngtcp2_conn_read_pkt(c->qc, &path, &pi, data, len, now);
+  rv = ngtcp2_conn_read_pkt(Q(c)->qc, &path, &pi, data, len, now);
   if (rv != 0) {
     on_read_error(c, rv);
     return;
@@ -448,16 +426,16 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
 /* ---- Sending ---- */
 
 /* Whether |m| has bytes to write that flow control does not hold back. */
-static bool unsent(const nexar__omsg_t *m) {
-  return nexar__omsg_more(m) && !m->blocked;
+static bool unsent(const nexar__link_t *c, const nexar__omsg_t *m) {
+  return c->ep->ops->frame_more(m) && !m->blocked;
 }
 
 /* Unlinks and frees a queued message that never got a stream. */
-static void drop_unopened(nexar__conn_t *c, nexar__omsg_t *m) {
-  nexar__conn_unqueue(c, m);
+static void drop_unopened(nexar__link_t *c, nexar__omsg_t *m) {
+  nexar__link_unqueue(c, m);
   if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
     c->eager_bytes -= m->len;
-  nexar__omsg_free(m);
+  c->ep->ops->frame_free(m);
 }
 
 /* The lanes in the order they are written. */
@@ -473,18 +451,18 @@ static const int lane_order[NEXAR__LANE_COUNT] = {
  * only while more than half of it is left, RPC while more than a quarter
  * is, control while any is. Undelivered data can never hold back a call, a
  * barrier or a heartbeat, and a burst of calls cannot hold back a barrier. */
-static bool may_open(nexar__conn_t *c, int lane) {
+static bool may_open(nexar__link_t *c, int lane) {
   if (lane == NEXAR__LANE_CONTROL || c->role != NEXAR__ROLE_MESH) return true;
   const ngtcp2_transport_params *tp =
-      ngtcp2_conn_get_remote_transport_params(c->qc);
+      ngtcp2_conn_get_remote_transport_params(Q(c)->qc);
   uint64_t quarter = tp ? tp->initial_max_streams_bidi / 4 : 0;
   uint64_t keep = lane == NEXAR__LANE_DATA ? 2 * quarter : quarter;
-  return ngtcp2_conn_get_streams_bidi_left(c->qc) > keep;
+  return ngtcp2_conn_get_streams_bidi_left(Q(c)->qc) > keep;
 }
 
 /* The first message with bytes to write, the lanes taken in lane_order;
  * only the first |nlanes| of them may write. */
-static nexar__omsg_t *next_sendable(nexar__conn_t *c, int nlanes, int *err) {
+static nexar__omsg_t *next_sendable(nexar__link_t *c, int nlanes, int *err) {
   for (int k = 0; k < nlanes; k++) {
     int lane = lane_order[k];
     for (nexar__omsg_t *m = c->outq[lane], *next; m; m = next) {
@@ -494,12 +472,12 @@ static nexar__omsg_t *next_sendable(nexar__conn_t *c, int nlanes, int *err) {
         drop_unopened(c, m);
         continue;
       }
-      if (!unsent(m)) continue;
+      if (!unsent(c, m)) continue;
       if (m->sid < 0) {
         if (!may_open(c, lane)) break; /* keep FIFO order */
         int rv = c->role == NEXAR__ROLE_MESH
-                     ? ngtcp2_conn_open_bidi_stream(c->qc, &m->sid, m)
-                     : ngtcp2_conn_open_uni_stream(c->qc, &m->sid, m);
+                     ? ngtcp2_conn_open_bidi_stream(Q(c)->qc, &m->sid, m)
+                     : ngtcp2_conn_open_uni_stream(Q(c)->qc, &m->sid, m);
         if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) break; /* keep FIFO order */
         if (rv != 0) {
           *err = rv;
@@ -525,11 +503,11 @@ static void account(nexar__omsg_t *m, ngtcp2_ssize n) {
  * one socket. The RPC lane has an allowance of its own on top: it waits
  * only above 2 x cap, so a call never waits for data to drain, and a burst
  * of large calls is bounded as data is. Control is never held back. */
-static int writable_lanes(nexar__conn_t *c) {
+static int writable_lanes(nexar__link_t *c) {
   int64_t floor = c->ep->data_inflight;
   if (floor <= 0 || c->role != NEXAR__ROLE_MESH) return NEXAR__LANE_COUNT;
   ngtcp2_conn_stat cs;
-  ngtcp2_conn_get_conn_stat(c->qc, &cs);
+  ngtcp2_conn_get_conn_stat(Q(c)->qc, &cs);
   uint64_t cap = (uint64_t)floor;
   if (cs.min_rtt != UINT64_MAX && cs.delivery_rate_sec) {
     /* Rates above 1 TB/s or RTTs above 1 s saturate rather than wrap. */
@@ -546,63 +524,26 @@ static int writable_lanes(nexar__conn_t *c) {
 /* Sends the |len| bytes of packets in txbuf. Returns 0; 1 when the socket
  * is full (the batch waits in txbuf, see udp.c); NEXAR_ERR_SYS when the
  * send failed, which QUIC recovers as loss. */
-static int send_batch(nexar__conn_t *c, size_t len, size_t pktmax) {
+static int send_batch(nexar__link_t *c, size_t len, size_t pktmax) {
   nexar__ep_t *ep = c->ep;
   int rc =
       nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, len, pktmax);
   if (rc == 1)
     c->want_write = true;
   else if (rc < 0 || c->tx_err_since)
-    nexar__conn_tx_result(c, rc < 0 ? -rc : 0);
+    nexar__link_tx_result(c, rc < 0 ? -rc : 0);
   return rc < 0 ? 0 : rc; /* a failed send is a loss QUIC recovers */
-}
-
-/* Who the peer of |c| is, for log lines. */
-static void conn_who(const nexar__conn_t *c, char *out, size_t n) {
-  if (c->peer >= 0)
-    snprintf(out, n, "rank %d", c->peer);
-  else
-    snprintf(out, n, "%s",
-             c->role != NEXAR__ROLE_SEED ? "a peer"
-             : c->ep->server_alpn_seed   ? "a worker"
-                                         : "the seed");
-}
-
-void nexar__conn_tx_result(nexar__conn_t *c, int err) {
-  nexar__ep_t *ep = c->ep;
-  uint64_t now = nexar__now();
-  char who[32];
-  conn_who(c, who, sizeof(who));
-  if (!err) {
-    if (c->tx_err_since)
-      NEXAR__WARN(NEXAR__SUB_NET,
-                  "rank %d (%s): sending to %s at %s works again after %llu "
-                  "ms",
-                  ep->local_rank, ep->local_str, who, c->remote_str,
-                  (unsigned long long)((now - c->tx_err_since) / 1000000ull));
-    c->tx_err_since = 0;
-    return;
-  }
-  c->tx_errno = err;
-  if (c->tx_err_since) return;
-  c->tx_err_since = now;
-  /* Once per spell: the datagrams are dropped as lost, and a peer that
-   * stays unreachable is declared failed by the detector. */
-  NEXAR__WARN(NEXAR__SUB_NET,
-              "rank %d (%s): sending to %s at %s fails: %s (datagrams are "
-              "dropped as lost until it works again)",
-              ep->local_rank, ep->local_str, who, c->remote_str, strerror(err));
 }
 
 void nexar__ep_tx_failed(nexar__ep_t *ep, const struct sockaddr_storage *to,
                          int err) {
   for (int i = 0; i < ep->nconns; i++)
     if (nexar__addr_equal(&ep->conns[i]->remote, to))
-      nexar__conn_tx_result(ep->conns[i], err);
+      nexar__link_tx_result(ep->conns[i], err);
 }
 
-void nexar__conn_flush(nexar__conn_t *c) {
-  if (!c->qc || c->state == NEXAR__CS_DEAD || c->state == NEXAR__CS_CLOSING)
+static void quic_flush(nexar__link_t *c) {
+  if (!Q(c)->qc || c->state == NEXAR__CS_DEAD || c->state == NEXAR__CS_CLOSING)
     return;
   nexar__ep_t *ep = c->ep;
   if (ep->tx_blocked) {
@@ -611,8 +552,8 @@ void nexar__conn_flush(nexar__conn_t *c) {
     return;
   }
   uint64_t ts = nexar__now();
-  size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(c->qc);
-  size_t quantum = ngtcp2_conn_get_send_quantum(c->qc);
+  size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(Q(c)->qc);
+  size_t quantum = ngtcp2_conn_get_send_quantum(Q(c)->qc);
   size_t batch_max = GSO_MAX_BYTES / pktmax;
   if (batch_max < 1) batch_max = 1;
   if (batch_max > GSO_MAX_SEGS) batch_max = GSO_MAX_SEGS;
@@ -630,9 +571,10 @@ void nexar__conn_flush(nexar__conn_t *c) {
                            ? next_sendable(c, writable_lanes(c), &err)
                            : NULL;
     if (err) {
-      nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
+      nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
       return;
     }
+    struct iovec iov[4];
     ngtcp2_vec vec[4];
     size_t nvec = 0;
     uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
@@ -640,13 +582,17 @@ void nexar__conn_flush(nexar__conn_t *c) {
     if (m) {
       bool fin;
       sid = m->sid;
-      nvec = nexar__omsg_vecs(m, vec, 4, &fin);
+      nvec = ep->ops->frame_vecs(m, iov, 4, &fin);
+      for (size_t i = 0; i < nvec; i++) {
+        vec[i].base = iov[i].iov_base;
+        vec[i].len = iov[i].iov_len;
+      }
       if (fin) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
     }
     ngtcp2_ssize ndata = -1;
     ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, ep->txbuf + off, pktmax,
-                                  &ndata, flags, sid, vec, nvec, ts);
+        ngtcp2_conn_writev_stream(Q(c)->qc, &ps.path, &pi, ep->txbuf + off,
+                                  pktmax, &ndata, flags, sid, vec, nvec, ts);
     if (n < 0) {
       if (n == NGTCP2_ERR_WRITE_MORE) {
         account(m, ndata);
@@ -660,7 +606,7 @@ void nexar__conn_flush(nexar__conn_t *c) {
         m->sent = nexar__omsg_total(m);
         continue;
       }
-      nexar__conn_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror((int)n));
+      nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror((int)n));
       return;
     }
     account(m, ndata);
@@ -699,31 +645,31 @@ void nexar__conn_flush(nexar__conn_t *c) {
   /* Pace only what stopped at the send quantum: a flush that wrote all
    * there was would otherwise leave a pacing deadline that is already due,
    * and the engine would take it for a timer to serve. */
-  if (c->want_write) ngtcp2_conn_update_pkt_tx_time(c->qc, ts);
+  if (c->want_write) ngtcp2_conn_update_pkt_tx_time(Q(c)->qc, ts);
 }
 
-uint64_t nexar__conn_expiry(nexar__conn_t *c) {
-  if (!c->qc || c->state == NEXAR__CS_DEAD) return UINT64_MAX;
-  uint64_t e = ngtcp2_conn_get_expiry(c->qc);
-  if (c->state == NEXAR__CS_HANDSHAKE && c->handshake_deadline &&
-      c->handshake_deadline < e)
-    e = c->handshake_deadline;
+static uint64_t quic_expiry(nexar__link_t *c) {
+  if (!Q(c)->qc || c->state == NEXAR__CS_DEAD) return UINT64_MAX;
+  uint64_t e = ngtcp2_conn_get_expiry(Q(c)->qc);
+  if (c->state == NEXAR__CS_HANDSHAKE && Q(c)->handshake_deadline &&
+      Q(c)->handshake_deadline < e)
+    e = Q(c)->handshake_deadline;
   return e;
 }
 
-void nexar__conn_on_expiry(nexar__conn_t *c, uint64_t now) {
+static void quic_on_expiry(nexar__link_t *c, uint64_t now) {
   if (c->state == NEXAR__CS_DEAD) return;
-  if (c->state == NEXAR__CS_HANDSHAKE && c->handshake_deadline &&
-      now >= c->handshake_deadline) {
-    nexar__conn_fail(c, NEXAR_ERR_TIMEOUT, "QUIC handshake did not finish");
+  if (c->state == NEXAR__CS_HANDSHAKE && Q(c)->handshake_deadline &&
+      now >= Q(c)->handshake_deadline) {
+    nexar__link_fail(c, NEXAR_ERR_TIMEOUT, "QUIC handshake did not finish");
     return;
   }
-  int rv = ngtcp2_conn_handle_expiry(c->qc, now);
+  int rv = ngtcp2_conn_handle_expiry(Q(c)->qc, now);
   if (rv != 0) {
     const char *why = rv == NGTCP2_ERR_IDLE_CLOSE
                           ? "idle timeout: nothing received from the peer"
                           : ngtcp2_strerror(rv);
-    nexar__conn_fail(c,
+    nexar__link_fail(c,
                      rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT ? NEXAR_ERR_TIMEOUT
                                                         : NEXAR_ERR_PEER_FAILED,
                      why);
@@ -732,138 +678,155 @@ void nexar__conn_on_expiry(nexar__conn_t *c, uint64_t now) {
   c->want_write = true;
 }
 
-void nexar__conn_close(nexar__conn_t *c, int code, const char *reason) {
-  if (c->close_req) return;
-  c->close_req = true;
-  c->tx_code = code;
-  snprintf(c->tx_reason, sizeof(c->tx_reason), "%s", reason);
-  if (c->state != NEXAR__CS_DEAD) c->state = NEXAR__CS_CLOSING;
-}
-
-void nexar__conn_fail(nexar__conn_t *c, int err, const char *why) {
-  if (c->state == NEXAR__CS_DEAD) return;
-  c->state = NEXAR__CS_DEAD;
-  c->err = err;
-  if (why != c->close_reason)
-    snprintf(c->close_reason, sizeof(c->close_reason), "%s", why);
-}
-
-void nexar__conn_settle(nexar__conn_t *c) {
-  if (c->close_req && !c->close_sent) {
-    c->close_sent = true;
-    /* Before the handshake completes there may be no keys to protect an
-     * application CONNECTION_CLOSE (ngtcp2 0.12 asserts on it), so a
-     * stranger's bogus Initial is dropped silently. A handshake that TLS
-     * refused (certificate not in the roster, wrong ALPN) has an alert
-     * and keys: the peer gets a transport close carrying the alert and
-     * learns at once instead of after its handshake timeout. */
-    bool done = c->qc && ngtcp2_conn_get_handshake_completed(c->qc);
-    uint8_t alert = c->qc && !done ? ngtcp2_conn_get_tls_alert(c->qc) : 0;
-    if (c->qc && (done || alert) && !ngtcp2_conn_is_in_closing_period(c->qc) &&
-        !ngtcp2_conn_is_in_draining_period(c->qc)) {
-      ngtcp2_connection_close_error ce;
-      ngtcp2_connection_close_error_default(&ce);
-      if (done)
-        ngtcp2_connection_close_error_set_application_error(
-            &ce, (uint64_t)c->tx_code, (const uint8_t *)c->tx_reason,
-            strlen(c->tx_reason));
-      else
-        ngtcp2_connection_close_error_set_transport_error_tls_alert(
-            &ce, alert, (const uint8_t *)c->tx_reason, strlen(c->tx_reason));
-      ngtcp2_path_storage ps;
-      ngtcp2_path_storage_zero(&ps);
-      ngtcp2_pkt_info pi;
-      /* Not txbuf: it may hold a batch waiting for the socket. */
-      uint8_t buf[1200];
-      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-          c->qc, &ps.path, &pi, buf, sizeof(buf), &ce, nexar__now());
-      if (n > 0)
-        nexar__udp_send(c->ep, &c->remote, c->remote_len, buf, (size_t)n,
-                        (size_t)n);
-    }
-  }
-  if (c->state == NEXAR__CS_DEAD && !c->notified) {
-    c->notified = true;
-    NEXAR__INFO(NEXAR__SUB_NET, "connection to %s (rank %d) ended: %s",
-                c->remote_str, c->peer, c->close_reason);
-    if (c->ep->ops->on_closed) c->ep->ops->on_closed(c);
-  }
-}
-
-void nexar__conn_free(nexar__conn_t *c) {
-  if (!c) return;
-  for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++) {
-    nexar__omsg_t *m = c->outq[lane];
-    while (m) {
-      nexar__omsg_t *next = m->next;
-      if (m->req)
-        nexar__req_complete(m->req, c->err ? c->err : NEXAR_ERR_CLOSED);
-      m->req = NULL;
-      nexar__omsg_free(m);
-      m = next;
-    }
-    c->outq[lane] = c->outq_tail[lane] = NULL;
-  }
-  if (c->role == NEXAR__ROLE_MESH && c->ep->ops == &nexar__worker_ops)
-    nexar__p2p_conn_teardown(c);
-  if (c->qc) ngtcp2_conn_del(c->qc);
-  if (c->tls) gnutls_deinit(c->tls);
-  free(c->sbuf);
-  free(c);
-}
-
-void nexar__conn_send(nexar__conn_t *c, nexar__omsg_t *m) {
-  m->next = NULL;
-  m->conn = c;
-  if (c->outq_tail[m->lane])
-    c->outq_tail[m->lane]->next = m;
+static void quic_send_close(nexar__link_t *c) {
+  ngtcp2_conn *qc = Q(c)->qc;
+  /* Before the handshake completes there may be no keys to protect an
+   * application CONNECTION_CLOSE (ngtcp2 0.12 asserts on it), so a
+   * stranger's bogus Initial is dropped silently. A handshake that TLS
+   * refused (certificate not in the roster, wrong ALPN) has an alert
+   * and keys: the peer gets a transport close carrying the alert and
+   * learns at once instead of after its handshake timeout. */
+  bool done = qc && ngtcp2_conn_get_handshake_completed(qc);
+  uint8_t alert = qc && !done ? ngtcp2_conn_get_tls_alert(qc) : 0;
+  if (!qc || !(done || alert) || ngtcp2_conn_is_in_closing_period(qc) ||
+      ngtcp2_conn_is_in_draining_period(qc))
+    return;
+  ngtcp2_connection_close_error ce;
+  ngtcp2_connection_close_error_default(&ce);
+  if (done)
+    ngtcp2_connection_close_error_set_application_error(
+        &ce, (uint64_t)c->tx_code, (const uint8_t *)c->tx_reason,
+        strlen(c->tx_reason));
   else
-    c->outq[m->lane] = m;
-  c->outq_tail[m->lane] = m;
+    ngtcp2_connection_close_error_set_transport_error_tls_alert(
+        &ce, alert, (const uint8_t *)c->tx_reason, strlen(c->tx_reason));
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  ngtcp2_pkt_info pi;
+  /* Not txbuf: it may hold a batch waiting for the socket. */
+  uint8_t buf[1200];
+  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
+      qc, &ps.path, &pi, buf, sizeof(buf), &ce, nexar__now());
+  if (n > 0)
+    nexar__udp_send(c->ep, &c->remote, c->remote_len, buf, (size_t)n,
+                    (size_t)n);
+}
+
+static void quic_free(nexar__link_t *c) {
+  if (Q(c)->qc) ngtcp2_conn_del(Q(c)->qc);
+  if (Q(c)->tls) gnutls_deinit(Q(c)->tls);
+}
+
+static void quic_extend(nexar__link_t *c, int64_t sid, uint64_t n) {
+  if (!Q(c)->qc) return;
+  ngtcp2_conn_extend_max_stream_offset(Q(c)->qc, sid, n);
   c->want_write = true;
 }
 
-int nexar__conn_seed_send(nexar__conn_t *c, const uint8_t *frame, size_t len) {
-  /* Each seed frame travels on its own stream without a mesh header. The
-   * seed exchange is strictly request/response (PROOF, HELLO, then WELCOME
-   * or REJECT), so at most one frame is in flight per direction and the
-   * receiver can append stream data in arrival order. */
-  nexar__omsg_t *m = calloc(1, sizeof(*m));
-  if (!m) return NEXAR_ERR_NOMEM;
-  m->owned = malloc(len);
-  if (!m->owned) {
-    free(m);
-    return NEXAR_ERR_NOMEM;
+static bool quic_alive(const nexar__link_t *c) {
+  ngtcp2_conn *qc = nexar__quic((nexar__link_t *)c)->qc;
+  return qc && !ngtcp2_conn_is_in_draining_period(qc) &&
+         !ngtcp2_conn_is_in_closing_period(qc);
+}
+
+static void quic_stop_out(nexar__link_t *c, nexar__omsg_t *m) {
+  if (Q(c)->qc && m->sid >= 0) ngtcp2_conn_shutdown_stream(Q(c)->qc, m->sid, 1);
+  c->want_write = true;
+}
+
+static void quic_forget_out(nexar__link_t *c, nexar__omsg_t *m) {
+  if (Q(c)->qc && m->sid >= 0)
+    ngtcp2_conn_set_stream_user_data(Q(c)->qc, m->sid, NULL);
+}
+
+static void quic_attach_in(nexar__link_t *c, int64_t sid, nexar__imsg_t *m) {
+  ngtcp2_conn_set_stream_user_data(Q(c)->qc, sid, m);
+}
+
+/* A delivered message: a unidirectional stream (which ngtcp2 0.12 never
+ * reports closed) forgets it; the stream's credit goes back to the peer a
+ * quarter of the window at a time, so the peer keeps at least three
+ * quarters of its credit and credit rides on few packets. */
+static void quic_done_in(nexar__link_t *c, nexar__imsg_t *m) {
+  nexar__quic_t *q = Q(c);
+  if (!q->qc) return;
+  bool uni = (m->sid & 2) != 0;
+  if (uni && !m->stream_closed)
+    ngtcp2_conn_set_stream_user_data(q->qc, m->sid, NULL);
+  nexar_ctx_t *ctx = c->ep->owner;
+  uint32_t batch = (uint32_t)ctx->prm.max_streams / 4;
+  if (++q->streams_owed[!uni] >= (batch ? batch : 1)) {
+    if (uni)
+      ngtcp2_conn_extend_max_streams_uni(q->qc, q->streams_owed[0]);
+    else
+      ngtcp2_conn_extend_max_streams_bidi(q->qc, q->streams_owed[1]);
+    q->streams_owed[!uni] = 0;
+    c->want_write = true;
   }
-  memcpy(m->owned, frame, len);
-  m->data = m->owned;
-  m->len = len;
-  m->sid = -1;
-  m->lane = NEXAR__LANE_CONTROL;
-  m->sent = NEXAR__HDR_BYTES; /* no mesh header on seed streams */
-  m->acked = NEXAR__HDR_BYTES;
-  nexar__conn_send(c, m);
+}
+
+static int quic_init(nexar__ep_t *ep, const struct sockaddr_storage *bind,
+                     socklen_t len) {
+  NEXAR__CHECK(nexar__udp_open(ep, bind, len));
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = ep->fd};
+  if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->fd, &ev) < 0) return NEXAR_ERR_SYS;
   return 0;
 }
 
-int nexar__conn_extend_stream(nexar__conn_t *c, int64_t sid, uint64_t n) {
-  if (!c->qc || c->state == NEXAR__CS_DEAD || n == 0) return 0;
-  ngtcp2_conn_extend_max_stream_offset(c->qc, sid, n);
-  c->want_write = true;
-  return 0;
+static void quic_fini(nexar__ep_t *ep) {
+  for (int i = 0; i < ep->nstash; i++) free(ep->stash[i].data);
+  ep->nstash = 0;
+  if (ep->fd >= 0) close(ep->fd);
+  ep->fd = -1;
 }
 
-bool nexar__conn_tx_pending(const nexar__conn_t *c) {
-  for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
-    for (const nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
-      if (unsent(m)) return true;
-  return false;
+/* Reads a pass of datagrams, then replays Initials held until the roster
+ * was known. */
+static bool quic_input(nexar__ep_t *ep) {
+  nexar__udp_recv_all(ep, nexar__quic_on_datagram);
+  if (ep->accept_mesh && ep->nstash) {
+    int n = ep->nstash;
+    ep->nstash = 0;
+    for (int i = 0; i < n; i++) {
+      nexar__quic_on_datagram(ep, ep->stash[i].data, ep->stash[i].len,
+                              &ep->stash[i].from, ep->stash[i].fromlen);
+      free(ep->stash[i].data);
+    }
+  }
+  return ep->rx_more;
 }
 
-bool nexar__conn_idle(nexar__conn_t *c) {
-  for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
-    for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
-      if (m->sid >= 0 || m->req || m->fwd || m->sent < nexar__omsg_total(m))
-        return false; /* not a cancelled, never-opened leftover */
+/* A batch the socket refused goes out before anything new; while the
+ * socket stays full, sleep until EPOLLOUT (or the ENOBUFS retry time)
+ * rather than spin on the writes it holds back. */
+static bool quic_output(nexar__ep_t *ep, uint64_t *next) {
+  if (!ep->tx_blocked) return false;
+  int rc = nexar__udp_resume(ep);
+  if (rc < 0) nexar__ep_tx_failed(ep, &ep->tx_to, -rc);
+  if (!ep->tx_blocked) return false;
+  if (ep->tx_retry_at && ep->tx_retry_at < *next) *next = ep->tx_retry_at;
   return true;
 }
+
+const nexar__tp_t nexar__tp_quic = {
+    .name = "quic",
+    .caps = NEXAR__TP_RELIABLE | NEXAR__TP_ENCRYPTED,
+    .max_frame = UINT64_MAX,
+    .init = quic_init,
+    .fini = quic_fini,
+    .input = quic_input,
+    .output = quic_output,
+    .dial = quic_dial,
+    .flush = quic_flush,
+    .expiry = quic_expiry,
+    .on_expiry = quic_on_expiry,
+    .send_close = quic_send_close,
+    .free = quic_free,
+    .alive = quic_alive,
+    .exporter = nexar__tls_exporter,
+    .stop_out = quic_stop_out,
+    .forget_out = quic_forget_out,
+    .attach_in = quic_attach_in,
+    .done_in = quic_done_in,
+    .extend = quic_extend,
+};

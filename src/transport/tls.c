@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "nexar_int.h"
+#include "transport/quic.h"
 
 /* TLS 1.3 only, AES-128-GCM first (about 7x faster than ChaCha20 here). */
 static const char kPriority[] =
@@ -201,7 +201,7 @@ static int peer_fingerprint(gnutls_session_t s, uint8_t fp[32]) {
   return 0;
 }
 
-static nexar__conn_t *session_conn(gnutls_session_t s) {
+static nexar__link_t *session_conn(gnutls_session_t s) {
   ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
   return ref->user_data;
 }
@@ -210,7 +210,7 @@ static nexar__conn_t *session_conn(gnutls_session_t s) {
  * the roster gives for the rank it dials; the server maps the client's
  * fingerprint to a rank through the roster. Returns 0 to accept. */
 static int verify_mesh(gnutls_session_t s) {
-  nexar__conn_t *c = session_conn(s);
+  nexar__link_t *c = session_conn(s);
   uint8_t fp[32];
   if (peer_fingerprint(s, fp) < 0) {
     NEXAR__WARN(NEXAR__SUB_TLS, "rank %d: peer %s presented no certificate",
@@ -218,7 +218,8 @@ static int verify_mesh(gnutls_session_t s) {
     return -1;
   }
   if (!c->is_server) {
-    if (!c->pin_set || !nexar__ct_equal(fp, c->pin, 32)) {
+    if (!nexar__quic(c)->pin_set ||
+        !nexar__ct_equal(fp, nexar__quic(c)->pin, 32)) {
       NEXAR__WARN(NEXAR__SUB_TLS,
                   "rank %d: rank %d at %s presented a certificate that is "
                   "not the one the seed registered for it",
@@ -243,7 +244,7 @@ static int verify_mesh(gnutls_session_t s) {
 static int alpn_hook(gnutls_session_t s, unsigned htype, unsigned when,
                      unsigned incoming, const gnutls_datum_t *msg) {
   gnutls_datum_t alpn;
-  nexar__conn_t *c = session_conn(s);
+  nexar__link_t *c = session_conn(s);
   const char *want =
       c->role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED : NEXAR__ALPN_MESH;
   if (gnutls_alpn_get_selected_protocol(s, &alpn) != 0 ||
@@ -252,19 +253,20 @@ static int alpn_hook(gnutls_session_t s, unsigned htype, unsigned when,
   return 0;
 }
 
-int nexar__tls_session(nexar__conn_t *c, const char *alpn) {
+int nexar__tls_session(nexar__quic_t *q, const char *alpn) {
+  nexar__link_t *c = &q->l;
   gnutls_session_t s;
   unsigned flags = (c->is_server ? GNUTLS_SERVER : GNUTLS_CLIENT) |
                    GNUTLS_NO_END_OF_EARLY_DATA;
   if (gnutls_init(&s, flags) < 0) return NEXAR_ERR_NOMEM;
-  c->tls = s;
+  nexar__quic(c)->tls = s;
   if (gnutls_priority_set_direct(s, kPriority, NULL) < 0)
     return NEXAR_ERR_TRANSPORT;
   int r = c->is_server ? ngtcp2_crypto_gnutls_configure_server_session(s)
                        : ngtcp2_crypto_gnutls_configure_client_session(s);
   if (r != 0) return NEXAR_ERR_TRANSPORT;
-  c->ref.user_data = c;
-  gnutls_session_set_ptr(s, &c->ref);
+  nexar__quic(c)->ref.user_data = c;
+  gnutls_session_set_ptr(s, &nexar__quic(c)->ref);
   if (gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, c->ep->id.cred) < 0)
     return NEXAR_ERR_TRANSPORT;
   gnutls_datum_t proto = {(unsigned char *)alpn, (unsigned)strlen(alpn)};
@@ -288,9 +290,9 @@ int nexar__tls_session(nexar__conn_t *c, const char *alpn) {
   return 0;
 }
 
-int nexar__tls_exporter(nexar__conn_t *c, uint8_t out[32]) {
-  if (gnutls_prf_rfc5705(c->tls, sizeof(kExporterLabel) - 1, kExporterLabel, 0,
-                         NULL, 32, (char *)out) < 0)
+int nexar__tls_exporter(nexar__link_t *c, uint8_t out[32]) {
+  if (gnutls_prf_rfc5705(nexar__quic(c)->tls, sizeof(kExporterLabel) - 1,
+                         kExporterLabel, 0, NULL, 32, (char *)out) < 0)
     return NEXAR_ERR_TRANSPORT;
   return 0;
 }

@@ -43,7 +43,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "nexar_int.h"
+#include "transport/quic.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -72,8 +72,7 @@ static void set_buf(int fd, int opt_force, int opt, int bytes) {
  * none and reads the same variables (defaults where one is invalid). */
 static const nexar__params_t *ep_params(const nexar__ep_t *ep,
                                         nexar__params_t *tmp) {
-  if (ep->owner && ep->ops == &nexar__worker_ops)
-    return &((const nexar_ctx_t *)ep->owner)->prm;
+  if (ep->prm) return ep->prm;
   char err[256];
   (void)nexar__params_load(tmp, NULL, err, sizeof(err));
   return tmp;
