@@ -103,7 +103,7 @@ struct nexar__omsg {
   int64_t sid;    /* -1 until opened */
   int lane;
   int dest;            /* stable id of the final destination */
-  nexar__link_t *conn; /* the link it is queued on (nexar__conn_send) */
+  nexar__link_t *conn; /* the link it is queued on (nexar__link_send) */
   nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
   bool blocked;        /* stream flow control blocked */
   /* Ended (failed or cancelled) while ngtcp2 may still resend bytes of
@@ -165,8 +165,8 @@ struct nexar__imsg {
 };
 
 /* ---- Links (to a peer rank, to the seed, or from a worker). */
-enum nexar__conn_role { NEXAR__ROLE_MESH = 0, NEXAR__ROLE_SEED = 1 };
-enum nexar__conn_state {
+enum nexar__link_role { NEXAR__ROLE_MESH = 0, NEXAR__ROLE_SEED = 1 };
+enum nexar__link_state {
   NEXAR__CS_HANDSHAKE,
   NEXAR__CS_READY,
   NEXAR__CS_CLOSING,
