@@ -1,0 +1,350 @@
+/*
+ * The shared-memory segment and its two single-producer/single-consumer
+ * rings: layout, checks and the wakeup protocol are described in
+ * shm_ring.h. The consumer never trusts the segment; see "Ring" there.
+ */
+#include "transport/shm_ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The shared counters of one ring: the producer's pair of cache lines and
+ * the consumer's (128 bytes each, against adjacent-line prefetch). */
+struct nexar__shm_ctl {
+  _Atomic uint64_t head;    /* producer: bytes published */
+  _Atomic uint32_t waiting; /* producer: blocked on a full ring */
+  uint8_t pad0[128 - 12];
+  _Atomic uint64_t tail;     /* consumer: bytes released */
+  _Atomic uint32_t sleeping; /* consumer: blocked on an empty ring */
+  uint8_t pad1[128 - 12];
+};
+
+/* The segment header (offset 0). */
+struct shm_hdr {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t hdr_bytes;
+  uint64_t ring_bytes;
+  uint64_t total_bytes;
+};
+
+/* A record header as stored in the ring. */
+struct shm_rec_hdr {
+  uint32_t len;
+  uint16_t type;
+  uint16_t flags;
+  uint64_t a;
+  uint64_t b;
+};
+
+#define CTL_OFFSET 256u
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
+               "shared counters must be lock-free");
+_Static_assert(sizeof(struct nexar__shm_ctl) == 256, "ctl layout");
+_Static_assert(sizeof(struct shm_rec_hdr) == NEXAR__SHM_REC_HDR, "rec hdr");
+_Static_assert(CTL_OFFSET + 2 * sizeof(struct nexar__shm_ctl) <=
+                   NEXAR__SHM_HDR_BYTES,
+               "header page");
+
+static uint64_t rec_bytes(uint64_t len) {
+  return (NEXAR__SHM_REC_HDR + len + NEXAR__SHM_ALIGN - 1) &
+         ~(uint64_t)(NEXAR__SHM_ALIGN - 1);
+}
+
+static int ring_size_ok(uint64_t n) {
+  return n >= NEXAR__SHM_RING_MIN && n <= NEXAR__SHM_RING_MAX &&
+         (n & (n - 1)) == 0;
+}
+
+static void ring_init(nexar__shm_ring_t *r, uint8_t *base, uint64_t ring,
+                      int idx) {
+  memset(r, 0, sizeof *r);
+  r->ctl = (struct nexar__shm_ctl *)(base + CTL_OFFSET +
+                                     idx * sizeof(struct nexar__shm_ctl));
+  r->data = base + NEXAR__SHM_HDR_BYTES + idx * ring;
+  r->cap = ring;
+}
+
+static void seg_init(nexar__shm_seg_t *seg, int fd, void *base, size_t bytes,
+                     uint64_t ring, int creator) {
+  seg->fd = fd;
+  seg->base = base;
+  seg->map_bytes = bytes;
+  ring_init(&seg->tx, base, ring, creator ? 0 : 1);
+  ring_init(&seg->rx, base, ring, creator ? 1 : 0);
+}
+
+int nexar__shm_seg_create(size_t ring_bytes, nexar__shm_seg_t *seg) {
+  if (!seg) return NEXAR_ERR_INVALID_ARG;
+  memset(seg, 0, sizeof *seg);
+  seg->fd = -1;
+  if (!ring_size_ok(ring_bytes)) return NEXAR_ERR_INVALID_ARG;
+  size_t total = NEXAR__SHM_HDR_BYTES + 2 * ring_bytes;
+  void *base = MAP_FAILED;
+  int fd = memfd_create("nexar-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) goto fail;
+  if (ftruncate(fd, (off_t)total) != 0) goto fail;
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    goto fail;
+  base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) goto fail;
+  struct shm_hdr h = {.magic = NEXAR__SHM_MAGIC,
+                      .version = NEXAR__SHM_VERSION,
+                      .hdr_bytes = NEXAR__SHM_HDR_BYTES,
+                      .ring_bytes = ring_bytes,
+                      .total_bytes = total};
+  memcpy(base, &h, sizeof h);
+  seg_init(seg, fd, base, total, ring_bytes, 1);
+  return 0;
+fail:
+  if (fd >= 0) close(fd);
+  return NEXAR_ERR_SYS;
+}
+
+int nexar__shm_seg_attach(int fd, nexar__shm_seg_t *seg) {
+  if (!seg) return NEXAR_ERR_INVALID_ARG;
+  memset(seg, 0, sizeof *seg);
+  seg->fd = -1;
+  if (fd < 0) return NEXAR_ERR_INVALID_ARG;
+  const uint64_t min = NEXAR__SHM_HDR_BYTES + 2ull * NEXAR__SHM_RING_MIN;
+  const uint64_t max = NEXAR__SHM_HDR_BYTES + 2ull * NEXAR__SHM_RING_MAX;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return NEXAR_ERR_SYS;
+  if (!S_ISREG(st.st_mode) || st.st_size < (off_t)min ||
+      st.st_size > (off_t)max)
+    return NEXAR_ERR_PROTO;
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0) return errno == EINVAL ? NEXAR_ERR_PROTO : NEXAR_ERR_SYS;
+  int bad = F_SEAL_WRITE;
+#ifdef F_SEAL_FUTURE_WRITE
+  bad |= F_SEAL_FUTURE_WRITE;
+#endif
+  if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
+          (F_SEAL_SHRINK | F_SEAL_GROW) ||
+      (seals & bad))
+    return NEXAR_ERR_PROTO;
+  size_t bytes = (size_t)st.st_size;
+  void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return NEXAR_ERR_SYS;
+  struct shm_hdr h;
+  memcpy(&h, base, sizeof h);
+  atomic_signal_fence(memory_order_seq_cst); /* checks use the copy only */
+  if (h.magic != NEXAR__SHM_MAGIC || h.version != NEXAR__SHM_VERSION ||
+      h.hdr_bytes != NEXAR__SHM_HDR_BYTES || !ring_size_ok(h.ring_bytes) ||
+      h.total_bytes != bytes ||
+      NEXAR__SHM_HDR_BYTES + 2 * h.ring_bytes != bytes) {
+    munmap(base, bytes);
+    return NEXAR_ERR_PROTO;
+  }
+  seg_init(seg, fd, base, bytes, h.ring_bytes, 0);
+  return 0;
+}
+
+void nexar__shm_seg_close(nexar__shm_seg_t *seg) {
+  if (!seg) return;
+  if (seg->base && seg->map_bytes) munmap(seg->base, seg->map_bytes);
+  if (seg->fd >= 0) close(seg->fd);
+  memset(seg, 0, sizeof *seg);
+  seg->fd = -1;
+}
+
+/* ---- Producer */
+
+uint32_t nexar__shm_ring_max_payload(const nexar__shm_ring_t *r) {
+  return (uint32_t)(r->cap / 2 - NEXAR__SHM_REC_HDR);
+}
+
+static int ring_fail(nexar__shm_ring_t *r) {
+  r->broken = 1;
+  return NEXAR_ERR_PROTO;
+}
+
+/* Bytes not in use, from the consumer's tail read once; -1 when that tail
+ * is impossible (ahead of head or more than the ring behind). */
+static int64_t prod_free(nexar__shm_ring_t *r) {
+  uint64_t t = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
+  uint64_t used = r->head - t;
+  if (used > r->cap) return -1;
+  return (int64_t)(r->cap - used);
+}
+
+/* Room for a record of |len| payload bytes: 0 with the pad it needs first
+ * (0 or the rest of the ring), NEXAR__SHM_AGAIN, or NEXAR_ERR_PROTO. */
+static int prod_room(nexar__shm_ring_t *r, uint32_t len, uint64_t *pad) {
+  int64_t avail = prod_free(r);
+  if (avail < 0) return ring_fail(r);
+  uint64_t rec = rec_bytes(len);
+  uint64_t to_end = r->cap - (r->head & (r->cap - 1));
+  *pad = rec > to_end ? to_end : 0;
+  return *pad + rec <= (uint64_t)avail ? 0 : NEXAR__SHM_AGAIN;
+}
+
+static void write_hdr(uint8_t *at, uint32_t len, uint16_t type, uint16_t flags,
+                      uint64_t a, uint64_t b) {
+  struct shm_rec_hdr h = {
+      .len = len, .type = type, .flags = flags, .a = a, .b = b};
+  memcpy(at, &h, sizeof h);
+}
+
+int nexar__shm_ring_reserve(nexar__shm_ring_t *r, uint32_t len,
+                            void **payload) {
+  if (r->broken) return NEXAR_ERR_PROTO;
+  if (r->resv_open) return NEXAR_ERR_INVALID_USAGE;
+  if (!payload || len > nexar__shm_ring_max_payload(r))
+    return NEXAR_ERR_INVALID_ARG;
+  uint64_t pad;
+  int rc = prod_room(r, len, &pad);
+  if (rc != 0) return rc;
+  uint64_t off = r->head & (r->cap - 1);
+  if (pad) {
+    write_hdr(r->data + off, (uint32_t)(pad - NEXAR__SHM_REC_HDR),
+              NEXAR__SHM_PAD, 0, 0, 0);
+    off = 0;
+  }
+  r->resv_open = 1;
+  r->resv_len = len;
+  r->resv_pad = pad;
+  r->resv_off = off;
+  *payload = r->data + off + NEXAR__SHM_REC_HDR;
+  return 0;
+}
+
+int nexar__shm_ring_commit(nexar__shm_ring_t *r, uint16_t type, uint16_t flags,
+                           uint64_t a, uint64_t b, uint32_t len) {
+  if (!r->resv_open) return NEXAR_ERR_INVALID_USAGE;
+  if (type == NEXAR__SHM_PAD || len > r->resv_len) return NEXAR_ERR_INVALID_ARG;
+  write_hdr(r->data + r->resv_off, len, type, flags, a, b);
+  r->head += r->resv_pad + rec_bytes(len);
+  r->resv_open = 0;
+  atomic_store_explicit(&r->ctl->head, r->head, memory_order_release);
+  return 0;
+}
+
+int nexar__shm_ring_put(nexar__shm_ring_t *r, uint16_t type, uint16_t flags,
+                        uint64_t a, uint64_t b, const struct iovec *iov,
+                        int niov) {
+  if (type == NEXAR__SHM_PAD || niov < 0 || (niov > 0 && !iov))
+    return NEXAR_ERR_INVALID_ARG;
+  uint64_t len = 0;
+  for (int i = 0; i < niov; i++) {
+    if (!iov[i].iov_base && iov[i].iov_len) return NEXAR_ERR_INVALID_ARG;
+    len += iov[i].iov_len;
+    if (len > nexar__shm_ring_max_payload(r)) return NEXAR_ERR_INVALID_ARG;
+  }
+  void *p;
+  int rc = nexar__shm_ring_reserve(r, (uint32_t)len, &p);
+  if (rc != 0) return rc;
+  uint8_t *w = p;
+  for (int i = 0; i < niov; i++) {
+    if (iov[i].iov_len) memcpy(w, iov[i].iov_base, iov[i].iov_len);
+    w += iov[i].iov_len;
+  }
+  return nexar__shm_ring_commit(r, type, flags, a, b, (uint32_t)len);
+}
+
+uint64_t nexar__shm_ring_free(nexar__shm_ring_t *r) {
+  int64_t avail = prod_free(r);
+  return avail < 0 ? 0 : (uint64_t)avail;
+}
+
+/* The waker's half of the protocol: fence (orders the caller's counter
+ * store before the flag's load), then take the flag if it is set. */
+static bool take_flag(_Atomic uint32_t *flag) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load_explicit(flag, memory_order_relaxed)) return false;
+  return atomic_exchange_explicit(flag, 0, memory_order_seq_cst) != 0;
+}
+
+/* The sleeper's half: raise the flag, fence, then re-check with |ready|;
+ * 1: still nothing (sleep), 0: ready (flag taken back, do not sleep). */
+static int raise_flag(_Atomic uint32_t *flag, nexar__shm_ring_t *r,
+                      int (*ready)(nexar__shm_ring_t *, uint32_t),
+                      uint32_t arg) {
+  atomic_store_explicit(flag, 1, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!ready(r, arg)) return 1;
+  atomic_store_explicit(flag, 0, memory_order_relaxed);
+  return 0;
+}
+
+bool nexar__shm_ring_need_kick(nexar__shm_ring_t *r) {
+  return take_flag(&r->ctl->sleeping);
+}
+
+static int has_room(nexar__shm_ring_t *r, uint32_t len) {
+  uint64_t pad;
+  if (r->broken) return 1;
+  return prod_room(r, len, &pad) != NEXAR__SHM_AGAIN;
+}
+
+int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len) {
+  return raise_flag(&r->ctl->waiting, r, has_room, len);
+}
+
+/* ---- Consumer */
+
+int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out) {
+  if (r->broken) return NEXAR_ERR_PROTO;
+  if (r->peeked) {
+    *out = r->cur;
+    return 1;
+  }
+  /* At most a pad then a record: a pad never starts at offset 0. */
+  for (int pass = 0; pass < 2; pass++) {
+    uint64_t h = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+    uint64_t used = h - r->tail;
+    if (used > r->cap || (h & (NEXAR__SHM_ALIGN - 1))) return ring_fail(r);
+    if (used == 0) return 0;
+    uint64_t off = r->tail & (r->cap - 1);
+    struct shm_rec_hdr hd;
+    memcpy(&hd, r->data + off, sizeof hd);
+    atomic_signal_fence(memory_order_seq_cst); /* no second fetch */
+    uint64_t rec = rec_bytes(hd.len);
+    if (rec > used || rec > r->cap - off) return ring_fail(r);
+    if (hd.type == NEXAR__SHM_PAD) {
+      if (off == 0 || rec != r->cap - off) return ring_fail(r);
+      r->tail += rec;
+      atomic_store_explicit(&r->ctl->tail, r->tail, memory_order_release);
+      continue;
+    }
+    if (hd.len > nexar__shm_ring_max_payload(r)) return ring_fail(r);
+    r->cur = (nexar__shm_rec_t){.len = hd.len,
+                                .type = hd.type,
+                                .flags = hd.flags,
+                                .a = hd.a,
+                                .b = hd.b,
+                                .payload = r->data + off + NEXAR__SHM_REC_HDR};
+    r->peeked = rec;
+    *out = r->cur;
+    return 1;
+  }
+  return ring_fail(r);
+}
+
+void nexar__shm_ring_pop(nexar__shm_ring_t *r) {
+  if (!r->peeked) return;
+  r->tail += r->peeked;
+  r->peeked = 0;
+  atomic_store_explicit(&r->ctl->tail, r->tail, memory_order_release);
+}
+
+bool nexar__shm_ring_need_kick_space(nexar__shm_ring_t *r) {
+  return take_flag(&r->ctl->waiting);
+}
+
+static int has_data(nexar__shm_ring_t *r, uint32_t unused) {
+  (void)unused;
+  if (r->broken || r->peeked) return 1;
+  return atomic_load_explicit(&r->ctl->head, memory_order_acquire) != r->tail;
+}
+
+int nexar__shm_ring_consumer_sleep(nexar__shm_ring_t *r) {
+  return raise_flag(&r->ctl->sleeping, r, has_data, 0);
+}

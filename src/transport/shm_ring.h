@@ -1,0 +1,315 @@
+/*
+ * Building blocks of the same-host shared-memory transport: a segment of
+ * two single-producer/single-consumer rings (shm_ring.c) and the operating
+ * system pieces around it (shm_os.c): abstract Unix sockets, descriptor
+ * passing with the sender's credentials, cross-memory attach and pidfds.
+ * Plain C over descriptors and memory; nothing here knows about engines,
+ * peers or matching, and nothing blocks, allocates or aborts.
+ *
+ * Results are 0 (or a count) on success, a negative NEXAR_ERR_* code, or
+ * NEXAR__SHM_AGAIN: "not now" (ring full, socket would block), which never
+ * leaves the transport.
+ *
+ * ---- Segment layout (all offsets in bytes, little-endian host order)
+ *
+ *   0       header: u64 magic, u32 version, u32 header bytes (4096),
+ *           u64 ring bytes (a power of two), u64 total bytes
+ *   256     ring 0 control: producer line (head), consumer line (tail,
+ *           sleeping), each 128 bytes so no two counters share a pair of
+ *           cache lines
+ *   768     ring 1 control, the same
+ *   4096    ring 0 data (ring bytes), then ring 1 data (ring bytes)
+ *
+ * The creator produces into ring 0 and consumes ring 1; the attacher the
+ * reverse. The segment is an anonymous memfd sealed against shrinking and
+ * growing (F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL), so a peer cannot
+ * truncate it under a reader (SIGBUS); it is passed over a Unix socket,
+ * never named in /dev/shm.
+ *
+ * ---- Ring
+ *
+ * head and tail are byte counters that only grow (u64, never wrap in
+ * practice): the producer publishes records by a release store of head,
+ * the consumer releases them by a release store of tail; head - tail is
+ * the bytes in use (at most the ring bytes). A record is a 24-byte header
+ * (u32 payload length, u16 type, u16 flags, u64 a, u64 b) followed by its
+ * payload, padded to 64 bytes, and never wraps: when it does not fit before
+ * the end of the ring the producer fills the rest with a pad record (type
+ * NEXAR__SHM_PAD) and starts again at offset 0. A record's total size is at
+ * most half the ring (nexar__shm_ring_max_payload), so a record always fits
+ * in an empty ring.
+ *
+ * Everything the consumer reads from the segment is untrusted (the other
+ * process may be hostile or dying): the consumer keeps its own tail, reads
+ * head once per peek, checks head - tail <= ring bytes and 64-byte
+ * alignment, copies each record header out of shared memory before it
+ * looks at it (no double fetch) and checks that the record lies within what
+ * was published and within the ring. A failed check gives NEXAR_ERR_PROTO,
+ * and every later call on that ring too. The payload stays in shared
+ * memory: the peer can still change it while it is read, so the caller
+ * copies it before it trusts its content. The producer likewise checks the
+ * tail it reads (never ahead of head, never more than the ring behind).
+ *
+ * ---- Wakeups (Dekker-style: a flag, a seq_cst fence, a re-check)
+ *
+ * A consumer that found its ring empty for a while calls
+ * nexar__shm_ring_consumer_sleep(): it sets the consumer's "sleeping" flag,
+ * issues a seq_cst fence and looks at head again. 1 means still empty: it
+ * may now block (epoll on its eventfd); 0 means data arrived (flag taken
+ * back): do not block. The producer, after publishing records, calls
+ * nexar__shm_ring_need_kick(): a seq_cst fence, then an atomic exchange of
+ * the flag with 0; true means the consumer is (about to be) asleep and the
+ * producer must write the consumer's eventfd once. Because both sides store
+ * then fence then load, at least one of them sees the other's store: either
+ * the consumer sees the new head or the producer sees the flag, so a wakeup
+ * is never lost. A kick may be spurious (the consumer saw the data itself);
+ * the consumer just drains its eventfd.
+ *
+ * A producer facing a full ring mirrors this with the producer's "waiting"
+ * flag: nexar__shm_ring_producer_sleep(ring, need) then block when it
+ * returns 1; the consumer calls nexar__shm_ring_need_kick_space() after
+ * releasing records and writes the producer's eventfd when it says so.
+ *
+ * Thread-safety: one thread produces and one consumes on each ring (per
+ * process: one producer on its tx ring, one consumer on its rx ring).
+ */
+#ifndef NEXAR_SHM_RING_H
+#define NEXAR_SHM_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "nexar.h"
+
+/* "Not now": ring full or socket would block. Distinct from every
+ * NEXAR_ERR_* code; never returned by a public function. */
+#define NEXAR__SHM_AGAIN (-1000)
+
+#define NEXAR__SHM_MAGIC 0x474553534d48534eull /* "NSHMSSEG" */
+#define NEXAR__SHM_VERSION 1u
+#define NEXAR__SHM_HDR_BYTES 4096u
+#define NEXAR__SHM_ALIGN 64u
+#define NEXAR__SHM_REC_HDR 24u /* record header bytes */
+#define NEXAR__SHM_RING_MIN 4096u
+#define NEXAR__SHM_RING_MAX (1ull << 30)
+#define NEXAR__SHM_PAD 0u /* record type reserved for the wrap pad */
+
+/* One record as the consumer sees it: the header copied out of shared
+ * memory and validated, and a pointer to the payload in the segment. */
+typedef struct nexar__shm_rec {
+  uint32_t len;        /* payload bytes */
+  uint16_t type;       /* 1..65535 (opaque to the ring) */
+  uint16_t flags;      /* opaque */
+  uint64_t a, b;       /* opaque (stream id, offset, ...) */
+  const void *payload; /* len bytes in the segment (still shared) */
+} nexar__shm_rec_t;
+
+/* One direction of a segment, as this process uses it. All state the
+ * checks rely on is local; only head/tail/flags are shared. */
+typedef struct nexar__shm_ring {
+  struct nexar__shm_ctl *ctl; /* shared counters */
+  uint8_t *data;              /* ring bytes of shared data */
+  uint64_t cap;               /* ring bytes (power of two), local copy */
+  uint64_t head;              /* producer: bytes published */
+  uint64_t resv_pad;          /* producer: pad before the reservation */
+  uint64_t resv_off;          /* producer: the reserved record's offset */
+  uint32_t resv_len;          /* producer: payload bytes reserved */
+  int resv_open;              /* producer: a reservation is open */
+  uint64_t tail;              /* consumer: bytes released */
+  uint64_t peeked;            /* consumer: bytes of the peeked record */
+  nexar__shm_rec_t cur;       /* consumer: the peeked record */
+  int broken;                 /* a NEXAR_ERR_PROTO was returned */
+} nexar__shm_ring_t;
+
+typedef struct nexar__shm_seg {
+  int fd;               /* the memfd (owned; -1 after close) */
+  void *base;           /* the mapping */
+  size_t map_bytes;     /* its length */
+  nexar__shm_ring_t tx; /* the ring this process produces into */
+  nexar__shm_ring_t rx; /* the ring this process consumes */
+} nexar__shm_seg_t;
+
+/* ---- Segment (shm_ring.c) */
+
+/*
+ * Creates a segment with two rings of |ring_bytes| each (a power of two,
+ * NEXAR__SHM_RING_MIN..NEXAR__SHM_RING_MAX): a sealed memfd mapped shared,
+ * header written, the creator's tx = ring 0 and rx = ring 1. Returns 0;
+ * NEXAR_ERR_INVALID_ARG for a bad size or NULL |seg|; NEXAR_ERR_SYS when
+ * memfd_create, ftruncate, sealing or mmap fails (nothing is left open).
+ */
+int nexar__shm_seg_create(size_t ring_bytes, nexar__shm_seg_t *seg);
+
+/*
+ * Maps a segment received from a peer and takes ownership of |fd| on
+ * success (on failure the caller still owns it). Checks before anything is
+ * trusted: a regular file of at most the largest segment's size, seals
+ * that include F_SEAL_SHRINK and F_SEAL_GROW, then the header read once
+ * (magic, version, header bytes, ring size a power of two in range, total
+ * = 4096 + 2 * ring bytes = the file size). The attacher's tx = ring 1 and
+ * rx = ring 0. Returns 0; NEXAR_ERR_INVALID_ARG for fd < 0 or NULL |seg|;
+ * NEXAR_ERR_PROTO when the file, its seals or its header are wrong;
+ * NEXAR_ERR_SYS when fstat or mmap fails.
+ */
+int nexar__shm_seg_attach(int fd, nexar__shm_seg_t *seg);
+
+/* Unmaps and closes (idempotent; a zeroed or closed segment is fine). */
+void nexar__shm_seg_close(nexar__shm_seg_t *seg);
+
+/* ---- Producer (one thread) */
+
+/* Largest payload one record can carry: ring bytes / 2 - 24. */
+uint32_t nexar__shm_ring_max_payload(const nexar__shm_ring_t *r);
+
+/*
+ * Appends one record of type |type| (1..65535) whose payload is the
+ * concatenation of |niov| iovecs (niov >= 0, total <= max payload) and
+ * publishes it. Does not block. Returns 0; NEXAR__SHM_AGAIN when the ring
+ * has no room now (nothing written); NEXAR_ERR_INVALID_ARG for type 0, a
+ * payload too long or bad iovecs; NEXAR_ERR_INVALID_USAGE with a
+ * reservation open; NEXAR_ERR_PROTO when the consumer's tail is corrupt.
+ * Call nexar__shm_ring_need_kick() afterwards (once per batch).
+ */
+int nexar__shm_ring_put(nexar__shm_ring_t *r, uint16_t type, uint16_t flags,
+                        uint64_t a, uint64_t b, const struct iovec *iov,
+                        int niov);
+
+/*
+ * Reserves room for a record of up to |len| payload bytes and returns in
+ * |*payload| where to write it in place (writing a wrap pad first when
+ * needed, not yet visible to the consumer). Results as put. Exactly one
+ * reservation may be open; nexar__shm_ring_commit publishes it.
+ */
+int nexar__shm_ring_reserve(nexar__shm_ring_t *r, uint32_t len, void **payload);
+
+/*
+ * Publishes the open reservation as a record of |len| (<= the reserved
+ * length) payload bytes with the given header fields. Returns 0;
+ * NEXAR_ERR_INVALID_USAGE without a reservation; NEXAR_ERR_INVALID_ARG for
+ * type 0 or |len| above the reservation (the reservation stays open).
+ */
+int nexar__shm_ring_commit(nexar__shm_ring_t *r, uint16_t type, uint16_t flags,
+                           uint64_t a, uint64_t b, uint32_t len);
+
+/* Bytes the producer could append now (records take their payload plus 24,
+ * rounded up to 64, and a wrap may cost the rest of the ring); 0 when the
+ * tail is corrupt. */
+uint64_t nexar__shm_ring_free(nexar__shm_ring_t *r);
+
+/* After put/commit: true when the consumer sleeps and its eventfd must be
+ * written (once). See "Wakeups" above. */
+bool nexar__shm_ring_need_kick(nexar__shm_ring_t *r);
+
+/* Before blocking on a full ring: 1 when there is still no room for a
+ * |len|-byte payload (block now; the consumer will kick), 0 when room
+ * appeared (do not block). */
+int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len);
+
+/* ---- Consumer (one thread) */
+
+/*
+ * Looks at the next record without releasing it (pads are skipped).
+ * Returns 1 with |*out| filled; 0 when the ring is empty; NEXAR_ERR_PROTO
+ * when what the peer wrote is inconsistent (and for every later call).
+ * Peeking again without pop returns the same record.
+ */
+int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out);
+
+/* Releases the record returned by the last peek (no effect without one). */
+void nexar__shm_ring_pop(nexar__shm_ring_t *r);
+
+/* After a batch of pops: true when the producer waits for room and its
+ * eventfd must be written (once). */
+bool nexar__shm_ring_need_kick_space(nexar__shm_ring_t *r);
+
+/* Before blocking on an empty ring: 1 when still empty (block now; the
+ * producer will kick), 0 when data arrived (do not block). */
+int nexar__shm_ring_consumer_sleep(nexar__shm_ring_t *r);
+
+/* ---- Operating-system pieces (shm_os.c) */
+
+/* The credentials of a socket's peer (SO_PEERCRED: taken when it connected
+ * or when the pair was created). */
+typedef struct nexar__shm_cred {
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+} nexar__shm_cred_t;
+
+#define NEXAR__SHM_NONCE_BYTES 16u
+#define NEXAR__SHM_MAX_FDS 8 /* descriptors per message */
+
+/*
+ * A non-blocking, close-on-exec AF_UNIX SOCK_SEQPACKET listener bound to
+ * the abstract name "nexar-shm-<32 hex digits of nonce>" (per network
+ * namespace, nothing in the file system). The nonce must be secret and
+ * random (learned over the authenticated channel); anyone in the namespace
+ * who learns it can still connect or bind it first, so both sides check
+ * the other's credentials (nexar__shm_peer_cred, nexar__shm_recv_fds).
+ * Returns 0 with |*fd|; NEXAR_ERR_INVALID_ARG for NULL arguments;
+ * NEXAR_ERR_TRANSPORT when the name is taken; NEXAR_ERR_SYS otherwise.
+ */
+int nexar__shm_listen(const uint8_t nonce[16], int *fd);
+
+/* Accepts one connection (non-blocking, close-on-exec). Returns 0 with
+ * |*fd|; NEXAR__SHM_AGAIN when none is pending; NEXAR_ERR_SYS. */
+int nexar__shm_accept(int lfd, int *fd);
+
+/*
+ * Connects (non-blocking, close-on-exec) to the listener of |nonce|.
+ * Returns 0 with |*fd| (connected: Unix sockets connect at once);
+ * NEXAR__SHM_AGAIN when the listener's backlog is full;
+ * NEXAR_ERR_PEER_FAILED when nobody listens; NEXAR_ERR_SYS otherwise.
+ */
+int nexar__shm_connect(const uint8_t nonce[16], int *fd);
+
+/* SO_PEERCRED of a connected Unix socket. Returns 0; NEXAR_ERR_SYS. */
+int nexar__shm_peer_cred(int sock, nexar__shm_cred_t *cred);
+
+/*
+ * Sends one message of |len| bytes (1..65536) with |nfds| descriptors
+ * (0..NEXAR__SHM_MAX_FDS) attached by SCM_RIGHTS. Returns 0;
+ * NEXAR__SHM_AGAIN when the socket would block (nothing sent);
+ * NEXAR_ERR_PEER_FAILED when the peer closed; NEXAR_ERR_INVALID_ARG;
+ * NEXAR_ERR_SYS.
+ */
+int nexar__shm_send_fds(int sock, const int *fds, int nfds, const void *msg,
+                        size_t len);
+
+/*
+ * Receives one message into |msg| (|cap| bytes), at most |max_fds|
+ * (<= NEXAR__SHM_MAX_FDS) descriptors into |fds| (close-on-exec) and the
+ * sender's credentials (SO_PEERCRED) into |cred|, to be checked against
+ * the roster. Returns the message length (>= 0) with *nfds set; on any
+ * error no descriptor is left open: NEXAR__SHM_AGAIN (nothing pending),
+ * NEXAR_ERR_PEER_FAILED (peer closed), NEXAR_ERR_TRUNCATE (message longer
+ * than |cap|), NEXAR_ERR_PROTO (more descriptors than |max_fds|, control
+ * data truncated, or anything but SCM_RIGHTS), NEXAR_ERR_SYS.
+ */
+int nexar__shm_recv_fds(int sock, int *fds, int max_fds, int *nfds, void *msg,
+                        size_t cap, nexar__shm_cred_t *cred);
+
+/*
+ * Copies |len| bytes at |remote_addr| in process |pid| into |dst| with
+ * process_vm_readv, looping over partial reads (bounded: each pass must
+ * make progress). Returns 0; NEXAR_ERR_UNSUPPORTED when not permitted
+ * (EPERM: use the copy through the ring instead); NEXAR_ERR_PEER_FAILED
+ * when the process is gone (ESRCH); NEXAR_ERR_PROTO when the remote range
+ * is not mapped (EFAULT: a bad address from the peer);
+ * NEXAR_ERR_INVALID_ARG; NEXAR_ERR_SYS.
+ */
+int nexar__shm_cma_read(pid_t pid, void *dst, uint64_t remote_addr, size_t len);
+
+/* Whether this process may read |pid|'s memory: 0 when permitted,
+ * otherwise cma_read's codes (UNSUPPORTED, PEER_FAILED, SYS). Reads one
+ * byte at address 0, which the kernel checks for permission first. */
+int nexar__shm_cma_probe(pid_t pid);
+
+/* A pidfd for |pid| (close-on-exec; readable once the process exits, for
+ * epoll), or -1 with errno set when pidfd_open is unsupported or fails. */
+int nexar__shm_pidfd_open(pid_t pid);
+
+#endif /* NEXAR_SHM_RING_H */

@@ -1,0 +1,690 @@
+/*
+ * Multi-process parts of test_shm_ring (shm_procs.h). Every wait is
+ * bounded by a deadline; a parent that fails kills its child.
+ */
+#include "shm_procs.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SP_CHECK(c, ...)                                               \
+  do {                                                                 \
+    if (!(c)) {                                                        \
+      fprintf(stderr, "[%d] %s:%d: check failed: %s: ", (int)getpid(), \
+              __FILE__, __LINE__, #c);                                 \
+      fprintf(stderr, __VA_ARGS__);                                    \
+      fputc('\n', stderr);                                             \
+      return 1;                                                        \
+    }                                                                  \
+  } while (0)
+
+uint64_t sp_rng(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static pid_t sp_fork(int (*fn)(void *), void *arg) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) _exit(fn(arg));
+  return pid;
+}
+
+/* The child's exit status, 128 + signal, or -1 when it outlived
+ * |timeout_ms| (then it is killed). */
+static int sp_reap(pid_t pid, int timeout_ms) {
+  double end = now_ms() + timeout_ms;
+  int st;
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (now_ms() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      fprintf(stderr, "child %d killed after %d ms\n", (int)pid, timeout_ms);
+      return -1;
+    }
+    usleep(1000);
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Waits until |fd| is readable, at most until |end| (ms); 0 when it is. */
+static int wait_in(int fd, double end) {
+  for (;;) {
+    int left = (int)(end - now_ms());
+    if (left <= 0) return -1;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, 1, left);
+    if (n > 0) return 0;
+    if (n < 0 && errno != EINTR) return -1;
+  }
+}
+
+static void kick(int efd) {
+  uint64_t one = 1;
+  if (write(efd, &one, sizeof one) < 0 && errno != EAGAIN) perror("kick");
+}
+
+static void drain(int efd) {
+  uint64_t v;
+  if (read(efd, &v, sizeof v) < 0 && errno != EAGAIN) perror("drain");
+}
+
+/* ---- Corruption */
+
+static void put64(uint8_t *p, uint64_t v) {
+  __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
+}
+
+void sp_corrupt(nexar__shm_ring_t *w, uint64_t *s) {
+  uint8_t *ctl = (uint8_t *)w->ctl; /* head at 0, tail at 128 */
+  uint64_t cap = w->cap, mask = cap - 1;
+  uint64_t tail =
+      __atomic_load_n((uint64_t *)(void *)(ctl + 128), __ATOMIC_ACQUIRE);
+  uint64_t head = __atomic_load_n((uint64_t *)(void *)ctl, __ATOMIC_ACQUIRE);
+  static const uint32_t lens[] = {0,    1,           40,          64,
+                                  2000, 2024,        2025,        4072,
+                                  4096, 0x7fffffffu, 0xffffffe8u, 0xffffffffu};
+  int n = 1 + (int)(sp_rng(s) % 3);
+  for (int k = 0; k < n; k++) {
+    uint64_t x = sp_rng(s), y = sp_rng(s);
+    uint32_t len = x & 1 ? lens[(x >> 1) % 12] : (uint32_t)(y >> 32);
+    uint64_t at = (x >> 8) & mask & ~63ull;
+    uint8_t hdr[24] = {0};
+    switch ((x >> 40) % 8) {
+      case 0: /* any head */
+        put64(ctl, y);
+        break;
+      case 1: /* near the tail, maybe unaligned or past the ring */
+        put64(ctl, tail + y % (2 * cap + 1));
+        break;
+      case 2: /* a few records more, or fewer */
+        put64(ctl, head + 64 * (y % 9) - 64 * (y % 2 ? 8 : 0));
+        break;
+      case 3: /* the next record's header */
+      case 4: /* any record's header (type 0 = pad sometimes) */
+        at = (x >> 40) % 8 == 3 ? tail & mask : at;
+        memcpy(hdr, &len, 4);
+        hdr[4] = (uint8_t)(y % 3 == 0 ? 0 : y >> 8);
+        hdr[5] = (uint8_t)(y >> 16);
+        memcpy(w->data + at, hdr, sizeof hdr);
+        if (y % 2) put64(ctl, tail + 64 * (1 + y % 40));
+        break;
+      case 5: /* a pad at the tail reaching the ring's end, or not */
+        len = (uint32_t)(cap - (tail & mask) - 24 + 64 * (y % 3) - 64);
+        memcpy(hdr, &len, 4);
+        memcpy(w->data + (tail & mask), hdr, sizeof hdr);
+        put64(ctl, tail + cap - (tail & mask) + 64 * (y % 3));
+        break;
+      case 6: /* bytes anywhere */
+        for (int i = 0; i < 16; i++) w->data[sp_rng(s) & mask] = (uint8_t)y;
+        break;
+      default: /* everything */
+        for (uint64_t i = 0; i < cap; i += 8) put64(w->data + i, sp_rng(s));
+        put64(ctl, tail + (y % cap & ~63ull));
+        break;
+    }
+  }
+}
+
+/* ---- Hostile process */
+
+typedef struct hostile {
+  nexar__shm_seg_t seg;
+  int ms;
+} hostile_t;
+
+static int scribble_child(void *arg) {
+  hostile_t *w = arg; /* the parent's mapping, inherited */
+  uint64_t s = 0xbad;
+  double end = now_ms() + w->ms;
+  while (now_ms() < end) {
+    sp_corrupt(&w->seg.tx, &s);
+    if (sp_rng(&s) % 4 == 0) usleep(10);
+  }
+  return 0;
+}
+
+int sp_hostile_run(int ms, long *protos, long *recs) {
+  hostile_t w = {.ms = ms};
+  SP_CHECK(nexar__shm_seg_create(4096, &w.seg) == 0, "create");
+  pid_t pid = sp_fork(scribble_child, &w);
+  SP_CHECK(pid > 0, "fork");
+  double end = now_ms() + ms;
+  int rc = 0;
+  while (now_ms() < end && rc == 0) {
+    nexar__shm_seg_t c; /* a fresh consumer of ring 0 */
+    int fd = dup(w.seg.fd);
+    if (nexar__shm_seg_attach(fd, &c) != 0) rc = 1;
+    for (int i = 0; i < 1000 && rc == 0; i++) {
+      nexar__shm_rec_t r;
+      int got = nexar__shm_ring_peek(&c.rx, &r);
+      if (got < 0) {
+        if (got != NEXAR_ERR_PROTO) rc = 1;
+        ++*protos;
+        break;
+      }
+      if (got == 0) continue;
+      const uint8_t *p = r.payload, *lo = c.rx.data, *hi = lo + c.rx.cap;
+      if (p < lo + 24 || p > hi || r.len > (uint64_t)(hi - p) ||
+          r.type == NEXAR__SHM_PAD)
+        rc = 1;
+      ++*recs;
+      nexar__shm_ring_pop(&c.rx);
+    }
+    nexar__shm_seg_close(&c);
+  }
+  if (rc) kill(pid, SIGKILL);
+  int st = sp_reap(pid, ms + 5000);
+  nexar__shm_seg_close(&w.seg);
+  SP_CHECK(rc == 0, "a bad record or result (%ld so far)", *recs);
+  SP_CHECK(st == 0, "scribbler status %d", st);
+  return 0;
+}
+
+/* ---- Stream */
+
+#define SRC_BYTES (4u << 20)
+#define SPIN_ROUNDS 2000
+#define BATCH 64
+
+typedef struct gen {
+  uint64_t s, left, i;
+} gen_t;
+
+/* The next record of a stream: 1 in 4 from the edge sizes, the rest
+ * uniform up to the largest; 0 when |left| bytes were sent. */
+static int gen_next(gen_t *g, uint32_t max, uint32_t *len, uint64_t *off) {
+  if (g->left == 0) return 0;
+  const uint32_t edge[] = {0,   1,    63,   64,      65, 127,
+                           128, 4095, 4096, max - 1, max};
+  uint64_t x = sp_rng(&g->s);
+  uint32_t n = g->i % 4 == 0 ? edge[(x >> 8) % 11] : (x >> 8) % (max + 1ull);
+  *len = n < g->left ? n : (uint32_t)g->left;
+  *off = (x >> 40) % (SRC_BYTES - max);
+  g->left -= *len;
+  g->i++;
+  return 1;
+}
+
+static uint8_t *src_make(uint64_t seed) {
+  uint8_t *p = malloc(SRC_BYTES);
+  if (!p) return NULL;
+  for (size_t i = 0; i < SRC_BYTES; i += 8) {
+    uint64_t v = sp_rng(&seed);
+    memcpy(p + i, &v, 8);
+  }
+  return p;
+}
+
+typedef struct end {
+  nexar__shm_seg_t seg;
+  int wake, kick, ep;
+  const uint8_t *src_tx, *src_rx;
+  gen_t gtx, grx;
+  double deadline;
+  long sleeps;
+} end_t;
+
+static uint16_t type_of(uint64_t i) {
+  return (uint16_t)(1 + i % 65535);
+}
+static uint16_t flags_of(uint64_t i) {
+  return (uint16_t)(i * 2654435761u);
+}
+
+/* Record |i|: reserved and committed in place (1 in 3) or put from two
+ * iovecs. */
+static int put_rec(nexar__shm_ring_t *r, uint64_t i, const uint8_t *p,
+                   uint32_t len, uint64_t off) {
+  if (i % 3 == 0) {
+    void *at;
+    int rc = nexar__shm_ring_reserve(r, len, &at);
+    if (rc != 0) return rc;
+    memcpy(at, p, len);
+    return nexar__shm_ring_commit(r, type_of(i), flags_of(i), i, off, len);
+  }
+  struct iovec v[2] = {{(void *)p, len / 2},
+                       {(void *)(p + len / 2), len - len / 2}};
+  return nexar__shm_ring_put(r, type_of(i), flags_of(i), i, off, v, 2);
+}
+
+static int stream_loop(end_t *e) {
+  nexar__shm_ring_t *tx = &e->seg.tx, *rx = &e->seg.rx;
+  const uint32_t max = nexar__shm_ring_max_payload(tx);
+  uint32_t len = 0, rlen = 0;
+  uint64_t off = 0, roff = 0, itx = 0, irx = 0;
+  int have = gen_next(&e->gtx, max, &len, &off);
+  int want = gen_next(&e->grx, max, &rlen, &roff);
+  int idle = 0;
+  while (have || want) {
+    SP_CHECK(now_ms() < e->deadline, "sent %llu received %llu records",
+             (unsigned long long)itx, (unsigned long long)irx);
+    int moved = 0, ate = 0, rc = 0;
+    for (; have && moved < BATCH; moved++) {
+      rc = put_rec(tx, itx, e->src_tx + off, len, off);
+      if (rc == NEXAR__SHM_AGAIN) break;
+      SP_CHECK(rc == 0, "put %d", rc);
+      itx++;
+      have = gen_next(&e->gtx, max, &len, &off);
+    }
+    if (moved && nexar__shm_ring_need_kick(tx)) kick(e->kick);
+    nexar__shm_rec_t r;
+    for (; want && ate < BATCH; ate++) {
+      rc = nexar__shm_ring_peek(rx, &r);
+      SP_CHECK(rc >= 0, "peek %d at record %llu", rc, (unsigned long long)irx);
+      if (rc == 0) break;
+      SP_CHECK(r.a == irx && r.len == rlen && r.b == roff &&
+                   r.type == type_of(irx) && r.flags == flags_of(irx),
+               "record %llu: len %u type %u a %llu", (unsigned long long)irx,
+               r.len, r.type, (unsigned long long)r.a);
+      SP_CHECK(memcmp(r.payload, e->src_rx + roff, rlen) == 0,
+               "payload of record %llu", (unsigned long long)irx);
+      nexar__shm_ring_pop(rx);
+      irx++;
+      want = gen_next(&e->grx, max, &rlen, &roff);
+    }
+    if (ate && nexar__shm_ring_need_kick_space(rx)) kick(e->kick);
+    if (moved || ate || ++idle < SPIN_ROUNDS) {
+      idle = moved || ate ? 0 : idle;
+      continue;
+    }
+    idle = 0;
+    if (want && !nexar__shm_ring_consumer_sleep(rx)) continue;
+    if (have && !nexar__shm_ring_producer_sleep(tx, len)) continue;
+    /* No timeout but the deadline: a lost wakeup fails the test. */
+    struct epoll_event ev[2];
+    int n = epoll_wait(e->ep, ev, 2, (int)(e->deadline - now_ms()) + 1);
+    SP_CHECK(n >= 0 || errno == EINTR, "epoll_wait: %s", strerror(errno));
+    drain(e->wake);
+    e->sleeps++;
+  }
+  return 0;
+}
+
+/* Sets up |e|'s epoll and sources, runs the stream, prints the rate. */
+static int stream_side(end_t *e, const char *who, uint64_t bytes, int parent) {
+  uint64_t seeds[2] = {0x1111, 0x2222};
+  uint8_t *a = src_make(seeds[!parent]), *b = src_make(seeds[parent]);
+  e->ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event ev = {.events = EPOLLIN};
+  SP_CHECK(a && b && e->ep >= 0, "setup");
+  SP_CHECK(epoll_ctl(e->ep, EPOLL_CTL_ADD, e->wake, &ev) == 0, "epoll_ctl");
+  e->src_tx = a;
+  e->src_rx = b;
+  e->gtx = (gen_t){.s = seeds[!parent] + 1, .left = bytes};
+  e->grx = (gen_t){.s = seeds[parent] + 1, .left = bytes};
+  double t0 = now_ms();
+  int rc = stream_loop(e);
+  double dt = (now_ms() - t0) / 1e3;
+  if (rc == 0)
+    printf(
+        "stream (%s): %.0f MiB each way in %.2f s: %.2f GB/s each way, "
+        "%.2f GB/s both; %llu records sent, %ld sleeps in epoll\n",
+        who, bytes / 1048576.0, dt, bytes / dt / 1e9, 2 * bytes / dt / 1e9,
+        (unsigned long long)e->gtx.i, e->sleeps);
+  free(a);
+  free(b);
+  close(e->ep);
+  return rc;
+}
+
+typedef struct stream_arg {
+  uint8_t nonce[16];
+  uint64_t bytes;
+  int timeout_ms;
+} stream_arg_t;
+
+static int stream_child(void *arg) {
+  stream_arg_t *sa = arg;
+  end_t e = {.deadline = now_ms() + sa->timeout_ms};
+  int sock, fds[3], nfds;
+  char msg[16];
+  nexar__shm_cred_t cred;
+  SP_CHECK(nexar__shm_connect(sa->nonce, &sock) == 0, "connect");
+  SP_CHECK(nexar__shm_peer_cred(sock, &cred) == 0 && cred.pid == getppid(),
+           "listener pid %d", (int)cred.pid);
+  SP_CHECK(wait_in(sock, e.deadline) == 0, "no segment");
+  int n = nexar__shm_recv_fds(sock, fds, 3, &nfds, msg, sizeof msg, &cred);
+  SP_CHECK(n == 4 && nfds == 3 && memcmp(msg, "shm1", 4) == 0, "recv %d", n);
+  SP_CHECK(cred.pid == getppid() && cred.uid == getuid(), "sender pid %d",
+           (int)cred.pid);
+  SP_CHECK(nexar__shm_seg_attach(fds[0], &e.seg) == 0, "attach");
+  e.wake = fds[1];
+  e.kick = fds[2];
+  return stream_side(&e, "child", sa->bytes, 0);
+}
+
+/* The parent's side once the child runs: accept it, check that it is
+ * the child, send the segment and the eventfds, stream. */
+static int stream_parent(end_t *e, int lfd, pid_t pid, uint64_t bytes) {
+  int sock;
+  nexar__shm_cred_t cred;
+  SP_CHECK(wait_in(lfd, e->deadline) == 0, "no connection");
+  SP_CHECK(nexar__shm_accept(lfd, &sock) == 0, "accept");
+  SP_CHECK(nexar__shm_peer_cred(sock, &cred) == 0 && cred.pid == pid &&
+               cred.uid == getuid(),
+           "connected pid %d, child %d", (int)cred.pid, (int)pid);
+  SP_CHECK(nexar__shm_seg_create(1u << 20, &e->seg) == 0, "create");
+  e->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  e->kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  SP_CHECK(e->wake >= 0 && e->kick >= 0, "eventfd");
+  int fds[3] = {e->seg.fd, e->kick, e->wake}; /* child: wake = our kick */
+  SP_CHECK(nexar__shm_send_fds(sock, fds, 3, "shm1", 4) == 0, "send");
+  close(sock);
+  return stream_side(e, "parent", bytes, 1);
+}
+
+int sp_stream_run(uint64_t bytes, int timeout_ms) {
+  stream_arg_t sa = {.bytes = bytes, .timeout_ms = timeout_ms};
+  SP_CHECK(getrandom(sa.nonce, 16, 0) == 16, "getrandom");
+  int lfd, lfd2;
+  SP_CHECK(nexar__shm_listen(sa.nonce, &lfd) == 0, "listen");
+  SP_CHECK(nexar__shm_listen(sa.nonce, &lfd2) == NEXAR_ERR_TRANSPORT,
+           "the name is taken");
+  end_t e = {.deadline = now_ms() + timeout_ms, .wake = -1, .kick = -1};
+  pid_t pid = sp_fork(stream_child, &sa);
+  SP_CHECK(pid > 0, "fork");
+  int rc = stream_parent(&e, lfd, pid, bytes);
+  if (rc) kill(pid, SIGKILL);
+  int st = sp_reap(pid, timeout_ms + 5000);
+  close(lfd);
+  close(e.wake);
+  close(e.kick);
+  nexar__shm_seg_close(&e.seg);
+  SP_CHECK(rc == 0 && st == 0, "parent %d, child status %d", rc, st);
+  return 0;
+}
+
+/* ---- A segment over a socketpair, for the ping-pong and death tests. */
+
+typedef struct pair {
+  int sock[2];
+  nexar__shm_seg_t seg;
+  int efd; /* the parent's wake, written by the child */
+  int rounds, ms;
+} pair_t;
+
+static int pair_open(pair_t *p, size_t ring) {
+  SP_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p->sock) == 0,
+           "socketpair");
+  SP_CHECK(nexar__shm_seg_create(ring, &p->seg) == 0, "create");
+  p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  SP_CHECK(p->efd >= 0, "eventfd");
+  return 0;
+}
+
+/* In the child: the segment and the parent's eventfd from the parent,
+ * whose credentials are checked. */
+static int pair_child(pair_t *p, nexar__shm_seg_t *seg, int *efd) {
+  int fds[2], nfds;
+  char msg[8];
+  nexar__shm_cred_t cred;
+  close(p->sock[0]);
+  nexar__shm_seg_close(&p->seg); /* the inherited mapping: use the fd */
+  SP_CHECK(wait_in(p->sock[1], now_ms() + 10000) == 0, "no segment");
+  int n =
+      nexar__shm_recv_fds(p->sock[1], fds, 2, &nfds, msg, sizeof msg, &cred);
+  SP_CHECK(n == 1 && nfds == 2, "recv %d", n);
+  SP_CHECK(cred.pid == getppid() && cred.uid == getuid(), "sender");
+  SP_CHECK(nexar__shm_seg_attach(fds[0], seg) == 0, "attach");
+  *efd = fds[1];
+  return 0;
+}
+
+static int pair_send(pair_t *p) {
+  close(p->sock[1]);
+  int fds[2] = {p->seg.fd, p->efd};
+  SP_CHECK(nexar__shm_send_fds(p->sock[0], fds, 2, "s", 1) == 0, "send");
+  return 0;
+}
+
+static void pair_close(pair_t *p) {
+  close(p->sock[0]);
+  close(p->efd);
+  nexar__shm_seg_close(&p->seg);
+}
+
+static int pong_child(void *arg) {
+  nexar__shm_seg_t seg;
+  int efd;
+  if (pair_child(arg, &seg, &efd)) return 1;
+  double end = now_ms() + 20000;
+  for (uint64_t spins = 0;; spins++) {
+    nexar__shm_rec_t r;
+    int rc = nexar__shm_ring_peek(&seg.rx, &r);
+    SP_CHECK(rc >= 0, "peek %d", rc);
+    if (rc == 0) {
+      SP_CHECK(spins % 4096 || now_ms() < end, "no ping");
+      continue;
+    }
+    uint64_t v;
+    memcpy(&v, r.payload, 8);
+    nexar__shm_ring_pop(&seg.rx);
+    if (r.type == 2) return 0;
+    struct iovec io = {&v, 8};
+    SP_CHECK(nexar__shm_ring_put(&seg.tx, 1, 0, r.a, 0, &io, 1) == 0, "put");
+  }
+}
+
+int sp_pingpong_run(int rounds, int ms) {
+  pair_t p;
+  if (pair_open(&p, 65536)) return 1;
+  pid_t pid = sp_fork(pong_child, &p);
+  SP_CHECK(pid > 0 && pair_send(&p) == 0, "start");
+  double t0 = 0, end = now_ms() + ms, stuck = end + 10000;
+  int i, rc = 0, warm = 100;
+  for (i = 0; i < warm + rounds && rc == 0; i++) {
+    if (i == warm) t0 = now_ms(), end = t0 + ms;
+    if (i > warm && now_ms() > end) break;
+    uint64_t v = (uint64_t)i * 0x9e3779b97f4a7c15ull, back;
+    struct iovec io = {&v, 8};
+    nexar__shm_rec_t r;
+    if (nexar__shm_ring_put(&p.seg.tx, 1, 0, (uint64_t)i, 0, &io, 1) != 0)
+      rc = 1;
+    for (uint64_t spins = 0; rc == 0; spins++) {
+      int got = nexar__shm_ring_peek(&p.seg.rx, &r);
+      if (got == 1) break;
+      if (got < 0 || (spins % 4096 == 0 && now_ms() > stuck)) rc = 1;
+    }
+    if (rc) break;
+    memcpy(&back, r.payload, 8);
+    rc = r.a != (uint64_t)i || r.len != 8 || back != v;
+    nexar__shm_ring_pop(&p.seg.rx);
+  }
+  double dt = now_ms() - t0;
+  nexar__shm_ring_put(&p.seg.tx, 2, 0, 0, 0, &(struct iovec){&dt, 8}, 1);
+  int st = sp_reap(pid, 15000);
+  pair_close(&p);
+  SP_CHECK(rc == 0 && st == 0, "round %d: parent %d, child status %d", i, rc,
+           st);
+  printf(
+      "ping-pong: %d round trips of an 8-byte record, busy polling: "
+      "%.2f us per round trip\n",
+      i - warm, dt * 1e3 / (i - warm));
+  return 0;
+}
+
+/* ---- Cross-memory attach */
+
+#define CMA_BYTES (1u << 20)
+static uint8_t cma_buf[CMA_BYTES];
+
+static void cma_fill(uint8_t *p) {
+  uint64_t s = 77;
+  for (size_t i = 0; i < CMA_BYTES; i += 8) {
+    uint64_t v = sp_rng(&s);
+    memcpy(p + i, &v, 8);
+  }
+}
+
+static int cma_child(void *arg) {
+  int *pipes = arg; /* ready[2], go[2] */
+  close(pipes[0]);
+  close(pipes[3]);
+  cma_fill(cma_buf); /* after the fork: only this process has it */
+  uint64_t addr = (uintptr_t)cma_buf;
+  SP_CHECK(write(pipes[1], &addr, 8) == 8, "ready");
+  return wait_in(pipes[2], now_ms() + 10000) ? 1 : 0;
+}
+
+/* As uid 65534: reading the (root) parent must be refused. */
+static int cma_nobody(void *arg) {
+  (void)arg;
+  if (setgid(65534) != 0 || setuid(65534) != 0) return 77;
+  uint8_t b[8];
+  SP_CHECK(nexar__shm_cma_probe(getppid()) == NEXAR_ERR_UNSUPPORTED, "probe");
+  SP_CHECK(nexar__shm_cma_read(getppid(), b, (uintptr_t)cma_buf, 8) ==
+               NEXAR_ERR_UNSUPPORTED,
+           "read");
+  return 0;
+}
+
+int sp_cma_run(void) {
+  int pipes[4], *ready = pipes, *go = pipes + 2;
+  SP_CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipe");
+  memset(cma_buf, 0, CMA_BYTES);
+  pid_t pid = sp_fork(cma_child, pipes);
+  SP_CHECK(pid > 0, "fork");
+  uint64_t addr = 0;
+  int rc =
+      wait_in(ready[0], now_ms() + 10000) != 0 || read(ready[0], &addr, 8) != 8;
+  int probe = rc ? 0 : nexar__shm_cma_probe(pid);
+  uint8_t *want = malloc(CMA_BYTES), *got = malloc(CMA_BYTES);
+  if (!rc && probe == NEXAR_ERR_UNSUPPORTED) {
+    printf("cma: process_vm_readv not permitted here (EPERM): skipped\n");
+  } else if (!rc) {
+    cma_fill(want);
+    memset(got, 0, CMA_BYTES);
+    rc = probe != 0 || nexar__shm_cma_read(pid, got, addr, CMA_BYTES) != 0 ||
+         memcmp(got, want, CMA_BYTES) != 0 ||
+         nexar__shm_cma_read(pid, got, 4096, 16) != NEXAR_ERR_PROTO ||
+         nexar__shm_cma_read(pid, got, UINT64_MAX - 4, 16) != NEXAR_ERR_PROTO;
+    if (!rc) printf("cma: 1 MiB read from the child, bit-exact\n");
+  }
+  close(go[1]); /* the child exits */
+  int st = sp_reap(pid, 10000);
+  SP_CHECK(rc == 0 && st == 0, "probe %d, child status %d", probe, st);
+  SP_CHECK(nexar__shm_cma_read(pid, got, addr, 16) == NEXAR_ERR_PEER_FAILED,
+           "a process gone");
+  free(want);
+  free(got);
+  for (int i = 0; i < 2; i++) close(ready[i]), close(go[i]);
+  if (geteuid() == 0) {
+    st = sp_reap(sp_fork(cma_nobody, NULL), 10000);
+    if (st == 77) printf("cma: cannot become uid 65534: EPERM check skipped\n");
+    SP_CHECK(st == 0 || st == 77, "uid 65534 child status %d", st);
+  }
+  return 0;
+}
+
+/* ---- A peer killed mid-stream */
+
+#define DEATH_RECS 3000
+
+static int death_child(void *arg) {
+  nexar__shm_seg_t seg;
+  int efd;
+  uint8_t buf[1000];
+  if (pair_child(arg, &seg, &efd)) return 1;
+  double end = now_ms() + 10000;
+  for (uint64_t i = 0; i < DEATH_RECS;) {
+    memset(buf, (int)(i & 0xff), sizeof buf);
+    int rc = nexar__shm_ring_put(&seg.tx, 1, 0, i, 0,
+                                 &(struct iovec){buf, sizeof buf}, 1);
+    SP_CHECK(rc == 0 || rc == NEXAR__SHM_AGAIN, "put %d", rc);
+    SP_CHECK(now_ms() < end, "stuck at %llu", (unsigned long long)i);
+    if (rc == 0) i++;
+    if (nexar__shm_ring_need_kick(&seg.tx)) kick(efd);
+    if (rc) sched_yield();
+  }
+  void *p; /* half a record, never committed */
+  while (nexar__shm_ring_reserve(&seg.tx, 1000, &p) == NEXAR__SHM_AGAIN)
+    sched_yield();
+  memset(p, 0xee, 500);
+  raise(SIGKILL);
+  return 1;
+}
+
+int sp_death_run(void) {
+  pair_t p;
+  if (pair_open(&p, 65536)) return 1;
+  pid_t pid = sp_fork(death_child, &p);
+  SP_CHECK(pid > 0, "fork");
+  int pfd = nexar__shm_pidfd_open(pid);
+  if (pfd < 0) {
+    printf("pidfd_open unsupported (%s): death check skipped\n",
+           strerror(errno));
+    kill(pid, SIGKILL);
+    sp_reap(pid, 5000);
+    pair_close(&p);
+    return 0;
+  }
+  int ep = epoll_create1(EPOLL_CLOEXEC), rc = pair_send(&p);
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = p.efd};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.efd, &ev);
+  ev.data.fd = pfd;
+  epoll_ctl(ep, EPOLL_CTL_ADD, pfd, &ev);
+  uint64_t got = 0;
+  int dead = 0;
+  double end = now_ms() + 10000;
+  while (rc == 0 && now_ms() < end) {
+    nexar__shm_rec_t r;
+    int n = nexar__shm_ring_peek(&p.seg.rx, &r);
+    if (n == 1) {
+      const uint8_t *b = r.payload;
+      rc = r.a != got || r.len != 1000 || b[0] != (got & 0xff) ||
+           b[999] != (got & 0xff);
+      nexar__shm_ring_pop(&p.seg.rx);
+      got++;
+      continue;
+    }
+    if (n < 0 || dead) { /* after the death: everything was drained */
+      rc = n < 0;
+      break;
+    }
+    if (!nexar__shm_ring_consumer_sleep(&p.seg.rx)) continue;
+    struct epoll_event out[2];
+    int k = epoll_wait(ep, out, 2, (int)(end - now_ms()) + 1);
+    for (int i = 0; i < k; i++) {
+      if (out[i].data.fd == pfd)
+        dead = 1;
+      else
+        drain(p.efd);
+    }
+  }
+  close(ep);
+  close(pfd);
+  int st = sp_reap(pid, 10000);
+  pair_close(&p);
+  SP_CHECK(rc == 0 && dead, "rc %d, pidfd readable %d, %llu records", rc, dead,
+           (unsigned long long)got);
+  SP_CHECK(got == DEATH_RECS, "%llu records", (unsigned long long)got);
+  SP_CHECK(st == 128 + SIGKILL, "child status %d", st);
+  printf(
+      "death: pidfd readable after SIGKILL, %d records intact, the "
+      "half-written one absent\n",
+      DEATH_RECS);
+  return 0;
+}
