@@ -106,6 +106,9 @@ struct nexar__omsg {
   nexar__link_t *conn; /* the link it is queued on (nexar__link_send) */
   nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
   bool blocked;        /* stream flow control blocked */
+  bool stop;           /* the stream is to be cut (transports that queue it) */
+  uint64_t tx_max;     /* stream bytes the receiver allows (transports that
+                          keep stream credit here) */
   /* Ended (failed or cancelled) while ngtcp2 may still resend bytes of
    * the caller's buffer (a reset stream's lost frames): the request
    * completes with end_rc once those end_at stream bytes are acknowledged
@@ -330,6 +333,11 @@ typedef struct nexar__ep_ops {
    * rank (>= 0), -1 to refuse, or -2 to accept as a non-mesh (seed)
    * client. */
   int (*verify_client)(nexar__ep_t *ep, const uint8_t *fp);
+  /* A same-host transport's peer presented certificate fingerprint |fp|
+   * and the kernel vouches for its process id |pid|: returns the peer
+   * rank when the roster says that rank has this host key and pid, else
+   * -1 (optional). */
+  int (*verify_local)(nexar__ep_t *ep, const uint8_t *fp, uint32_t pid);
   /* An ICMP destination-unreachable report came back for a datagram sent
    * to |to|; |err| is its errno, ECONNREFUSED for "port unreachable"
    * (optional). */
@@ -373,8 +381,10 @@ struct nexar__ep {
   bool gso;
   nexar__identity_t id;
   const nexar__ep_ops_t *ops;
-  void *owner;                /* nexar_ctx_t or nexar_seed_t */
-  const nexar__params_t *prm; /* the owner's settings; NULL: the seed's */
+  void *owner;                  /* nexar_ctx_t or nexar_seed_t */
+  const nexar__params_t *prm;   /* the owner's settings; NULL: the seed's */
+  const nexar__host_id_t *host; /* where this process runs; NULL: unknown */
+  int shm_lfd; /* the shared-memory rendezvous listener, or -1 */
   /* Transports, in the order their input is read (engine.c). */
   const struct nexar__tp *tps[NEXAR__TP_MAX];
   int ntps;
@@ -672,10 +682,11 @@ void nexar__relay_tag(const uint8_t key[32], uint32_t origin, uint32_t dest,
 
 /* ---------------- engine.c ---------------- */
 /* Opens the endpoint's transports on |bind_addr|; |prm| are the owner's
- * validated settings (NULL for the seed, which reads the defaults). */
+ * validated settings (NULL for the seed, which reads the defaults), |host|
+ * where it runs (NULL: unknown, no same-host transport). */
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner,
-                   const nexar__params_t *prm);
+                   const nexar__params_t *prm, const nexar__host_id_t *host);
 int nexar__ep_start(nexar__ep_t *ep);
 void nexar__ep_stop(nexar__ep_t *ep);
 void nexar__ep_fini(nexar__ep_t *ep);

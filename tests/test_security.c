@@ -195,7 +195,8 @@ static const nexar__ep_ops_t stranger_ops = {
 static int stranger_dial(nexar__req_t *req) {
   stranger_dial_t *d = req->cb_arg;
   nexar__link_t *c;
-  nexar__dial_t dl = {&d->to, d->tolen, NEXAR__ROLE_MESH, d->peer, d->pin};
+  nexar__dial_t dl = {&d->to,  d->tolen, NEXAR__ROLE_MESH,
+                      d->peer, d->pin,   NULL};
   return nexar__link_dial(d->ep, &dl, &c);
 }
 
@@ -209,7 +210,7 @@ static int stranger_attempt(nexar_ctx_t *ctx, int target, double limit_ms) {
   struct sockaddr_storage bind_to;
   socklen_t bl;
   NT_OK(nexar__parse_addr("127.0.0.1:0", 0, &bind_to, &bl));
-  NT_OK(nexar__ep_init(ep, &bind_to, bl, &stranger_ops, &g, NULL));
+  NT_OK(nexar__ep_init(ep, &bind_to, bl, &stranger_ops, &g, NULL, NULL));
   for (int r = 0; r < ctx->world; r++)
     NT_CHECKF(memcmp(ep->id.fingerprint, ctx->roster[r].fingerprint,
                      NEXAR__FP_BYTES) != 0,

@@ -121,3 +121,16 @@ set_tests_properties(test_slurm PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 # (src/transport/shm_ring.h): hostile writers, 1 GiB each way between two
 # processes with eventfd wakeups, cross-memory attach, a peer's pidfd.
 nexar_test(test_shm_ring 60 test_shm_ring.c shm_procs.c)
+# Transports (docs/architecture.md): every test runs with the default
+# NEXAR_TRANSPORT=auto, where ranks on one host (all of a test's) talk over
+# shared memory. These test what only QUIC has (UDP send refusal, QUIC
+# stream state, routes cut under UDP) and force it; the _quic copies run the
+# p2p, collective and lane suites over QUIC as well.
+set_tests_properties(test_backpressure test_streams test_ft_net PROPERTIES
+  ENVIRONMENT NEXAR_TRANSPORT=quic)
+foreach(t test_p2p test_coll test_lanes)
+  add_test(NAME ${t}_quic COMMAND ${t})
+  get_test_property(${t} TIMEOUT tmo)
+  set_tests_properties(${t}_quic PROPERTIES TIMEOUT ${tmo}
+    ENVIRONMENT NEXAR_TRANSPORT=quic)
+endforeach()

@@ -139,8 +139,12 @@ int nexar__dial_peer(nexar_ctx_t *ctx, int id) {
   if (nexar__wire_to_addr(&ctx->roster[id].addr, &ss, &sl) < 0)
     return NEXAR_ERR_PROTO;
   nexar__link_t *c;
-  nexar__dial_t d = {&ss, sl, NEXAR__ROLE_MESH, id,
-                     ctx->roster[id].fingerprint};
+  nexar__dial_t d = {&ss,
+                     sl,
+                     NEXAR__ROLE_MESH,
+                     id,
+                     ctx->roster[id].fingerprint,
+                     &ctx->roster[id].host};
   NEXAR__CHECK(nexar__link_dial(&ctx->ep, &d, &c));
   ctx->peers[id] = c;
   return 0;
@@ -443,6 +447,18 @@ static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
   return -1;
 }
 
+/* A same-host transport's peer: the roster member below us (only lower
+ * neighbours dial) with this fingerprint, host key and pid. */
+static int worker_verify_local(nexar__ep_t *ep, const uint8_t *fp,
+                               uint32_t pid) {
+  nexar_ctx_t *ctx = ep->owner;
+  int r = worker_verify_client(ep, fp);
+  if (r < 0 || !ctx->host.key || ctx->roster[r].host.key != ctx->host.key ||
+      ctx->roster[r].host.pid != pid)
+    return -1;
+  return r;
+}
+
 /* An ICMP destination-unreachable report for a datagram to |to|: a port
  * unreachable marks every connection to that address (a seed that is not
  * there is said once, while the bootstrap goes on until its deadline; a
@@ -479,6 +495,7 @@ const nexar__ep_ops_t nexar__worker_ops = {
     .on_closed = worker_on_closed,
     .on_tick = worker_on_tick,
     .verify_client = worker_verify_client,
+    .verify_local = worker_verify_local,
     .on_unreachable = worker_on_unreachable,
     .on_resume = worker_on_resume,
     .peer_release = nexar__peer_release,
@@ -502,7 +519,7 @@ static int boot_begin(nexar__req_t *req) {
     return 0;
   }
   boot_set(ctx, BOOT_SEED);
-  nexar__dial_t d = {&ss, sl, NEXAR__ROLE_SEED, -1, NULL};
+  nexar__dial_t d = {&ss, sl, NEXAR__ROLE_SEED, -1, NULL, NULL};
   int rc = nexar__link_dial(&ctx->ep, &d, &ctx->seed_conn);
   if (rc < 0)
     boot_fail(ctx, rc, "cannot start a connection to the seed at %s",

@@ -252,7 +252,8 @@ static int ask_begin_fn(nexar__req_t *req) {
     ask_end(k, NEXAR_ERR_INVALID_ARG, "no seed address (NEXAR_SEED)");
     return 0;
   }
-  nexar__dial_t d = {&ctx->seed_ss, ctx->seed_sl, NEXAR__ROLE_SEED, -1, NULL};
+  nexar__dial_t d = {&ctx->seed_ss, ctx->seed_sl, NEXAR__ROLE_SEED, -1,
+                     NULL,          NULL};
   int rc = nexar__link_dial(&ctx->ep, &d, &k->conn);
   if (rc < 0) {
     ask_end(k, rc, "cannot start a connection: %s", nexar_strerror(rc));

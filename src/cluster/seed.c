@@ -670,7 +670,7 @@ int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
     rc = NEXAR_ERR_INVALID_ARG;
     goto fail;
   }
-  rc = nexar__ep_init(&s->ep, &ss, sl, &seed_ops, s, NULL);
+  rc = nexar__ep_init(&s->ep, &ss, sl, &seed_ops, s, NULL, NULL);
   if (rc < 0) {
     nexar__set_init_error("seed: cannot listen on %s: %s", listen,
                           strerror(errno));

@@ -185,7 +185,8 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     goto fail_early;
   }
   nexar__rpc_init(ctx);
-  rc = nexar__ep_init(&ctx->ep, &ss, sl, &nexar__worker_ops, ctx, &ctx->prm);
+  rc = nexar__ep_init(&ctx->ep, &ss, sl, &nexar__worker_ops, ctx, &ctx->prm,
+                      &ctx->host);
   if (rc < 0) {
     nexar__set_init_error("nexar_init: cannot open the UDP socket on %s: %s",
                           ctx->prm.bind_addr, strerror(errno));

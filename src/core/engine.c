@@ -29,13 +29,14 @@
 
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner,
-                   const nexar__params_t *prm) {
+                   const nexar__params_t *prm, const nexar__host_id_t *host) {
   int rc;
   memset(ep, 0, sizeof(*ep));
   ep->fd = ep->epfd = ep->evfd = ep->tfd = -1;
   ep->ops = ops;
   ep->owner = owner;
   ep->prm = prm;
+  ep->host = host;
   ep->local_rank = -1;
   pthread_mutex_init(&ep->emu, NULL);
   pthread_mutex_init(&ep->qmu, NULL);
@@ -55,8 +56,12 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   if (ep->epfd < 0 || ep->evfd < 0 || ep->tfd < 0) return NEXAR_ERR_SYS;
   struct epoll_event ev = {.events = EPOLLIN, .data.fd = ep->evfd};
   epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &ev);
-  /* QUIC always (the seed and every host is reached through it). */
+  /* QUIC always (the seed and every host is reached through it); shared
+   * memory for a worker that knows its host. */
   ep->tps[ep->ntps++] = &nexar__tp_quic;
+  ep->shm_lfd = -1;
+  if (prm && ep->host && strcmp(prm->transport, "quic") != 0)
+    ep->tps[ep->ntps++] = &nexar__tp_shm;
   for (int i = 0; i < ep->ntps; i++)
     NEXAR__CHECK_GOTO(ep->tps[i]->init(ep, bind_addr, len), rc, fail);
   return 0;
@@ -112,6 +117,13 @@ static void ep_leave(nexar__ep_t *ep) {
 }
 
 static uint64_t ep_pass(nexar__ep_t *ep);
+
+/* Before sleeping on epfd: false when a transport already has input. */
+static bool ep_arm(nexar__ep_t *ep) {
+  for (int i = 0; i < ep->ntps; i++)
+    if (ep->tps[i]->arm && !ep->tps[i]->arm(ep)) return false;
+  return true;
+}
 
 static int tp_index(const nexar__ep_t *ep, const nexar__tp_t *tp) {
   for (int i = 0; i < ep->ntps; i++)
@@ -212,13 +224,13 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
     uint64_t until = ep->due < deadline ? ep->due : deadline;
     /* Whoever changes the deadlines while we sleep kicks us (ep_leave). */
     ep->wake_at = until;
-    short out = ep->tx_blocked && !ep->tx_retry_at ? POLLOUT : 0;
-    struct pollfd pf[2] = {{ep->fd, (short)(POLLIN | out), 0},
-                           {ep->evfd, POLLIN, 0}};
+    /* Every transport's descriptors and the kick are in epfd. */
+    struct pollfd pf[1] = {{ep->epfd, POLLIN, 0}};
+    bool armed = ep_arm(ep);
     pthread_mutex_unlock(&ep->emu);
-    if (until > now) {
+    if (until > now && armed) {
       struct timespec ts = ns_to_ts(until - now);
-      ppoll(pf, 2, &ts, NULL);
+      ppoll(pf, 1, &ts, NULL);
     }
     pthread_mutex_lock(&ep->emu);
   }
@@ -578,6 +590,7 @@ static void *ep_main(void *arg) {
     /* While callers drive, sleep until a kick or the linger timer. */
     uint64_t wake = ep->due;
     if (park) wake = driven ? UINT64_MAX : wake < quiet ? wake : quiet;
+    if (!park && !ep_arm(ep)) wake = 0; /* input is there: no sleep */
     ep->wake_at = wake;
     pthread_mutex_unlock(&ep->emu);
     now = nexar__now();

@@ -24,8 +24,24 @@ void nexar__link_init(nexar__link_t *l, nexar__ep_t *ep, const nexar__tp_t *tp,
                   sizeof(l->remote_str));
 }
 
+/* Whether shared memory is the transport to the peer of |d|: it runs on
+ * this host (same boot and network namespace) and NEXAR_TRANSPORT allows. */
+static bool same_host(const nexar__ep_t *ep, const nexar__dial_t *d) {
+  return d->role == NEXAR__ROLE_MESH && d->host && ep->host && ep->prm &&
+         d->host->key && d->host->key == ep->host->key &&
+         strcmp(ep->prm->transport, "quic") != 0;
+}
+
 int nexar__link_dial(nexar__ep_t *ep, const nexar__dial_t *d,
                      nexar__link_t **out) {
+  if (same_host(ep, d)) {
+    int rc = nexar__tp_shm.dial(ep, d, out);
+    if (rc == 0 || !strcmp(ep->prm->transport, "shm")) return rc;
+    NEXAR__INFO(NEXAR__SUB_NET,
+                "rank %d: rank %d is on this host but shared memory cannot be "
+                "set up (%s): QUIC instead",
+                ep->local_rank, d->peer, nexar_strerror(rc));
+  }
   return nexar__tp_quic.dial(ep, d, out);
 }
 

@@ -344,6 +344,15 @@ int nexar__params_check(const nexar__params_t *p, char *err, size_t errlen) {
                   "portable, avx2, avx512 (unset: the best the CPU runs)", err,
                   errlen);
   if (rc < 0) return rc;
+  static const char *const transport[] = {"auto", "quic", "shm"};
+  rc = check_word("NEXAR_TRANSPORT", transport, 3, "auto, quic, shm", err,
+                  errlen);
+  if (rc < 0) return rc;
+  if (p->shm_ring_kib & (p->shm_ring_kib - 1)) {
+    snprintf(err, errlen, "NEXAR_SHM_RING_KIB=%lld is not a power of two",
+             (long long)p->shm_ring_kib);
+    return NEXAR_ERR_INVALID_ARG;
+  }
   static const char *const quic_log[] = {"1"};
   rc = check_word("NEXAR_QUIC_LOG", quic_log, 1,
                   "1 (unset it to turn the log off)", err, errlen);

@@ -75,6 +75,11 @@
     "heartbeat interval: a connection idle this long sends a PING")            \
   X(INT, heartbeat_timeout_ms, "NEXAR_HEARTBEAT_TIMEOUT_MS", 5000, 20,         \
     86400000, "a peer nothing is received from for this long has failed")      \
+  X(STR, transport, "NEXAR_TRANSPORT", "auto", 0, 0,                           \
+    "transport to peers on this host: auto (shared memory where it can be "    \
+    "set up, else QUIC), quic, or shm (shared memory or an error)")            \
+  X(INT, shm_ring_kib, "NEXAR_SHM_RING_KIB", 4096, 64, 1048576,                \
+    "KiB of each direction's ring to a same-host peer (a power of two)")       \
   X(INT, icmp_detect, "NEXAR_ICMP_DETECT", 1, 0, 1,                            \
     "1: an ICMP port unreachable from a peer declares it failed at once")      \
   X(STR, recovery, "NEXAR_RECOVERY", "abort", 0, 0,                            \

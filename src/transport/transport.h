@@ -38,13 +38,15 @@ enum {
 /* Where and how to dial: the peer's QUIC address (a same-host transport
  * uses it only for log lines), role, world rank (-1: none) and, for a
  * client, the certificate fingerprint the peer must present (NULL: any, the
- * seed's proof then authenticates it). */
+ * seed's proof then authenticates it), and where the peer runs (the
+ * roster's host id: a same-host transport's rendezvous and credentials). */
 typedef struct nexar__dial {
   const struct sockaddr_storage *to;
   socklen_t tolen;
   int role;
   int peer;
   const uint8_t *pin;
+  const nexar__host_id_t *host; /* where the peer runs; NULL: unknown */
 } nexar__dial_t;
 
 typedef struct nexar__tp {
@@ -62,6 +64,9 @@ typedef struct nexar__tp {
    * while it is still refused (the links wait; the transport's file
    * descriptor wakes the engine, or *next, lowered to a retry time). */
   bool (*output)(nexar__ep_t *ep, uint64_t *next);
+  /* Before the engine sleeps on ep->epfd: arranges to be woken by new
+   * input; false when input is already there (do not sleep). Optional. */
+  bool (*arm)(nexar__ep_t *ep);
   /* ---- Links. */
   int (*dial)(nexar__ep_t *ep, const nexar__dial_t *d, nexar__link_t **out);
   /* Writes what its queues and protocol allow (want_write was set). */
@@ -92,6 +97,7 @@ typedef struct nexar__tp {
 } nexar__tp_t;
 
 extern const nexar__tp_t nexar__tp_quic;
+extern const nexar__tp_t nexar__tp_shm;
 
 /* ---- Links: what the upper layers call (core/link.c). */
 
