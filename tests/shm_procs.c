@@ -4,6 +4,8 @@
  */
 #include "shm_procs.h"
 
+#include "harness.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -17,31 +19,13 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-#define SP_CHECK(c, ...)                                               \
-  do {                                                                 \
-    if (!(c)) {                                                        \
-      fprintf(stderr, "[%d] %s:%d: check failed: %s: ", (int)getpid(), \
-              __FILE__, __LINE__, #c);                                 \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fputc('\n', stderr);                                             \
-      return 1;                                                        \
-    }                                                                  \
-  } while (0)
 
 uint64_t sp_rng(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 static pid_t sp_fork(int (*fn)(void *), void *arg) {
@@ -55,10 +39,10 @@ static pid_t sp_fork(int (*fn)(void *), void *arg) {
 /* The child's exit status, 128 + signal, or -1 when it outlived
  * |timeout_ms| (then it is killed). */
 static int sp_reap(pid_t pid, int timeout_ms) {
-  double end = now_ms() + timeout_ms;
+  double end = nt_now_ms() + timeout_ms;
   int st;
   while (waitpid(pid, &st, WNOHANG) == 0) {
-    if (now_ms() > end) {
+    if (nt_now_ms() > end) {
       kill(pid, SIGKILL);
       waitpid(pid, &st, 0);
       fprintf(stderr, "child %d killed after %d ms\n", (int)pid, timeout_ms);
@@ -72,7 +56,7 @@ static int sp_reap(pid_t pid, int timeout_ms) {
 /* Waits until |fd| is readable, at most until |end| (ms); 0 when it is. */
 static int wait_in(int fd, double end) {
   for (;;) {
-    int left = (int)(end - now_ms());
+    int left = (int)(end - nt_now_ms());
     if (left <= 0) return -1;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int n = poll(&p, 1, left);
@@ -158,8 +142,8 @@ typedef struct hostile {
 static int scribble_child(void *arg) {
   hostile_t *w = arg; /* the parent's mapping, inherited */
   uint64_t s = 0xbad;
-  double end = now_ms() + w->ms;
-  while (now_ms() < end) {
+  double end = nt_now_ms() + w->ms;
+  while (nt_now_ms() < end) {
     sp_corrupt(&w->seg.tx, &s);
     if (sp_rng(&s) % 4 == 0) usleep(10);
   }
@@ -168,12 +152,12 @@ static int scribble_child(void *arg) {
 
 int sp_hostile_run(int ms, long *protos, long *recs) {
   hostile_t w = {.ms = ms};
-  SP_CHECK(nexar__shm_seg_create(4096, &w.seg) == 0, "create");
+  NT_CHECKF(nexar__shm_seg_create(4096, &w.seg) == 0, "create");
   pid_t pid = sp_fork(scribble_child, &w);
-  SP_CHECK(pid > 0, "fork");
-  double end = now_ms() + ms;
+  NT_CHECKF(pid > 0, "fork");
+  double end = nt_now_ms() + ms;
   int rc = 0;
-  while (now_ms() < end && rc == 0) {
+  while (nt_now_ms() < end && rc == 0) {
     nexar__shm_seg_t c; /* a fresh consumer of ring 0 */
     int fd = dup(w.seg.fd);
     if (nexar__shm_seg_attach(fd, &c) != 0) rc = 1;
@@ -198,8 +182,8 @@ int sp_hostile_run(int ms, long *protos, long *recs) {
   if (rc) kill(pid, SIGKILL);
   int st = sp_reap(pid, ms + 5000);
   nexar__shm_seg_close(&w.seg);
-  SP_CHECK(rc == 0, "a bad record or result (%ld so far)", *recs);
-  SP_CHECK(st == 0, "scribbler status %d", st);
+  NT_CHECKF(rc == 0, "a bad record or result (%ld so far)", *recs);
+  NT_CHECKF(st == 0, "scribbler status %d", st);
   return 0;
 }
 
@@ -279,13 +263,13 @@ static int stream_loop(end_t *e) {
   int want = gen_next(&e->grx, max, &rlen, &roff);
   int idle = 0;
   while (have || want) {
-    SP_CHECK(now_ms() < e->deadline, "sent %llu received %llu records",
-             (unsigned long long)itx, (unsigned long long)irx);
+    NT_CHECKF(nt_now_ms() < e->deadline, "sent %llu received %llu records",
+              (unsigned long long)itx, (unsigned long long)irx);
     int moved = 0, ate = 0, rc = 0;
     for (; have && moved < BATCH; moved++) {
       rc = put_rec(tx, itx, e->src_tx + off, len, off);
       if (rc == NEXAR__SHM_AGAIN) break;
-      SP_CHECK(rc == 0, "put %d", rc);
+      NT_CHECKF(rc == 0, "put %d", rc);
       itx++;
       have = gen_next(&e->gtx, max, &len, &off);
     }
@@ -293,14 +277,14 @@ static int stream_loop(end_t *e) {
     nexar__shm_rec_t r;
     for (; want && ate < BATCH; ate++) {
       rc = nexar__shm_ring_peek(rx, &r);
-      SP_CHECK(rc >= 0, "peek %d at record %llu", rc, (unsigned long long)irx);
+      NT_CHECKF(rc >= 0, "peek %d at record %llu", rc, (unsigned long long)irx);
       if (rc == 0) break;
-      SP_CHECK(r.a == irx && r.len == rlen && r.b == roff &&
-                   r.type == type_of(irx) && r.flags == flags_of(irx),
-               "record %llu: len %u type %u a %llu", (unsigned long long)irx,
-               r.len, r.type, (unsigned long long)r.a);
-      SP_CHECK(memcmp(r.payload, e->src_rx + roff, rlen) == 0,
-               "payload of record %llu", (unsigned long long)irx);
+      NT_CHECKF(r.a == irx && r.len == rlen && r.b == roff &&
+                    r.type == type_of(irx) && r.flags == flags_of(irx),
+                "record %llu: len %u type %u a %llu", (unsigned long long)irx,
+                r.len, r.type, (unsigned long long)r.a);
+      NT_CHECKF(memcmp(r.payload, e->src_rx + roff, rlen) == 0,
+                "payload of record %llu", (unsigned long long)irx);
       nexar__shm_ring_pop(rx);
       irx++;
       want = gen_next(&e->grx, max, &rlen, &roff);
@@ -315,8 +299,8 @@ static int stream_loop(end_t *e) {
     if (have && !nexar__shm_ring_producer_sleep(tx, len)) continue;
     /* No timeout but the deadline: a lost wakeup fails the test. */
     struct epoll_event ev[2];
-    int n = epoll_wait(e->ep, ev, 2, (int)(e->deadline - now_ms()) + 1);
-    SP_CHECK(n >= 0 || errno == EINTR, "epoll_wait: %s", strerror(errno));
+    int n = epoll_wait(e->ep, ev, 2, (int)(e->deadline - nt_now_ms()) + 1);
+    NT_CHECKF(n >= 0 || errno == EINTR, "epoll_wait: %s", strerror(errno));
     drain(e->wake);
     e->sleeps++;
   }
@@ -329,15 +313,15 @@ static int stream_side(end_t *e, const char *who, uint64_t bytes, int parent) {
   uint8_t *a = src_make(seeds[!parent]), *b = src_make(seeds[parent]);
   e->ep = epoll_create1(EPOLL_CLOEXEC);
   struct epoll_event ev = {.events = EPOLLIN};
-  SP_CHECK(a && b && e->ep >= 0, "setup");
-  SP_CHECK(epoll_ctl(e->ep, EPOLL_CTL_ADD, e->wake, &ev) == 0, "epoll_ctl");
+  NT_CHECKF(a && b && e->ep >= 0, "setup");
+  NT_CHECKF(epoll_ctl(e->ep, EPOLL_CTL_ADD, e->wake, &ev) == 0, "epoll_ctl");
   e->src_tx = a;
   e->src_rx = b;
   e->gtx = (gen_t){.s = seeds[!parent] + 1, .left = bytes};
   e->grx = (gen_t){.s = seeds[parent] + 1, .left = bytes};
-  double t0 = now_ms();
+  double t0 = nt_now_ms();
   int rc = stream_loop(e);
-  double dt = (now_ms() - t0) / 1e3;
+  double dt = (nt_now_ms() - t0) / 1e3;
   if (rc == 0)
     printf(
         "stream (%s): %.0f MiB each way in %.2f s: %.2f GB/s each way, "
@@ -358,19 +342,19 @@ typedef struct stream_arg {
 
 static int stream_child(void *arg) {
   stream_arg_t *sa = arg;
-  end_t e = {.deadline = now_ms() + sa->timeout_ms};
+  end_t e = {.deadline = nt_now_ms() + sa->timeout_ms};
   int sock, fds[3], nfds;
   char msg[16];
   nexar__shm_cred_t cred;
-  SP_CHECK(nexar__shm_connect(sa->nonce, &sock) == 0, "connect");
-  SP_CHECK(nexar__shm_peer_cred(sock, &cred) == 0 && cred.pid == getppid(),
-           "listener pid %d", (int)cred.pid);
-  SP_CHECK(wait_in(sock, e.deadline) == 0, "no segment");
+  NT_CHECKF(nexar__shm_connect(sa->nonce, &sock) == 0, "connect");
+  NT_CHECKF(nexar__shm_peer_cred(sock, &cred) == 0 && cred.pid == getppid(),
+            "listener pid %d", (int)cred.pid);
+  NT_CHECKF(wait_in(sock, e.deadline) == 0, "no segment");
   int n = nexar__shm_recv_fds(sock, fds, 3, &nfds, msg, sizeof msg, &cred);
-  SP_CHECK(n == 4 && nfds == 3 && memcmp(msg, "shm1", 4) == 0, "recv %d", n);
-  SP_CHECK(cred.pid == getppid() && cred.uid == getuid(), "sender pid %d",
-           (int)cred.pid);
-  SP_CHECK(nexar__shm_seg_attach(fds[0], &e.seg) == 0, "attach");
+  NT_CHECKF(n == 4 && nfds == 3 && memcmp(msg, "shm1", 4) == 0, "recv %d", n);
+  NT_CHECKF(cred.pid == getppid() && cred.uid == getuid(), "sender pid %d",
+            (int)cred.pid);
+  NT_CHECKF(nexar__shm_seg_attach(fds[0], &e.seg) == 0, "attach");
   e.wake = fds[1];
   e.kick = fds[2];
   return stream_side(&e, "child", sa->bytes, 0);
@@ -381,31 +365,31 @@ static int stream_child(void *arg) {
 static int stream_parent(end_t *e, int lfd, pid_t pid, uint64_t bytes) {
   int sock;
   nexar__shm_cred_t cred;
-  SP_CHECK(wait_in(lfd, e->deadline) == 0, "no connection");
-  SP_CHECK(nexar__shm_accept(lfd, &sock) == 0, "accept");
-  SP_CHECK(nexar__shm_peer_cred(sock, &cred) == 0 && cred.pid == pid &&
-               cred.uid == getuid(),
-           "connected pid %d, child %d", (int)cred.pid, (int)pid);
-  SP_CHECK(nexar__shm_seg_create(1u << 20, &e->seg) == 0, "create");
+  NT_CHECKF(wait_in(lfd, e->deadline) == 0, "no connection");
+  NT_CHECKF(nexar__shm_accept(lfd, &sock) == 0, "accept");
+  NT_CHECKF(nexar__shm_peer_cred(sock, &cred) == 0 && cred.pid == pid &&
+                cred.uid == getuid(),
+            "connected pid %d, child %d", (int)cred.pid, (int)pid);
+  NT_CHECKF(nexar__shm_seg_create(1u << 20, &e->seg) == 0, "create");
   e->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   e->kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  SP_CHECK(e->wake >= 0 && e->kick >= 0, "eventfd");
+  NT_CHECKF(e->wake >= 0 && e->kick >= 0, "eventfd");
   int fds[3] = {e->seg.fd, e->kick, e->wake}; /* child: wake = our kick */
-  SP_CHECK(nexar__shm_send_fds(sock, fds, 3, "shm1", 4) == 0, "send");
+  NT_CHECKF(nexar__shm_send_fds(sock, fds, 3, "shm1", 4) == 0, "send");
   close(sock);
   return stream_side(e, "parent", bytes, 1);
 }
 
 int sp_stream_run(uint64_t bytes, int timeout_ms) {
   stream_arg_t sa = {.bytes = bytes, .timeout_ms = timeout_ms};
-  SP_CHECK(getrandom(sa.nonce, 16, 0) == 16, "getrandom");
+  NT_CHECKF(getrandom(sa.nonce, 16, 0) == 16, "getrandom");
   int lfd, lfd2;
-  SP_CHECK(nexar__shm_listen(sa.nonce, &lfd) == 0, "listen");
-  SP_CHECK(nexar__shm_listen(sa.nonce, &lfd2) == NEXAR_ERR_TRANSPORT,
-           "the name is taken");
-  end_t e = {.deadline = now_ms() + timeout_ms, .wake = -1, .kick = -1};
+  NT_CHECKF(nexar__shm_listen(sa.nonce, &lfd) == 0, "listen");
+  NT_CHECKF(nexar__shm_listen(sa.nonce, &lfd2) == NEXAR_ERR_TRANSPORT,
+            "the name is taken");
+  end_t e = {.deadline = nt_now_ms() + timeout_ms, .wake = -1, .kick = -1};
   pid_t pid = sp_fork(stream_child, &sa);
-  SP_CHECK(pid > 0, "fork");
+  NT_CHECKF(pid > 0, "fork");
   int rc = stream_parent(&e, lfd, pid, bytes);
   if (rc) kill(pid, SIGKILL);
   int st = sp_reap(pid, timeout_ms + 5000);
@@ -413,7 +397,7 @@ int sp_stream_run(uint64_t bytes, int timeout_ms) {
   close(e.wake);
   close(e.kick);
   nexar__shm_seg_close(&e.seg);
-  SP_CHECK(rc == 0 && st == 0, "parent %d, child status %d", rc, st);
+  NT_CHECKF(rc == 0 && st == 0, "parent %d, child status %d", rc, st);
   return 0;
 }
 
@@ -427,11 +411,11 @@ typedef struct pair {
 } pair_t;
 
 static int pair_open(pair_t *p, size_t ring) {
-  SP_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p->sock) == 0,
-           "socketpair");
-  SP_CHECK(nexar__shm_seg_create(ring, &p->seg) == 0, "create");
+  NT_CHECKF(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p->sock) == 0,
+            "socketpair");
+  NT_CHECKF(nexar__shm_seg_create(ring, &p->seg) == 0, "create");
   p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  SP_CHECK(p->efd >= 0, "eventfd");
+  NT_CHECKF(p->efd >= 0, "eventfd");
   return 0;
 }
 
@@ -443,12 +427,12 @@ static int pair_child(pair_t *p, nexar__shm_seg_t *seg, int *efd) {
   nexar__shm_cred_t cred;
   close(p->sock[0]);
   nexar__shm_seg_close(&p->seg); /* the inherited mapping: use the fd */
-  SP_CHECK(wait_in(p->sock[1], now_ms() + 10000) == 0, "no segment");
+  NT_CHECKF(wait_in(p->sock[1], nt_now_ms() + 10000) == 0, "no segment");
   int n =
       nexar__shm_recv_fds(p->sock[1], fds, 2, &nfds, msg, sizeof msg, &cred);
-  SP_CHECK(n == 1 && nfds == 2, "recv %d", n);
-  SP_CHECK(cred.pid == getppid() && cred.uid == getuid(), "sender");
-  SP_CHECK(nexar__shm_seg_attach(fds[0], seg) == 0, "attach");
+  NT_CHECKF(n == 1 && nfds == 2, "recv %d", n);
+  NT_CHECKF(cred.pid == getppid() && cred.uid == getuid(), "sender");
+  NT_CHECKF(nexar__shm_seg_attach(fds[0], seg) == 0, "attach");
   *efd = fds[1];
   return 0;
 }
@@ -456,7 +440,7 @@ static int pair_child(pair_t *p, nexar__shm_seg_t *seg, int *efd) {
 static int pair_send(pair_t *p) {
   close(p->sock[1]);
   int fds[2] = {p->seg.fd, p->efd};
-  SP_CHECK(nexar__shm_send_fds(p->sock[0], fds, 2, "s", 1) == 0, "send");
+  NT_CHECKF(nexar__shm_send_fds(p->sock[0], fds, 2, "s", 1) == 0, "send");
   return 0;
 }
 
@@ -470,13 +454,13 @@ static int pong_child(void *arg) {
   nexar__shm_seg_t seg;
   int efd;
   if (pair_child(arg, &seg, &efd)) return 1;
-  double end = now_ms() + 20000;
+  double end = nt_now_ms() + 20000;
   for (uint64_t spins = 0;; spins++) {
     nexar__shm_rec_t r;
     int rc = nexar__shm_ring_peek(&seg.rx, &r);
-    SP_CHECK(rc >= 0, "peek %d", rc);
+    NT_CHECKF(rc >= 0, "peek %d", rc);
     if (rc == 0) {
-      SP_CHECK(spins % 4096 || now_ms() < end, "no ping");
+      NT_CHECKF(spins % 4096 || nt_now_ms() < end, "no ping");
       continue;
     }
     uint64_t v;
@@ -484,7 +468,7 @@ static int pong_child(void *arg) {
     nexar__shm_ring_pop(&seg.rx);
     if (r.type == 2) return 0;
     struct iovec io = {&v, 8};
-    SP_CHECK(nexar__shm_ring_put(&seg.tx, 1, 0, r.a, 0, &io, 1) == 0, "put");
+    NT_CHECKF(nexar__shm_ring_put(&seg.tx, 1, 0, r.a, 0, &io, 1) == 0, "put");
   }
 }
 
@@ -492,12 +476,12 @@ int sp_pingpong_run(int rounds, int ms) {
   pair_t p;
   if (pair_open(&p, 65536)) return 1;
   pid_t pid = sp_fork(pong_child, &p);
-  SP_CHECK(pid > 0 && pair_send(&p) == 0, "start");
-  double t0 = 0, end = now_ms() + ms, stuck = end + 10000;
+  NT_CHECKF(pid > 0 && pair_send(&p) == 0, "start");
+  double t0 = 0, end = nt_now_ms() + ms, stuck = end + 10000;
   int i, rc = 0, warm = 100;
   for (i = 0; i < warm + rounds && rc == 0; i++) {
-    if (i == warm) t0 = now_ms(), end = t0 + ms;
-    if (i > warm && now_ms() > end) break;
+    if (i == warm) t0 = nt_now_ms(), end = t0 + ms;
+    if (i > warm && nt_now_ms() > end) break;
     uint64_t v = (uint64_t)i * 0x9e3779b97f4a7c15ull, back;
     struct iovec io = {&v, 8};
     nexar__shm_rec_t r;
@@ -506,19 +490,19 @@ int sp_pingpong_run(int rounds, int ms) {
     for (uint64_t spins = 0; rc == 0; spins++) {
       int got = nexar__shm_ring_peek(&p.seg.rx, &r);
       if (got == 1) break;
-      if (got < 0 || (spins % 4096 == 0 && now_ms() > stuck)) rc = 1;
+      if (got < 0 || (spins % 4096 == 0 && nt_now_ms() > stuck)) rc = 1;
     }
     if (rc) break;
     memcpy(&back, r.payload, 8);
     rc = r.a != (uint64_t)i || r.len != 8 || back != v;
     nexar__shm_ring_pop(&p.seg.rx);
   }
-  double dt = now_ms() - t0;
+  double dt = nt_now_ms() - t0;
   nexar__shm_ring_put(&p.seg.tx, 2, 0, 0, 0, &(struct iovec){&dt, 8}, 1);
   int st = sp_reap(pid, 15000);
   pair_close(&p);
-  SP_CHECK(rc == 0 && st == 0, "round %d: parent %d, child status %d", i, rc,
-           st);
+  NT_CHECKF(rc == 0 && st == 0, "round %d: parent %d, child status %d", i, rc,
+            st);
   printf(
       "ping-pong: %d round trips of an 8-byte record, busy polling: "
       "%.2f us per round trip\n",
@@ -545,8 +529,8 @@ static int cma_child(void *arg) {
   close(pipes[3]);
   cma_fill(cma_buf); /* after the fork: only this process has it */
   uint64_t addr = (uintptr_t)cma_buf;
-  SP_CHECK(write(pipes[1], &addr, 8) == 8, "ready");
-  return wait_in(pipes[2], now_ms() + 10000) ? 1 : 0;
+  NT_CHECKF(write(pipes[1], &addr, 8) == 8, "ready");
+  return wait_in(pipes[2], nt_now_ms() + 10000) ? 1 : 0;
 }
 
 /* As uid 65534: reading the (root) parent must be refused. */
@@ -554,22 +538,22 @@ static int cma_nobody(void *arg) {
   (void)arg;
   if (setgid(65534) != 0 || setuid(65534) != 0) return 77;
   uint8_t b[8];
-  SP_CHECK(nexar__shm_cma_probe(getppid()) == NEXAR_ERR_UNSUPPORTED, "probe");
-  SP_CHECK(nexar__shm_cma_read(getppid(), b, (uintptr_t)cma_buf, 8) ==
-               NEXAR_ERR_UNSUPPORTED,
-           "read");
+  NT_CHECKF(nexar__shm_cma_probe(getppid()) == NEXAR_ERR_UNSUPPORTED, "probe");
+  NT_CHECKF(nexar__shm_cma_read(getppid(), b, (uintptr_t)cma_buf, 8) ==
+                NEXAR_ERR_UNSUPPORTED,
+            "read");
   return 0;
 }
 
 int sp_cma_run(void) {
   int pipes[4], *ready = pipes, *go = pipes + 2;
-  SP_CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipe");
+  NT_CHECKF(pipe(ready) == 0 && pipe(go) == 0, "pipe");
   memset(cma_buf, 0, CMA_BYTES);
   pid_t pid = sp_fork(cma_child, pipes);
-  SP_CHECK(pid > 0, "fork");
+  NT_CHECKF(pid > 0, "fork");
   uint64_t addr = 0;
-  int rc =
-      wait_in(ready[0], now_ms() + 10000) != 0 || read(ready[0], &addr, 8) != 8;
+  int rc = wait_in(ready[0], nt_now_ms() + 10000) != 0 ||
+           read(ready[0], &addr, 8) != 8;
   int probe = rc ? 0 : nexar__shm_cma_probe(pid);
   uint8_t *want = malloc(CMA_BYTES), *got = malloc(CMA_BYTES);
   if (!rc && probe == NEXAR_ERR_UNSUPPORTED) {
@@ -585,16 +569,16 @@ int sp_cma_run(void) {
   }
   close(go[1]); /* the child exits */
   int st = sp_reap(pid, 10000);
-  SP_CHECK(rc == 0 && st == 0, "probe %d, child status %d", probe, st);
-  SP_CHECK(nexar__shm_cma_read(pid, got, addr, 16) == NEXAR_ERR_PEER_FAILED,
-           "a process gone");
+  NT_CHECKF(rc == 0 && st == 0, "probe %d, child status %d", probe, st);
+  NT_CHECKF(nexar__shm_cma_read(pid, got, addr, 16) == NEXAR_ERR_PEER_FAILED,
+            "a process gone");
   free(want);
   free(got);
   for (int i = 0; i < 2; i++) close(ready[i]), close(go[i]);
   if (geteuid() == 0) {
     st = sp_reap(sp_fork(cma_nobody, NULL), 10000);
     if (st == 77) printf("cma: cannot become uid 65534: EPERM check skipped\n");
-    SP_CHECK(st == 0 || st == 77, "uid 65534 child status %d", st);
+    NT_CHECKF(st == 0 || st == 77, "uid 65534 child status %d", st);
   }
   return 0;
 }
@@ -608,13 +592,13 @@ static int death_child(void *arg) {
   int efd;
   uint8_t buf[1000];
   if (pair_child(arg, &seg, &efd)) return 1;
-  double end = now_ms() + 10000;
+  double end = nt_now_ms() + 10000;
   for (uint64_t i = 0; i < DEATH_RECS;) {
     memset(buf, (int)(i & 0xff), sizeof buf);
     int rc = nexar__shm_ring_put(&seg.tx, 1, 0, i, 0,
                                  &(struct iovec){buf, sizeof buf}, 1);
-    SP_CHECK(rc == 0 || rc == NEXAR__SHM_AGAIN, "put %d", rc);
-    SP_CHECK(now_ms() < end, "stuck at %llu", (unsigned long long)i);
+    NT_CHECKF(rc == 0 || rc == NEXAR__SHM_AGAIN, "put %d", rc);
+    NT_CHECKF(nt_now_ms() < end, "stuck at %llu", (unsigned long long)i);
     if (rc == 0) i++;
     if (nexar__shm_ring_need_kick(&seg.tx)) kick(efd);
     if (rc) sched_yield();
@@ -631,7 +615,7 @@ int sp_death_run(void) {
   pair_t p;
   if (pair_open(&p, 65536)) return 1;
   pid_t pid = sp_fork(death_child, &p);
-  SP_CHECK(pid > 0, "fork");
+  NT_CHECKF(pid > 0, "fork");
   int pfd = nexar__shm_pidfd_open(pid);
   if (pfd < 0) {
     printf("pidfd_open unsupported (%s): death check skipped\n",
@@ -648,8 +632,8 @@ int sp_death_run(void) {
   epoll_ctl(ep, EPOLL_CTL_ADD, pfd, &ev);
   uint64_t got = 0;
   int dead = 0;
-  double end = now_ms() + 10000;
-  while (rc == 0 && now_ms() < end) {
+  double end = nt_now_ms() + 10000;
+  while (rc == 0 && nt_now_ms() < end) {
     nexar__shm_rec_t r;
     int n = nexar__shm_ring_peek(&p.seg.rx, &r);
     if (n == 1) {
@@ -666,7 +650,7 @@ int sp_death_run(void) {
     }
     if (!nexar__shm_ring_consumer_sleep(&p.seg.rx)) continue;
     struct epoll_event out[2];
-    int k = epoll_wait(ep, out, 2, (int)(end - now_ms()) + 1);
+    int k = epoll_wait(ep, out, 2, (int)(end - nt_now_ms()) + 1);
     for (int i = 0; i < k; i++) {
       if (out[i].data.fd == pfd)
         dead = 1;
@@ -678,10 +662,10 @@ int sp_death_run(void) {
   close(pfd);
   int st = sp_reap(pid, 10000);
   pair_close(&p);
-  SP_CHECK(rc == 0 && dead, "rc %d, pidfd readable %d, %llu records", rc, dead,
-           (unsigned long long)got);
-  SP_CHECK(got == DEATH_RECS, "%llu records", (unsigned long long)got);
-  SP_CHECK(st == 128 + SIGKILL, "child status %d", st);
+  NT_CHECKF(rc == 0 && dead, "rc %d, pidfd readable %d, %llu records", rc, dead,
+            (unsigned long long)got);
+  NT_CHECKF(got == DEATH_RECS, "%llu records", (unsigned long long)got);
+  NT_CHECKF(st == 128 + SIGKILL, "child status %d", st);
   printf(
       "death: pidfd readable after SIGKILL, %d records intact, the "
       "half-written one absent\n",

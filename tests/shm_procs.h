@@ -2,7 +2,7 @@
  * Multi-process parts of test_shm_ring: each sp_*_run forks its child
  * processes, runs the parent's side, reaps the children under a hard
  * deadline (killing them past it) and returns 0 on success or 1 after
- * printing what failed ("[pid] file:line: check failed: ...").
+ * printing what failed ("[-1] file:line: check failed: ..." from the harness).
  */
 #ifndef NEXAR_TEST_SHM_PROCS_H
 #define NEXAR_TEST_SHM_PROCS_H

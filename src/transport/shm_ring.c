@@ -285,6 +285,7 @@ static int has_room(nexar__shm_ring_t *r, uint32_t len) {
 }
 
 int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len) {
+  if (len > nexar__shm_ring_max_payload(r)) return 0; /* put refuses it */
   return raise_flag(&r->ctl->waiting, r, has_room, len);
 }
 

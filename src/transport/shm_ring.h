@@ -205,7 +205,8 @@ bool nexar__shm_ring_need_kick(nexar__shm_ring_t *r);
 
 /* Before blocking on a full ring: 1 when there is still no room for a
  * |len|-byte payload (block now; the consumer will kick), 0 when room
- * appeared (do not block). */
+ * appeared, the ring is broken or |len| is above the largest payload (do
+ * not block: put says why). */
 int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len);
 
 /* ---- Consumer (one thread) */
