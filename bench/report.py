@@ -18,9 +18,10 @@ import shutil
 import subprocess
 import sys
 
-PEERS = ["nexar", "ompi-tcp", "ompi-sm", "mpich", "gloo"]
+PEERS = ["nexar", "nexar-shm", "ompi-tcp", "ompi-sm", "mpich", "gloo"]
 PEER_STYLE = {  # gnuplot line styles: nexar stands out
     "nexar": "lc rgb '#d62728' lw 2.5 pt 7",
+    "nexar-shm": "lc rgb '#ff7f0e' lw 2.5 pt 7 dt 2",
     "ompi-tcp": "lc rgb '#1f77b4' lw 1.5 pt 5",
     "ompi-sm": "lc rgb '#17becf' lw 1.5 pt 4 dt 2",
     "mpich": "lc rgb '#2ca02c' lw 1.5 pt 9",
@@ -28,6 +29,7 @@ PEER_STYLE = {  # gnuplot line styles: nexar stands out
 }
 PEER_NAMES = {
     "nexar": "nexar (QUIC)",
+    "nexar-shm": "nexar (shm, auto)",
     "ompi-tcp": "Open MPI TCP",
     "ompi-sm": "Open MPI shm",
     "mpich": "MPICH",
@@ -160,6 +162,36 @@ def ratio_table(rows, peers, nps):
             out.append(f"| {label} | {np} | {fmt(nv)} | " + " | ".join(cells)
                        + " |")
     return out
+
+
+# Issue 13's targets for nexar over shared memory against Open MPI's shm:
+# (label, op, size, key, target ratio nexar-shm / ompi-sm, "le" or "ge").
+SHM_TARGETS = [
+    ("latency 8 B, µs", "latency", 8, "time_us", 1.5, "le"),
+    ("p2p bw 64 MiB, GB/s", "bw", 64 * MiB, "algbw_GBps", 1.0, "ge"),
+    ("allreduce 64 MiB busbw, GB/s", "allreduce", 64 * MiB, "busbw_GBps",
+     1.2, "ge"),
+    ("allreduce 64 B, µs", "allreduce", 64, "time_us", 1.5, "le"),
+]
+
+
+def shm_table(rows, nps):
+    """nexar over shared memory against Open MPI's shm, with the targets."""
+    out = ["| metric | np | nexar shm | Open MPI shm | ratio | target | met |",
+           "|---|---|---|---|---|---|---|"]
+    for label, op, size, key, target, how in SHM_TARGETS:
+        for np in nps:
+            a = find(rows, "nexar-shm", op, np, size)
+            b = find(rows, "ompi-sm", op, np, size)
+            if not a or not b or not a[key] or not b[key]:
+                continue
+            r = a[key] / b[key]
+            met = r <= target if how == "le" else r >= target
+            sign = "≤" if how == "le" else "≥"
+            out.append(f"| {label} | {np} | {fmt(a[key])} | {fmt(b[key])} | "
+                       f"{r:.2f}× | {sign} {target}× | "
+                       f"{'yes' if met else '**no**'} |")
+    return out if len(out) > 2 else []
 
 
 def op_table(rows, peers, nps, op, size, key, what):
@@ -364,6 +396,9 @@ def main():
               "a ratio below 1 means nexar is slower.")
     md.append("")
     md += ratio_table(rows, peers, nps)
+    shm = shm_table(rows, nps)
+    if shm:
+        md += ["", "## nexar over shared memory against Open MPI's", ""] + shm
     md.append("")
     kt = kernel_rows(refs)
     if kt:
