@@ -384,7 +384,8 @@ struct nexar__ep {
   void *owner;                  /* nexar_ctx_t or nexar_seed_t */
   const nexar__params_t *prm;   /* the owner's settings; NULL: the seed's */
   const nexar__host_id_t *host; /* where this process runs; NULL: unknown */
-  int shm_lfd; /* the shared-memory rendezvous listener, or -1 */
+  int shm_lfd;            /* the shared-memory rendezvous listener, or -1 */
+  uint64_t shm_accept_at; /* when it is next looked at (shm.c) */
   /* Transports, in the order their input is read (engine.c). */
   const struct nexar__tp *tps[NEXAR__TP_MAX];
   int ntps;

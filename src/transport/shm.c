@@ -56,6 +56,7 @@
 #define SOCK_CHECK_NS 20000000ull         /* 20 ms */
 #define SETUP_NS 10000000000ull           /* 10 s to finish the rendezvous */
 #define ACCEPT_MAX 64                     /* links not yet identified */
+#define ACCEPT_EVERY_NS 2000000ull        /* 2 ms between looks */
 
 enum { R_DATA = 1, R_CREDIT = 2, R_RESET = 3, R_STREAMS = 4, R_HB = 5 };
 enum { F_FIN = 1 };
@@ -98,6 +99,9 @@ typedef struct nexar__shm {
   rstream_t *rs;         /* open remote streams */
   int nrs;
   bool tx_full; /* the tx ring had no room: wait for a kick */
+  /* The peer may have written efd_mine: a sleep flag went up since it was
+   * last read. */
+  bool may_kick;
 } nexar__shm_t;
 
 #define S(l) ((nexar__shm_t *)(l))
@@ -482,8 +486,11 @@ static void check_sock(nexar__shm_t *s) {
   shm_fail(l, NEXAR_ERR_PROTO, "unexpected message on the socket");
 }
 
-static void accept_new(nexar__ep_t *ep) {
-  if (ep->shm_lfd < 0) return;
+/* New connections on the rendezvous socket, looked for at most every
+ * ACCEPT_EVERY_NS (a system call a pass would cost every message). */
+static void accept_new(nexar__ep_t *ep, uint64_t now) {
+  if (ep->shm_lfd < 0 || now < ep->shm_accept_at) return;
+  ep->shm_accept_at = now + ACCEPT_EVERY_NS;
   for (int i = 0; i < ACCEPT_MAX; i++) {
     int fd;
     if (nexar__shm_accept(ep->shm_lfd, &fd) != 0) return;
@@ -498,9 +505,9 @@ static void accept_new(nexar__ep_t *ep) {
 }
 
 static bool shm_input(nexar__ep_t *ep) {
-  accept_new(ep);
-  bool more = false;
   uint64_t now = nexar__now();
+  accept_new(ep, now);
+  bool more = false;
   for (int i = 0; i < ep->nconns; i++) {
     nexar__link_t *l = ep->conns[i];
     if (l->tp != &nexar__tp_shm || l->state == NEXAR__CS_DEAD) continue;
@@ -513,9 +520,12 @@ static bool shm_input(nexar__ep_t *ep) {
         on_welcome(s);
       continue;
     }
-    uint64_t v;
-    ssize_t r = read(s->efd_mine, &v, sizeof(v));
-    (void)r;
+    if (s->may_kick) {
+      uint64_t v;
+      ssize_t r = read(s->efd_mine, &v, sizeof(v));
+      (void)r;
+      s->may_kick = false;
+    }
     more |= drain(s);
     if (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= CHUNK_BYTES)
       l->want_write = true;
@@ -542,6 +552,8 @@ static bool put(nexar__shm_t *s, uint16_t type, uint16_t flags, uint64_t a,
     /* Sleep on the kick unless room came meanwhile. */
     if (!nexar__shm_ring_producer_sleep(&s->seg.tx, CHUNK_BYTES))
       s->l.want_write = true;
+    else
+      s->may_kick = true;
   } else {
     nexar__link_close(&s->l, NEXAR__CLOSE_PROTO, "ring corrupt");
     shm_fail(&s->l, NEXAR_ERR_PROTO, "its ring is corrupt");
@@ -794,9 +806,9 @@ static void shm_fini(nexar__ep_t *ep) {
 static bool shm_arm(nexar__ep_t *ep) {
   for (int i = 0; i < ep->nconns; i++) {
     nexar__link_t *l = ep->conns[i];
-    if (l->tp == &nexar__tp_shm && l->state == NEXAR__CS_READY &&
-        nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1)
-      return false;
+    if (l->tp != &nexar__tp_shm || l->state != NEXAR__CS_READY) continue;
+    S(l)->may_kick = true;
+    if (nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1) return false;
   }
   return true;
 }
