@@ -521,7 +521,11 @@ struct nexar_ctx {
    * communicator are comm->rank) and the number of ids ever assigned: the
    * size of roster, peers and dead. */
   int rank, world;
+  /* Stable id -> address, fingerprint and host (roster[id].host: key, pid,
+   * shared-memory nonce, all zero when the seed sent no host section). */
   nexar__roster_entry_t *roster;
+  /* This process's host id (host.c), sent in HELLO. */
+  nexar__host_id_t host;
   nexar__conn_t **peers; /* stable id -> connection (neighbours only) */
   nexar__peer_t *ps;     /* stable id -> end-to-end sequence state */
   nexar__topo_t topo;    /* connection graph and routes (engine) */
@@ -1062,6 +1066,12 @@ void nexar__bump_next_id(nexar_ctx_t *ctx, uint64_t v);
  * ones: no connection, dead = 2 until they are made members). Returns 0,
  * NEXAR_ERR_INVALID_ARG above NEXAR__ELASTIC_MAX_IDS, NEXAR_ERR_NOMEM. */
 int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n);
+/* host.c: this process's host id: the key from |override| (NEXAR_HOST_KEY,
+ * hex; NULL: from the boot id and network namespace), pid, a fresh nonce.
+ * Returns 0, NEXAR_ERR_INVALID_ARG (bad override) or NEXAR_ERR_INTERNAL;
+ * |err| says why. */
+int nexar__host_id_init(nexar__host_id_t *h, const char *override, char *err,
+                        size_t len);
 /* Engine: a joiner's JOIN from the seed: id, roster and world set up. */
 int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len);
 /* Engine: bytes from, and the end of, the admission connection to the seed

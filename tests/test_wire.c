@@ -1927,6 +1927,207 @@ static void test_random_mutation(void **state) {
   assert_true(accepted > 1000);
 }
 
+/* ---- Host sections (HELLO host extension; WELCOME, ADMITTED and JOIN
+ * host sections): round trips, every wrong length, a section that names
+ * no host, and messages without one still decoding with zero hosts. */
+
+#define HOST_BYTES 28u
+
+/* Gives roster entries 0..n-1 a host (key 0 for every third: unknown), or
+ * clears them (on = 0). */
+static void fill_hosts(uint32_t n, int on) {
+  for (uint32_t i = 0; i < n; i++) {
+    memset(&roster[i].host, 0, sizeof roster[i].host);
+    if (!on) continue;
+    roster[i].host.key = i % 3 ? 0x0123456789abcdefull + i / 2 : 0;
+    roster[i].host.pid = 1000 + i;
+    for (unsigned k = 0; k < NEXAR__NONCE_BYTES; k++)
+      roster[i].host.nonce[k] = (uint8_t)(i * 7 + k);
+  }
+}
+
+static void assert_host_equal(const nexar__host_id_t *a,
+                              const nexar__host_id_t *b) {
+  assert_true(a->key == b->key);
+  assert_int_equal(a->pid, b->pid);
+  assert_memory_equal(a->nonce, b->nonce, NEXAR__NONCE_BYTES);
+}
+
+static void test_hello_host(void **state) {
+  (void)state;
+  static uint8_t b[8 + 512 + NEXAR__CERT_MAX], c[sizeof b];
+  nexar__seed_hello_t h = sample_hello(), d;
+  h.cert_len = 40;
+  strcpy(h.topo, "full");
+  h.host_key = 0xfedcba9876543210ull;
+  for (unsigned i = 0; i < NEXAR__NONCE_BYTES; i++) h.nonce[i] = (uint8_t)i;
+  int n = hello_frame(&h, b, sizeof b);
+  size_t idlen = HELLO_FIXED + strlen(h.host) + 3 + 40 + 4;
+  assert_int_equal(n, 8 + idlen + 24);
+  size_t blen = (size_t)n - 8;
+  assert_int_equal(nexar__seed_hello_decode(&d, b + 8, blen), 0);
+  assert_hello_equal(&h, &d);
+  assert_true(d.host_key == h.host_key);
+  assert_memory_equal(d.nonce, h.nonce, NEXAR__NONCE_BYTES);
+  /* Without the host extension: key and nonce decode as 0. */
+  assert_int_equal(nexar__seed_hello_decode(&d, b + 8, idlen), 0);
+  assert_true(d.host_key == 0);
+  for (unsigned i = 0; i < NEXAR__NONCE_BYTES; i++)
+    assert_int_equal(d.nonce[i], 0);
+  /* Every other length after the identity extension, a zero key. */
+  for (size_t k = idlen + 1; k < blen; k++)
+    assert_int_equal(nexar__seed_hello_decode(&d, b + 8, k), NEXAR_ERR_PROTO);
+  memcpy(c, b + 8, blen);
+  c[blen] = 0;
+  assert_int_equal(nexar__seed_hello_decode(&d, c, blen + 1), NEXAR_ERR_PROTO);
+  nexar__put_u64(c + idlen, 0);
+  assert_int_equal(nexar__seed_hello_decode(&d, c, blen), NEXAR_ERR_PROTO);
+  /* Encoder: a key without the identity extension; a nonce without key. */
+  h.cert_len = 0;
+  h.topo[0] = '\0';
+  assert_int_equal(nexar__seed_hello_encode(&h, b, sizeof b),
+                   NEXAR_ERR_INVALID_ARG);
+  h.cert_len = 40;
+  strcpy(h.topo, "full");
+  h.host_key = 0;
+  assert_int_equal(nexar__seed_hello_encode(&h, b, sizeof b),
+                   NEXAR_ERR_INVALID_ARG);
+  memset(h.nonce, 0, sizeof h.nonce);
+  assert_int_equal(hello_frame(&h, b, sizeof b), (int)(8 + idlen));
+}
+
+static void welcome_hosts_one(int with_certs) {
+  enum { WS = 7 };
+  static uint8_t certs[WS][64];
+  const uint8_t *pc[WS];
+  uint16_t cl[WS];
+  for (int i = 0; i < WS; i++) {
+    memset(certs[i], 0x40 + i, sizeof certs[i]);
+    pc[i] = certs[i];
+    cl[i] = (uint16_t)(i * 9);
+  }
+  fill_roster(WS);
+  fill_hosts(WS, 1);
+  int n = nexar__seed_welcome_encode_certs(3, WS, roster, with_certs ? pc : NULL,
+                                           with_certs ? cl : NULL, big,
+                                           sizeof big);
+  size_t base = 8 + WS * ENTRY_BYTES, certs_len = 0;
+  for (int i = 0; with_certs && i < WS; i++) certs_len += 2u + cl[i];
+  assert_int_equal(n, (int)(8 + base + certs_len + 2 + WS * HOST_BYTES));
+  size_t blen = (size_t)n - 8;
+  nexar__seed_welcome_t w;
+  nexar__roster_entry_t e;
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, blen), 0);
+  assert_non_null(w.hosts);
+  assert_int_equal(w.certs_len, certs_len);
+  assert_true((w.certs != NULL) == (with_certs != 0));
+  for (uint32_t i = 0; i < WS; i++) {
+    assert_int_equal(nexar__welcome_entry(&w, i, &e), 0);
+    assert_waddr_equal(&e.addr, &roster[i].addr);
+    assert_host_equal(&e.host, &roster[i].host);
+  }
+  /* Without the section: zero hosts. */
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, base + certs_len),
+                   0);
+  assert_null(w.hosts);
+  assert_int_equal(nexar__welcome_entry(&w, 1, &e), 0);
+  assert_true(e.host.key == 0 && e.host.pid == 0);
+  /* Every length between, one byte more, a bad mark, no known host. */
+  for (size_t k = base + certs_len + 1; k < blen; k++)
+    assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, k),
+                     NEXAR_ERR_PROTO);
+  big[8 + blen] = 0;
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, blen + 1),
+                   NEXAR_ERR_PROTO);
+  size_t mark = 8 + base + certs_len;
+  big[mark] = 0xfe;
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, blen),
+                   NEXAR_ERR_PROTO);
+  big[mark] = 0xff;
+  for (uint32_t i = 0; i < WS; i++)
+    nexar__put_u64(big + mark + 2 + i * HOST_BYTES, 0);
+  assert_int_equal(nexar__seed_welcome_decode(&w, big + 8, blen),
+                   NEXAR_ERR_PROTO);
+  /* A roster of unknown hosts is sent without the section. */
+  fill_hosts(WS, 0);
+  roster[2].host.pid = 77;
+  n = nexar__seed_welcome_encode_certs(3, WS, roster, with_certs ? pc : NULL,
+                                       with_certs ? cl : NULL, big, sizeof big);
+  assert_int_equal(n, (int)(8 + base + certs_len));
+  fill_hosts(WS, 0);
+}
+
+static void test_welcome_hosts(void **state) {
+  (void)state;
+  welcome_hosts_one(0);
+  welcome_hosts_one(1);
+}
+
+static void test_admitted_hosts(void **state) {
+  (void)state;
+  nexar__seed_admitted_t a;
+  nexar__joiner_t j;
+  fill_roster(3);
+  fill_hosts(3, 1);
+  fill_joiners(4, 3);
+  int n = nexar__seed_admitted_encode(7, joiners, 3, big, sizeof big);
+  size_t base = 8 + 3 * JOINER_BYTES, blen = (size_t)n - 8;
+  assert_int_equal(blen, base + 3 * HOST_BYTES);
+  assert_int_equal(nexar__seed_admitted_decode(&a, big + 8, blen), 0);
+  assert_non_null(a.hosts);
+  for (uint32_t i = 0; i < 3; i++) {
+    assert_int_equal(nexar__admitted_entry(&a, i, &j), 0);
+    assert_int_equal(j.id, 4 + i);
+    assert_host_equal(&j.e.host, &roster[i].host);
+  }
+  assert_int_equal(nexar__seed_admitted_decode(&a, big + 8, base), 0);
+  assert_null(a.hosts);
+  for (size_t k = base + 1; k < blen; k++)
+    assert_int_equal(nexar__seed_admitted_decode(&a, big + 8, k),
+                     NEXAR_ERR_PROTO);
+  big[8 + blen] = 0;
+  assert_int_equal(nexar__seed_admitted_decode(&a, big + 8, blen + 1),
+                   NEXAR_ERR_PROTO);
+  for (uint32_t i = 0; i < 3; i++)
+    nexar__put_u64(big + 8 + base + i * HOST_BYTES, 0);
+  assert_int_equal(nexar__seed_admitted_decode(&a, big + 8, blen),
+                   NEXAR_ERR_PROTO);
+  /* Nobody admitted: no section, and none accepted. */
+  n = nexar__seed_admitted_encode(7, joiners, 0, big, sizeof big);
+  assert_int_equal(n, 8 + 8);
+  fill_hosts(3, 0);
+}
+
+static void test_join_hosts(void **state) {
+  (void)state;
+  nexar__seed_join_t j = sample_join(6, 4), d;
+  nexar__roster_entry_t e;
+  fill_hosts(6, 1);
+  int n = nexar__seed_join_encode(&j, roster, ids, big, sizeof big);
+  size_t base = JOIN_FIXED + 6 * ENTRY_BYTES + 4 * 4, blen = (size_t)n - 8;
+  assert_int_equal(blen, base + 6 * HOST_BYTES);
+  assert_int_equal(nexar__seed_join_decode(&d, big + 8, blen), 0);
+  assert_non_null(d.hosts);
+  for (uint32_t i = 0; i < 6; i++) {
+    assert_int_equal(nexar__join_entry(&d, i, &e), 0);
+    assert_host_equal(&e.host, &roster[i].host);
+  }
+  for (uint32_t i = 0; i < 4; i++)
+    assert_int_equal(nexar__id_at(d.members, i), ids[i]);
+  assert_int_equal(nexar__seed_join_decode(&d, big + 8, base), 0);
+  assert_null(d.hosts);
+  for (size_t k = base + 1; k < blen; k++)
+    assert_int_equal(nexar__seed_join_decode(&d, big + 8, k), NEXAR_ERR_PROTO);
+  big[8 + blen] = 0;
+  assert_int_equal(nexar__seed_join_decode(&d, big + 8, blen + 1),
+                   NEXAR_ERR_PROTO);
+  for (uint32_t i = 0; i < 6; i++)
+    nexar__put_u64(big + 8 + base + i * HOST_BYTES, 0);
+  assert_int_equal(nexar__seed_join_decode(&d, big + 8, blen),
+                   NEXAR_ERR_PROTO);
+  fill_hosts(6, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hdr_layout),
@@ -1947,6 +2148,10 @@ int main(void) {
       cmocka_unit_test(test_welcome_roundtrip),
       cmocka_unit_test(test_welcome_invalid),
       cmocka_unit_test(test_welcome_certs),
+      cmocka_unit_test(test_hello_host),
+      cmocka_unit_test(test_welcome_hosts),
+      cmocka_unit_test(test_admitted_hosts),
+      cmocka_unit_test(test_join_hosts),
       cmocka_unit_test(test_reject),
       cmocka_unit_test(test_admit),
       cmocka_unit_test(test_admitted),

@@ -121,7 +121,9 @@ static int send_hello(nexar_ctx_t *ctx, nexar__conn_t *c,
   memcpy(h.cert, ctx->ep.id.cert, ctx->ep.id.cert_len);
   h.cert_len = ctx->ep.id.cert_len;
   snprintf(h.topo, sizeof(h.topo), "%s", ctx->topo.name);
-  h.pid = (uint32_t)getpid();
+  h.pid = ctx->host.pid;
+  h.host_key = ctx->host.key;
+  memcpy(h.nonce, ctx->host.nonce, NEXAR__NONCE_BYTES);
   gethostname(h.host, NEXAR__HOST_MAX);
   for (char *p = h.host; *p; p++)
     if (*p < 33 || *p > 126) *p = '_';

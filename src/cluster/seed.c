@@ -159,6 +159,17 @@ static bool waddr_loopback(const nexar__waddr_t *a) {
          (a->family == 6 && memcmp(a->ip, v6lo, 16) == 0);
 }
 
+/* A worker's roster entry: where it listens, its fingerprint, and where
+ * it runs (from its HELLO). */
+static void roster_entry(nexar__roster_entry_t *e, const worker_t *w) {
+  memset(e, 0, sizeof(*e));
+  e->addr = w->addr;
+  memcpy(e->fingerprint, w->hello.fingerprint, NEXAR__FP_BYTES);
+  e->host.key = w->hello.host_key;
+  e->host.pid = w->hello.pid;
+  memcpy(e->host.nonce, w->hello.nonce, NEXAR__NONCE_BYTES);
+}
+
 static void form(nexar_seed_t *s) {
   /* Requested ranks first, then arrival order fills the free ranks. */
   int *owner = malloc((size_t)s->world * sizeof(int));
@@ -169,7 +180,8 @@ static void form(nexar_seed_t *s) {
   bool certs = s->nw && strcmp(s->w[0].hello.topo, "full") != 0;
   const uint8_t **der = calloc((size_t)s->world, sizeof(*der));
   uint16_t *der_len = calloc((size_t)s->world, sizeof(*der_len));
-  size_t cap = 16 + (size_t)s->world * (64 + (certs ? 2 + NEXAR__CERT_MAX : 0));
+  size_t cap =
+      16 + (size_t)s->world * (96 + (certs ? 2 + NEXAR__CERT_MAX : 0));
   uint8_t *frame = malloc(cap);
   if (!owner || !roster || !frame || !der || !der_len) {
     finish(s, NEXAR_ERR_NOMEM, "out of memory forming the cluster");
@@ -208,8 +220,7 @@ static void form(nexar_seed_t *s) {
   }
   for (int r = 0; r < s->world; r++) {
     worker_t *w = &s->w[owner[r]];
-    roster[r].addr = w->addr;
-    memcpy(roster[r].fingerprint, w->hello.fingerprint, NEXAR__FP_BYTES);
+    roster_entry(&roster[r], w);
     der[r] = w->hello.cert;
     der_len[r] = w->hello.cert_len;
   }
@@ -309,7 +320,7 @@ static int admit(nexar_seed_t *s, nexar__conn_t *c,
   nexar__roster_entry_t *ids =
       realloc(s->ids, (size_t)(s->nids + room + 1) * sizeof(*ids));
   uint8_t *frame = NULL;
-  size_t cap = NEXAR__SEED_FRAME_HDR + 24 + (size_t)(s->nids + room) * 51 +
+  size_t cap = NEXAR__SEED_FRAME_HDR + 24 + (size_t)(s->nids + room) * 96 +
                4 * (size_t)(n + room);
   if (ids) s->ids = ids;
   if (!j || !members || !ids || !(frame = malloc(cap))) {
@@ -332,8 +343,7 @@ static int admit(nexar_seed_t *s, nexar__conn_t *c,
       continue;
     }
     j[k].id = (uint32_t)(s->nids + k);
-    j[k].e.addr = w->addr;
-    memcpy(j[k].e.fingerprint, w->hello.fingerprint, NEXAR__FP_BYTES);
+    roster_entry(&j[k].e, w);
     s->ids[j[k].id] = j[k].e;
     members[n + k] = j[k].id;
     k++;

@@ -135,6 +135,8 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     rc = nexar__launch_detect(&ctx->prm, cfg, &ctx->launch, err, sizeof(err));
   if (rc == 0) rc = nexar__params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0) rc = nexar__coll_params_check(&ctx->prm, err, sizeof(err));
+  if (rc == 0)
+    rc = nexar__host_id_init(&ctx->host, ctx->prm.host_key, err, sizeof(err));
   if (rc == 0) {
     rc = nexar__ft_init(ctx, err, sizeof(err));
     ft_ready = rc == 0;

@@ -35,9 +35,15 @@
   X(INT, coll_probe_ms, "NEXAR_COLL_PROBE_MS", 1000, 0, 86400000,              \
     "a collective waiting this long sends its fingerprint to all (0: off)")    \
   X(STR, algo_allreduce, "NEXAR_ALGO_ALLREDUCE", "auto", 0, 0,                 \
-    "allreduce algorithm: auto, ring, rd or rabenseifner")                     \
+    "allreduce algorithm: auto, ring, rd, rabenseifner or hier")               \
   X(STR, algo_bcast, "NEXAR_ALGO_BCAST", "auto", 0, 0,                         \
-    "bcast algorithm: auto, binomial or scatter_allgather")                    \
+    "bcast algorithm: auto, binomial, scatter_allgather or hier")              \
+  X(STR, algo_reduce, "NEXAR_ALGO_REDUCE", "auto", 0, 0,                       \
+    "reduce algorithm: auto, binomial, rs_gather or hier")                     \
+  X(STR, algo_allgather, "NEXAR_ALGO_ALLGATHER", "auto", 0, 0,                 \
+    "allgather algorithm: auto, ring, rd or hier")                             \
+  X(STR, algo_barrier, "NEXAR_ALGO_BARRIER", "auto", 0, 0,                     \
+    "barrier algorithm: auto, two_phase, dissemination or hier")               \
   X(INT, allreduce_rd_max_bytes, "NEXAR_ALLREDUCE_RD_MAX_BYTES", 16384, 0,     \
     1 << 30, "auto: recursive-doubling allreduce up to this size")             \
   X(INT, allreduce_ring_min_bytes, "NEXAR_ALLREDUCE_RING_MIN_BYTES", 1048576,  \
@@ -123,7 +129,10 @@
     "processes of the job on this host (0: from the launcher or the roster)")  \
   X(STR, k8s_service, "NEXAR_K8S_SERVICE", NULL, 0, 0,                         \
     "Kubernetes Indexed Job: the headless Service naming the pods (the seed "  \
-    "is pod 0)")
+    "is pod 0)")                                                               \
+  X(STR, host_key, "NEXAR_HOST_KEY", NULL, 0, 0,                               \
+    "this process's host key, 1 to 16 hex digits (tests; containers that "     \
+    "share a boot id): ranks with one key share a host")
 
 typedef struct nexar__params {
 #define NEXAR__PARAM_FIELD_INT(f) int64_t f;

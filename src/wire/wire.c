@@ -17,6 +17,12 @@
   (NEXAR__MAC_BYTES + 4u + 4u + 1u + WADDR_BYTES + NEXAR__FP_BYTES + 4u + 1u)
 /* Fixed part of the HELLO identity extension: u16 cert_len, u8 topo_len. */
 #define HELLO_EXT_FIXED 3u
+/* One host id in a host section: u64 key, u32 pid, nonce. */
+#define HOST_BYTES (8u + 4u + NEXAR__NONCE_BYTES)
+/* The HELLO host extension: u64 key, nonce. */
+#define HELLO_HOST_BYTES (8u + NEXAR__NONCE_BYTES)
+/* First two bytes of a WELCOME host section. */
+#define HOST_MARK 0xffffu
 /* Fixed part of a WELCOME body, before the entries. */
 #define WELCOME_FIXED 8u
 /* Fixed part of a REJECT body, before the reason bytes. */
@@ -313,6 +319,56 @@ static int waddr_get(nexar__waddr_t *a, const uint8_t *p) {
   return 0;
 }
 
+/* ---- Host sections: |n| host ids after a message's lists, present when
+ * some key is non-zero (a section of unknown hosts is never sent, so every
+ * message has one encoding). */
+
+static void host_put(uint8_t *p, const nexar__host_id_t *h) {
+  nexar__put_u64(p, h->key);
+  nexar__put_u32(p + 8, h->pid);
+  memcpy(p + 12, h->nonce, NEXAR__NONCE_BYTES);
+}
+
+/* Host id |i| of a section at |sec| (NULL: none, all zero). */
+static void host_get(nexar__host_id_t *h, const uint8_t *sec, uint32_t i) {
+  memset(h, 0, sizeof(*h));
+  if (!sec) return;
+  const uint8_t *p = sec + (size_t)i * HOST_BYTES;
+  h->key = nexar__get_u64(p);
+  h->pid = nexar__get_u32(p + 8);
+  memcpy(h->nonce, p + 12, NEXAR__NONCE_BYTES);
+}
+
+/* 1 when one of the |n| host ids at |sec| has a non-zero key. */
+static int hosts_known(const uint8_t *sec, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    if (nexar__get_u64(sec + (size_t)i * HOST_BYTES) != 0) return 1;
+  return 0;
+}
+
+/* Host |i| of |n| roster entries laid out |stride| bytes apart (a roster,
+ * or the entries inside an array of joiners). */
+static const nexar__host_id_t *host_at(const nexar__roster_entry_t *e,
+                                       uint32_t i, size_t stride) {
+  return &((const nexar__roster_entry_t *)((const uint8_t *)e + i * stride))
+              ->host;
+}
+
+/* Whether the host section of |n| entries |stride| bytes apart is sent. */
+static int hosts_sent(const nexar__roster_entry_t *e, uint32_t n,
+                      size_t stride) {
+  for (uint32_t i = 0; i < n; i++)
+    if (host_at(e, i, stride)->key) return 1;
+  return 0;
+}
+
+/* Writes the host section of |n| entries |stride| bytes apart at |p|. */
+static void hosts_put(uint8_t *p, const nexar__roster_entry_t *e, uint32_t n,
+                      size_t stride) {
+  for (uint32_t i = 0; i < n; i++)
+    host_put(p + (size_t)i * HOST_BYTES, host_at(e, i, stride));
+}
+
 /* Writes |n| roster entries (address, fingerprint) at |p|. */
 static void entries_put(uint8_t *p, const nexar__roster_entry_t *e,
                         uint32_t n) {
@@ -323,12 +379,15 @@ static void entries_put(uint8_t *p, const nexar__roster_entry_t *e,
   }
 }
 
-/* Reads one roster entry; |e| is written only when it is valid. */
-static int entry_get(nexar__roster_entry_t *e, const uint8_t *p) {
+/* Reads one roster entry and its host, id |i| of the host section |hosts|
+ * (NULL: none); |e| is written only when it is valid. */
+static int entry_get(nexar__roster_entry_t *e, const uint8_t *p,
+                     const uint8_t *hosts, uint32_t i) {
   nexar__roster_entry_t d;
   memset(&d, 0, sizeof d);
   if (waddr_get(&d.addr, p) != 0) return NEXAR_ERR_PROTO;
   memcpy(d.fingerprint, p + WADDR_BYTES, NEXAR__FP_BYTES);
+  host_get(&d.host, hosts, i);
   *e = d;
   return 0;
 }
@@ -394,7 +453,14 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
       !printable((const uint8_t *)h->topo, topo_len) ||
       (!h->cert_len && topo_len))
     return NEXAR_ERR_INVALID_ARG;
+  static const uint8_t no_nonce[NEXAR__NONCE_BYTES];
+  /* The host extension follows the identity extension; without a key
+   * there is none, and so no nonce either. */
+  if (h->host_key ? !h->cert_len
+                  : memcmp(h->nonce, no_nonce, NEXAR__NONCE_BYTES) != 0)
+    return NEXAR_ERR_INVALID_ARG;
   size_t ext = h->cert_len ? HELLO_EXT_FIXED + h->cert_len + topo_len : 0;
+  if (h->host_key) ext += HELLO_HOST_BYTES;
 
   n = frame_begin(out, cap, NEXAR__SEED_HELLO, HELLO_FIXED + host_len + ext);
   if (n < 0) return n;
@@ -424,6 +490,11 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
     p += 2 + h->cert_len;
     *p++ = (uint8_t)topo_len;
     memcpy(p, h->topo, topo_len);
+    p += topo_len;
+  }
+  if (h->host_key) {
+    nexar__put_u64(p, h->host_key);
+    memcpy(p + 8, h->nonce, NEXAR__NONCE_BYTES);
   }
   return n;
 }
@@ -470,15 +541,22 @@ int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
   size_t rest = len - HELLO_FIXED - host_len;
   if (rest) {
     /* Identity extension: u16 cert_len (1..CERT_MAX), the certificate,
-     * u8 topo_len (0..TOPO_MAX), the topology; nothing after it. */
+     * u8 topo_len (0..TOPO_MAX), the topology; then the host extension
+     * (u64 key, non-zero; nonce) or nothing. */
     if (rest < HELLO_EXT_FIXED) return NEXAR_ERR_PROTO;
     size_t cl = nexar__get_u16(p);
     if (cl < 1 || cl > NEXAR__CERT_MAX || rest < HELLO_EXT_FIXED + cl)
       return NEXAR_ERR_PROTO;
-    size_t tl = p[2 + cl];
-    if (tl > NEXAR__TOPO_MAX || rest != HELLO_EXT_FIXED + cl + tl ||
-        !printable(p + 3 + cl, tl))
+    size_t tl = p[2 + cl], id_len = HELLO_EXT_FIXED + cl + tl;
+    if (tl > NEXAR__TOPO_MAX || rest < id_len || !printable(p + 3 + cl, tl))
       return NEXAR_ERR_PROTO;
+    if (rest != id_len) {
+      const uint8_t *x = p + id_len;
+      if (rest != id_len + HELLO_HOST_BYTES || nexar__get_u64(x) == 0)
+        return NEXAR_ERR_PROTO;
+      d.host_key = nexar__get_u64(x);
+      memcpy(d.nonce, x + 8, NEXAR__NONCE_BYTES);
+    }
     d.cert_len = (uint16_t)cl;
     memcpy(d.cert, p + 2, cl);
     memcpy(d.topo, p + 3 + cl, tl);
@@ -514,6 +592,9 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
     body_len += 2u + cert_len[i];
     if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
   }
+  int hosts = hosts_sent(entries, world_size, sizeof(*entries));
+  if (hosts) body_len += 2u + (uint64_t)world_size * HOST_BYTES;
+  if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
   for (uint32_t i = 0; i < world_size; i++)
     if (!waddr_valid(&entries[i].addr)) return NEXAR_ERR_INVALID_ARG;
 
@@ -528,6 +609,10 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
     nexar__put_u16(p, cert_len[i]);
     if (cert_len[i]) memcpy(p + 2, certs[i], cert_len[i]);
     p += 2u + cert_len[i];
+  }
+  if (hosts) {
+    nexar__put_u16(p, HOST_MARK);
+    hosts_put(p + 2, entries, world_size, sizeof(*entries));
   }
   return n;
 }
@@ -544,16 +629,24 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
   uint64_t fixed = WELCOME_FIXED + (uint64_t)world_size * ENTRY_BYTES;
   if ((uint64_t)len < fixed) return NEXAR_ERR_PROTO;
   /* Optional certificate section: exactly world_size (u16 length, DER)
-   * entries, each at most NEXAR__CERT_MAX bytes, ending with the body. */
-  if ((uint64_t)len > fixed) {
-    uint64_t o = fixed;
+   * entries, each at most NEXAR__CERT_MAX bytes. */
+  uint64_t o = fixed;
+  if (o + 2 <= len && nexar__get_u16(body + o) != HOST_MARK) {
     for (uint32_t i = 0; i < world_size; i++) {
       if (o + 2 > len) return NEXAR_ERR_PROTO;
       uint16_t cl = nexar__get_u16(body + o);
       if (cl > NEXAR__CERT_MAX || o + 2 + cl > len) return NEXAR_ERR_PROTO;
       o += 2u + cl;
     }
-    if (o != len) return NEXAR_ERR_PROTO;
+  }
+  /* Optional host section, ending with the body. */
+  const uint8_t *hosts = NULL;
+  if (o != len) {
+    if (len - o != 2u + (uint64_t)world_size * HOST_BYTES ||
+        nexar__get_u16(body + o) != HOST_MARK ||
+        !hosts_known(body + o + 2, world_size))
+      return NEXAR_ERR_PROTO;
+    hosts = body + o + 2;
   }
   /* Validate every entry now, so that nexar__welcome_entry() cannot fail on
    * a welcome this function accepted. */
@@ -561,8 +654,9 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
   w->rank = rank;
   w->world_size = world_size;
   w->entries = body + WELCOME_FIXED;
-  w->certs = (uint64_t)len > fixed ? body + fixed : NULL;
-  w->certs_len = (size_t)((uint64_t)len - fixed);
+  w->certs = o > fixed ? body + fixed : NULL;
+  w->certs_len = (size_t)(o - fixed);
+  w->hosts = hosts;
   return 0;
 }
 
@@ -596,7 +690,7 @@ int nexar__welcome_entry(const nexar__seed_welcome_t *w, uint32_t i,
                          nexar__roster_entry_t *e) {
   if (!w || !e || !w->entries) return NEXAR_ERR_INVALID_ARG;
   if (i >= w->world_size) return NEXAR_ERR_INVALID_ARG;
-  return entry_get(e, w->entries + (size_t)i * ENTRY_BYTES);
+  return entry_get(e, w->entries + (size_t)i * ENTRY_BYTES, w->hosts, i);
 }
 
 int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
@@ -703,8 +797,10 @@ int nexar__seed_admitted_encode(uint32_t nids, const nexar__joiner_t *j,
     if (j[i].id >= nids || (i && j[i].id <= j[i - 1].id) ||
         !waddr_valid(&j[i].e.addr))
       return NEXAR_ERR_INVALID_ARG;
+  int hosts = njoin && hosts_sent(&j[0].e, njoin, sizeof(*j));
   n = frame_begin(out, cap, NEXAR__SEED_ADMITTED,
-                  ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES);
+                  ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES +
+                      (hosts ? (size_t)njoin * HOST_BYTES : 0));
   if (n < 0) return n;
   p = out + NEXAR__SEED_FRAME_HDR;
   nexar__put_u32(p, nids);
@@ -714,6 +810,7 @@ int nexar__seed_admitted_encode(uint32_t nids, const nexar__joiner_t *j,
     nexar__put_u32(p, j[i].id);
     entries_put(p + 4, &j[i].e, 1);
   }
+  if (hosts) hosts_put(p, &j[0].e, njoin, sizeof(*j));
   return n;
 }
 
@@ -726,7 +823,10 @@ int nexar__seed_admitted_decode(nexar__seed_admitted_t *a, const uint8_t *body,
   nids = nexar__get_u32(body);
   njoin = nexar__get_u32(body + 4);
   if (nids > NEXAR__ELASTIC_MAX_IDS || njoin > nids) return NEXAR_ERR_PROTO;
-  if (len != ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES)
+  size_t base = ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES;
+  const uint8_t *hosts = len > base ? body + base : NULL;
+  if (len != base && (len != base + (size_t)njoin * HOST_BYTES ||
+                      !hosts_known(hosts, njoin)))
     return NEXAR_ERR_PROTO;
   for (uint32_t i = 0; i < njoin; i++) {
     const uint8_t *p = body + ADMITTED_FIXED + (size_t)i * JOINER_BYTES;
@@ -738,6 +838,7 @@ int nexar__seed_admitted_decode(nexar__seed_admitted_t *a, const uint8_t *body,
   a->nids = nids;
   a->njoin = njoin;
   a->entries = body + ADMITTED_FIXED;
+  a->hosts = hosts;
   return 0;
 }
 
@@ -747,7 +848,7 @@ int nexar__admitted_entry(const nexar__seed_admitted_t *a, uint32_t i,
 
   if (!a || !j || !a->entries || i >= a->njoin) return NEXAR_ERR_INVALID_ARG;
   p = a->entries + (size_t)i * JOINER_BYTES;
-  if (entry_get(&j->e, p + 4) != 0) return NEXAR_ERR_PROTO;
+  if (entry_get(&j->e, p + 4, a->hosts, i) != 0) return NEXAR_ERR_PROTO;
   j->id = nexar__get_u32(p);
   return 0;
 }
@@ -771,9 +872,11 @@ int nexar__seed_join_encode(const nexar__seed_join_t *j,
     return NEXAR_ERR_INVALID_ARG;
   for (uint32_t i = 0; i < j->nids; i++)
     if (!waddr_valid(&roster[i].addr)) return NEXAR_ERR_INVALID_ARG;
-  n = frame_begin(
-      out, cap, NEXAR__SEED_JOIN,
-      JOIN_FIXED + (size_t)j->nids * ENTRY_BYTES + 4u * (size_t)j->nmembers);
+  int hosts = hosts_sent(roster, j->nids, sizeof(*roster));
+  n = frame_begin(out, cap, NEXAR__SEED_JOIN,
+                  JOIN_FIXED + (size_t)j->nids * ENTRY_BYTES +
+                      4u * (size_t)j->nmembers +
+                      (hosts ? (size_t)j->nids * HOST_BYTES : 0));
   if (n < 0) return n;
   p = out + NEXAR__SEED_FRAME_HDR;
   nexar__put_u32(p, j->id);
@@ -788,6 +891,8 @@ int nexar__seed_join_encode(const nexar__seed_join_t *j,
     nexar__put_u32(p + 4 * i, members[i]);
   if (!ids_valid(p, j->nmembers, j->nids) || !ids_have(p, j->nmembers, j->id))
     return NEXAR_ERR_INVALID_ARG;
+  if (hosts)
+    hosts_put(p + 4u * (size_t)j->nmembers, roster, j->nids, sizeof(*roster));
   return n;
 }
 
@@ -806,8 +911,11 @@ int nexar__seed_join_decode(nexar__seed_join_t *j, const uint8_t *body,
   if (d.nids < 1 || d.nids > NEXAR__ELASTIC_MAX_IDS || d.id >= d.nids ||
       d.nmembers < 1 || d.nmembers > d.nids || d.comm_id < 1 || d.epoch < 1)
     return NEXAR_ERR_PROTO;
-  if (len !=
-      JOIN_FIXED + (size_t)d.nids * ENTRY_BYTES + 4u * (size_t)d.nmembers)
+  size_t base =
+      JOIN_FIXED + (size_t)d.nids * ENTRY_BYTES + 4u * (size_t)d.nmembers;
+  d.hosts = len > base ? body + base : NULL;
+  if (len != base && (len != base + (size_t)d.nids * HOST_BYTES ||
+                      !hosts_known(d.hosts, d.nids)))
     return NEXAR_ERR_PROTO;
   d.entries = body + JOIN_FIXED;
   d.members = d.entries + (size_t)d.nids * ENTRY_BYTES;
@@ -822,5 +930,5 @@ int nexar__seed_join_decode(nexar__seed_join_t *j, const uint8_t *body,
 int nexar__join_entry(const nexar__seed_join_t *j, uint32_t i,
                       nexar__roster_entry_t *e) {
   if (!j || !e || !j->entries || i >= j->nids) return NEXAR_ERR_INVALID_ARG;
-  return entry_get(e, j->entries + (size_t)i * ENTRY_BYTES);
+  return entry_get(e, j->entries + (size_t)i * ENTRY_BYTES, j->hosts, i);
 }

@@ -220,7 +220,8 @@ int nexar__agree_decode(nexar__agree_msg_t *m, const uint8_t *in, size_t len,
 /* ---- Seed protocol: framed messages on one bidirectional stream.
  * A frame is [u16 magic][u8 version][u8 type][u32 body_len][body]. */
 #define NEXAR__SEED_FRAME_HDR 8u
-#define NEXAR__SEED_MAX_BODY (1u << 20) /* 1 MiB: roster of ~16k ranks */
+/* 2 MiB: a WELCOME or JOIN naming 16k ranks with their host section. */
+#define NEXAR__SEED_MAX_BODY (2u << 20)
 #define NEXAR__MAC_BYTES 32u            /* HMAC-SHA256 */
 #define NEXAR__FP_BYTES 32u             /* SHA-256 certificate fingerprint */
 #define NEXAR__HOST_MAX 64u
@@ -252,6 +253,17 @@ _Static_assert(NEXAR__AGREE_MAX_IDS == NEXAR__ELASTIC_MAX_IDS,
 /* ADMIT max_joiners: no limit on the members' side. */
 #define NEXAR__JOIN_UNLIMITED 0xffffffffu
 
+/* Where a process runs (docs/wire-protocol.md section 6.5): the host
+ * section of WELCOME, ADMITTED and JOIN carries one per rank, and the
+ * HELLO host extension the worker's own key and nonce (its pid is HELLO's).
+ * Processes with one key share a boot and a network namespace. */
+#define NEXAR__NONCE_BYTES 16u
+typedef struct nexar__host_id {
+  uint64_t key; /* 0: unknown (a HELLO without the extension) */
+  uint32_t pid;
+  uint8_t nonce[NEXAR__NONCE_BYTES]; /* random, names its shm rendezvous */
+} nexar__host_id_t;
+
 /* An IPv4 or IPv6 UDP address in wire form. */
 typedef struct nexar__waddr {
   uint8_t family; /* 4 or 6 */
@@ -275,11 +287,18 @@ typedef struct nexar__seed_hello {
   uint16_t cert_len;
   uint8_t cert[NEXAR__CERT_MAX];
   char topo[NEXAR__TOPO_MAX + 1]; /* NUL-terminated */
+  /* Host extension (optional, after the identity extension; 0 when
+   * absent): host key (non-zero when sent) and shared-memory nonce. */
+  uint64_t host_key;
+  uint8_t nonce[NEXAR__NONCE_BYTES];
 } nexar__seed_hello_t;
 
 typedef struct nexar__roster_entry {
   nexar__waddr_t addr;
   uint8_t fingerprint[NEXAR__FP_BYTES];
+  /* From the message's host section; all zero when it has none. Encoders
+   * write the section when some entry has a non-zero key. */
+  nexar__host_id_t host;
 } nexar__roster_entry_t;
 
 typedef struct nexar__seed_welcome {
@@ -291,6 +310,9 @@ typedef struct nexar__seed_welcome {
    * with nexar__welcome_cert(); NULL when the welcome has none. */
   const uint8_t *certs;
   size_t certs_len;
+  /* Host section (optional, after the certificates): world_size host ids,
+   * read by nexar__welcome_entry(); NULL when absent. */
+  const uint8_t *hosts;
 } nexar__seed_welcome_t;
 
 typedef struct nexar__seed_reject {
@@ -321,6 +343,7 @@ typedef struct nexar__seed_admitted {
   uint32_t nids;  /* ids assigned so far, joiners included */
   uint32_t njoin; /* joiners admitted (ids ascending), 0..nids */
   const uint8_t *entries;
+  const uint8_t *hosts; /* host section: njoin host ids, or NULL */
 } nexar__seed_admitted_t;
 
 /* JOIN: the elastic WELCOME of a joiner. */
@@ -332,6 +355,7 @@ typedef struct nexar__seed_join {
   uint32_t nmembers;      /* members of the new world, id among them */
   const uint8_t *entries; /* nids roster entries (nexar__join_entry) */
   const uint8_t *members; /* nmembers ids in rank order (nexar__id_at) */
+  const uint8_t *hosts;   /* host section: nids host ids, or NULL */
 } nexar__seed_join_t;
 
 /*
@@ -364,7 +388,8 @@ int nexar__seed_welcome_encode(uint32_t rank, uint32_t world_size,
                                uint8_t *out, size_t cap);
 /* As nexar__seed_welcome_encode, followed by the certificate section:
  * certs[i] of cert_len[i] bytes (0 .. NEXAR__CERT_MAX; 0 = none) for every
- * rank. */
+ * rank. Both write the host section after it when some entries[i].host.key
+ * is non-zero (as the ADMITTED and JOIN encoders do). */
 int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
                                      const nexar__roster_entry_t *entries,
                                      const uint8_t *const *certs,
@@ -390,11 +415,15 @@ int nexar__seed_proof_decode(uint8_t mac[NEXAR__MAC_BYTES], const uint8_t *body,
 int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
                              size_t len);
 /* Checks that len matches world_size entries (world_size >= 1 and bounded by
- * NEXAR__SEED_MAX_BODY) and that rank < world_size. */
+ * NEXAR__SEED_MAX_BODY), then optional sections, each exactly as long as
+ * world_size entries of it make it (certificates, then hosts: u16
+ * 0xffff, which no certificate length can be, and world_size host ids
+ * naming some non-zero key), and that rank < world_size. */
 int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
                                size_t len);
-/* Decodes entry |i| (< w->world_size) of a decoded welcome. Returns 0 or
- * NEXAR_ERR_PROTO (bad family). */
+/* Decodes entry |i| (< w->world_size) of a decoded welcome, its host from
+ * the host section (zero without one). Returns 0 or NEXAR_ERR_PROTO (bad
+ * family). */
 int nexar__welcome_entry(const nexar__seed_welcome_t *w, uint32_t i,
                          nexar__roster_entry_t *e);
 /* Walks the certificate section: |*pos| starts at 0 and is advanced past
@@ -410,19 +439,23 @@ int nexar__seed_reject_decode(nexar__seed_reject_t *r, const uint8_t *body,
 int nexar__seed_admit_decode(nexar__seed_admit_t *a, const uint8_t *body,
                              size_t len);
 /* Checks nids <= MAX_IDS, njoin <= nids, ids below nids and strictly
- * ascending, every address, and the exact length. */
+ * ascending, every address, and the exact length (with or without a host
+ * section of njoin host ids, which must name some non-zero key). */
 int nexar__seed_admitted_decode(nexar__seed_admitted_t *a, const uint8_t *body,
                                 size_t len);
-/* Entry |i| (< a->njoin) of a decoded ADMITTED. Returns 0 or
+/* Entry |i| (< a->njoin) of a decoded ADMITTED (host as in
+ * nexar__welcome_entry). Returns 0 or
  * NEXAR_ERR_INVALID_ARG / NEXAR_ERR_PROTO. */
 int nexar__admitted_entry(const nexar__seed_admitted_t *a, uint32_t i,
                           nexar__joiner_t *j);
 /* Checks 1 <= nids <= MAX_IDS, id < nids, 1 <= nmembers <= nids, distinct
  * members below nids with id among them, every address, comm_id and epoch
- * >= 1, and the exact length. */
+ * >= 1, and the exact length (with or without a host section of nids host
+ * ids after the members, which must name some non-zero key). */
 int nexar__seed_join_decode(nexar__seed_join_t *j, const uint8_t *body,
                             size_t len);
-/* Roster entry |i| (< j->nids) of a decoded JOIN. */
+/* Roster entry |i| (< j->nids) of a decoded JOIN (host as in
+ * nexar__welcome_entry). */
 int nexar__join_entry(const nexar__seed_join_t *j, uint32_t i,
                       nexar__roster_entry_t *e);
 

@@ -1,0 +1,96 @@
+/*
+ * Host identity (docs/wire-protocol.md section 6.5): which processes share
+ * a machine and a network namespace, learned through the seed's roster.
+ *
+ * The host key is the first 8 bytes of SHA-256 over the kernel's boot id
+ * and the device and inode numbers of this process's network namespace:
+ * processes of one boot in one namespace share it, and processes in
+ * different namespaces (containers, `ip netns`) do not, since they cannot
+ * reach each other's abstract Unix sockets. NEXAR_HOST_KEY overrides it
+ * (tests, and containers that share a boot id and namespace inode numbers
+ * across machines). The nonce is random per process; it will name the
+ * process's shared-memory rendezvous.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gnutls/crypto.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nexar_int.h"
+
+#define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+#define NETNS_PATH "/proc/self/ns/net"
+
+/* NEXAR_HOST_KEY: 1 to 16 hex digits, not all zero (0 means unknown). */
+static int parse_key(const char *s, uint64_t *key) {
+  size_t n = strlen(s);
+  uint64_t v = 0;
+  if (n < 1 || n > 16) return NEXAR_ERR_INVALID_ARG;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
+    if (d < 0) return NEXAR_ERR_INVALID_ARG;
+    v = v << 4 | (uint64_t)d;
+  }
+  if (!v) return NEXAR_ERR_INVALID_ARG;
+  *key = v;
+  return 0;
+}
+
+/* The key of this boot and network namespace. */
+static int host_key(uint64_t *key, char *err, size_t len) {
+  char boot[64];
+  struct stat st;
+  int fd = open(BOOT_ID_PATH, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : read(fd, boot, sizeof(boot));
+  int e = errno;
+  if (fd >= 0) close(fd);
+  if (n <= 0) {
+    snprintf(err, len, "cannot read %s: %s (set NEXAR_HOST_KEY)", BOOT_ID_PATH,
+             n == 0 ? "empty" : strerror(e));
+    return NEXAR_ERR_INTERNAL;
+  }
+  if (stat(NETNS_PATH, &st) != 0) {
+    snprintf(err, len, "cannot stat %s: %s (set NEXAR_HOST_KEY)", NETNS_PATH,
+             strerror(errno));
+    return NEXAR_ERR_INTERNAL;
+  }
+  uint8_t in[sizeof(boot) + 16], md[32];
+  uint64_t dev = (uint64_t)st.st_dev, ino = (uint64_t)st.st_ino;
+  memcpy(in, boot, (size_t)n);
+  nexar__put_u64(in + n, dev);
+  nexar__put_u64(in + n + 8, ino);
+  if (gnutls_hash_fast(GNUTLS_DIG_SHA256, in, (size_t)n + 16, md) < 0) {
+    snprintf(err, len, "SHA-256 of the host identity failed");
+    return NEXAR_ERR_INTERNAL;
+  }
+  *key = nexar__get_u64(md);
+  if (!*key) *key = 1; /* 0 means unknown */
+  return 0;
+}
+
+int nexar__host_id_init(nexar__host_id_t *h, const char *override, char *err,
+                        size_t len) {
+  memset(h, 0, sizeof(*h));
+  if (override && parse_key(override, &h->key) < 0) {
+    snprintf(err, len,
+             "NEXAR_HOST_KEY='%.32s': expected 1 to 16 hexadecimal digits, "
+             "not all zero",
+             override);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  int rc = override ? 0 : host_key(&h->key, err, len);
+  if (rc < 0) return rc;
+  h->pid = (uint32_t)getpid();
+  if (gnutls_rnd(GNUTLS_RND_NONCE, h->nonce, sizeof(h->nonce)) < 0) {
+    snprintf(err, len, "cannot draw the shared-memory nonce (gnutls_rnd)");
+    return NEXAR_ERR_INTERNAL;
+  }
+  return 0;
+}
