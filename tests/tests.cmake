@@ -30,6 +30,8 @@ set_tests_properties(test_perf PROPERTIES TIMEOUT ${t})
 nexar_test(test_p2p 300 test_p2p.c)
 nexar_test(test_coll 300 test_coll.c)
 nexar_test(test_coll_algos 300 test_coll_algos.c)
+# Two-level collectives on fake hosts (NEXAR_HOST_KEY), bit-exact.
+nexar_test(test_coll_hier 240 test_coll_hier.c)
 nexar_test(test_lanes 180 test_lanes.c)
 nexar_test(test_security 120 test_security.c)
 nexar_test(test_backpressure 120 test_backpressure.c)
