@@ -18,8 +18,9 @@
  * int64 SUM, MAX and AVG and float32 SUM with exactly representable values.
  *
  * `test_coll_hier --check [big]` runs the same checks once in a process
- * joined from the environment (tests/test_coll_hier_netns.sh, where the
- * hosts are real network namespaces).
+ * joined from the environment, and `--mismatch` the last run's check
+ * (tests/test_coll_hier_netns.sh, where the hosts are network
+ * namespaces).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -206,6 +207,18 @@ static int check_all(nexar_comm_t *w, bool big) {
   return 0;
 }
 
+/* One rank forces the ring allreduce, the others chose the two-level one:
+ * only the algorithm differs, and the mismatch notice names both. */
+static int check_mismatch(nexar_comm_t *w, int r) {
+  int64_t x = r, y = 0;
+  int rc = nexar_allreduce(w, &x, &y, 1, NEXAR_INT64, NEXAR_SUM);
+  const char *txt = nexar_comm_last_error(w);
+  NT_CHECKF(rc == NEXAR_ERR_MISMATCH, "allreduce returned %s: %s",
+            nexar_err_name(rc), txt);
+  NT_CHECKF(strstr(txt, "[hier]") && strstr(txt, "[ring]"), "%s", txt);
+  return 0;
+}
+
 /* ---- Runs under nt_run. */
 
 typedef struct run {
@@ -227,17 +240,8 @@ static int worker(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  if (run->force_ring < 0) {
-    if (check_all(w, run->big)) return 1;
-  } else {
-    /* Only the algorithm differs: the notice names both. */
-    int64_t x = r, y = 0;
-    int rc = nexar_allreduce(w, &x, &y, 1, NEXAR_INT64, NEXAR_SUM);
-    const char *txt = nexar_comm_last_error(w);
-    NT_CHECKF(rc == NEXAR_ERR_MISMATCH, "allreduce returned %s: %s",
-              nexar_err_name(rc), txt);
-    NT_CHECKF(strstr(txt, "[hier]") && strstr(txt, "[ring]"), "%s", txt);
-  }
+  if (run->force_ring < 0 ? check_all(w, run->big) : check_mismatch(w, r))
+    return 1;
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
@@ -247,15 +251,18 @@ static int worker(int index, void *arg) {
   "hier\nNEXAR_ALGO_ALLGATHER=hier\nNEXAR_ALGO_BARRIER=hier\n"
 
 int main(int argc, char **argv) {
-  if (argc >= 2 && strcmp(argv[1], "--check") == 0) {
+  bool mismatch = argc >= 2 && strcmp(argv[1], "--mismatch") == 0;
+  if (mismatch || (argc >= 2 && strcmp(argv[1], "--check") == 0)) {
     nexar_ctx_t *ctx;
     nexar_comm_t *w;
     int r, n;
     nt_worker_index = atoi(getenv("NEXAR_RANK") ? getenv("NEXAR_RANK") : "0");
     if (nt_join_world(&ctx, &w, &r, &n) != NEXAR_OK) return 1;
-    if (check_all(w, argc >= 3 && strcmp(argv[2], "big") == 0)) return 1;
+    if (mismatch ? check_mismatch(w, r)
+                 : check_all(w, argc >= 3 && strcmp(argv[2], "big") == 0))
+      return 1;
     if (nexar_finalize(ctx) != NEXAR_OK) return 1;
-    if (r == 0) printf("test_coll_hier --check: %d ranks ok\n", n);
+    printf("test_coll_hier %s: rank %d of %d ok\n", argv[1], r, n);
     return 0;
   }
   static const int round_robin[] = {0, 1, 2, 0, 1, 0, 2}; /* 3 + 2 + 2 */
