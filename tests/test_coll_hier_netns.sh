@@ -65,11 +65,7 @@ job() {
   ip netns exec "$hub" "$seed_bin" --listen 10.77.0.254:0 --world-size 7 \
     2>"$tmp/seed" &
   seed_pid=$!
-  for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on .*:\([0-9]*\), waiting.*/\1/p' "$tmp/seed")
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  port=$(seed_port "$tmp/seed")
   [ -n "$port" ] || fail "$name: nexar-seed printed no port: $(cat "$tmp/seed")"
   local pids=()
   for r in 0 1 2 3 4 5 6; do

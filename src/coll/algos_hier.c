@@ -123,22 +123,8 @@ static void phase(nexar__sched_t *s, nexar__coll_args_t a, const int *ranks,
   s->gsize = n;
   s->grank = me;
   s->gmap = ranks;
-  switch (a.coll) {
-    case NEXAR__COLL_BARRIER:
-      nexar__build_barrier(s);
-      break;
-    case NEXAR__COLL_BCAST:
-      nexar__build_bcast(s);
-      break;
-    case NEXAR__COLL_REDUCE:
-      nexar__build_reduce(s);
-      break;
-    case NEXAR__COLL_ALLREDUCE:
-      nexar__build_allreduce(s);
-      break;
-    default: /* allgatherv */
-      nexar__build_allgather(s);
-  }
+  int rc = nexar__build_flat(s);
+  if (rc < 0 && s->build_rc == 0) s->build_rc = rc;
   s->a = keep;
   s->gsize = s->comm->size;
   s->grank = s->comm->rank;

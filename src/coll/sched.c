@@ -221,6 +221,38 @@ static int seal(nexar__sched_t *s) {
   return 0;
 }
 
+int nexar__build_flat(nexar__sched_t *s) {
+  switch (s->a.coll) {
+    case NEXAR__COLL_BARRIER:
+      return nexar__build_barrier(s);
+    case NEXAR__COLL_BCAST:
+      return nexar__build_bcast(s);
+    case NEXAR__COLL_ALLREDUCE:
+      return nexar__build_allreduce(s);
+    case NEXAR__COLL_REDUCE:
+      return nexar__build_reduce(s);
+    case NEXAR__COLL_ALLGATHER:
+    case NEXAR__COLL_ALLGATHERV:
+      return nexar__build_allgather(s);
+    case NEXAR__COLL_REDUCE_SCATTER:
+      return nexar__build_reduce_scatter(s);
+    case NEXAR__COLL_ALLTOALL:
+    case NEXAR__COLL_ALLTOALLV:
+      return nexar__build_alltoall(s);
+    case NEXAR__COLL_GATHER:
+    case NEXAR__COLL_GATHERV:
+      return nexar__build_gather(s);
+    case NEXAR__COLL_SCATTER:
+    case NEXAR__COLL_SCATTERV:
+      return nexar__build_scatter(s);
+    case NEXAR__COLL_SCAN:
+    case NEXAR__COLL_EXSCAN:
+      return nexar__build_scan(s);
+    default:
+      return NEXAR_ERR_INTERNAL;
+  }
+}
+
 int nexar__sched_build(nexar__sched_t *s) {
   int n = s->comm->size;
   s->fence = SIZE_MAX;
@@ -234,49 +266,8 @@ int nexar__sched_build(nexar__sched_t *s) {
   s->nsent = calloc((size_t)n, sizeof(*s->nsent));
   s->nrecvd = calloc((size_t)n, sizeof(*s->nrecvd));
   if (!s->nsent || !s->nrecvd) return NEXAR_ERR_NOMEM;
-  int rc;
-  switch (s->a.algo == NEXAR__ALGO_HIER ? -1 : s->a.coll) {
-    case -1:
-      rc = nexar__build_hier(s);
-      break;
-    case NEXAR__COLL_BARRIER:
-      rc = nexar__build_barrier(s);
-      break;
-    case NEXAR__COLL_BCAST:
-      rc = nexar__build_bcast(s);
-      break;
-    case NEXAR__COLL_ALLREDUCE:
-      rc = nexar__build_allreduce(s);
-      break;
-    case NEXAR__COLL_REDUCE:
-      rc = nexar__build_reduce(s);
-      break;
-    case NEXAR__COLL_ALLGATHER:
-    case NEXAR__COLL_ALLGATHERV:
-      rc = nexar__build_allgather(s);
-      break;
-    case NEXAR__COLL_REDUCE_SCATTER:
-      rc = nexar__build_reduce_scatter(s);
-      break;
-    case NEXAR__COLL_ALLTOALL:
-    case NEXAR__COLL_ALLTOALLV:
-      rc = nexar__build_alltoall(s);
-      break;
-    case NEXAR__COLL_GATHER:
-    case NEXAR__COLL_GATHERV:
-      rc = nexar__build_gather(s);
-      break;
-    case NEXAR__COLL_SCATTER:
-    case NEXAR__COLL_SCATTERV:
-      rc = nexar__build_scatter(s);
-      break;
-    case NEXAR__COLL_SCAN:
-    case NEXAR__COLL_EXSCAN:
-      rc = nexar__build_scan(s);
-      break;
-    default:
-      rc = NEXAR_ERR_INTERNAL;
-  }
+  int rc = s->a.algo == NEXAR__ALGO_HIER ? nexar__build_hier(s)
+                                         : nexar__build_flat(s);
   if (rc == 0) rc = s->build_rc;
   free(s->nsent);
   free(s->nrecvd);

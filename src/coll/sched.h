@@ -161,6 +161,8 @@ int nexar__build_alltoall(nexar__sched_t *s); /* and alltoallv */
 int nexar__build_gather(nexar__sched_t *s);   /* and gatherv */
 int nexar__build_scatter(nexar__sched_t *s);  /* and scatterv */
 int nexar__build_scan(nexar__sched_t *s);     /* scan and exscan */
+/* The builder of s->a.coll, by s->a.algo (flat algorithms). */
+int nexar__build_flat(nexar__sched_t *s);
 /* Two-level forms (algos_hier.c) of barrier, bcast, allreduce, reduce and
  * allgather, for s->a.algo == NEXAR__ALGO_HIER. */
 int nexar__build_hier(nexar__sched_t *s);
