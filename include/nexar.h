@@ -552,7 +552,7 @@ NEXAR_EXTERN int nexar_waitall(size_t n, nexar_req_t **reqs,
 /*
  * Combines |count| elements from every rank with |op|; every rank gets the
  * result in |recvbuf|. In place: sendbuf = NEXAR_IN_PLACE (input taken
- * from recvbuf). Algorithms (NEXAR_ALGO_ALLREDUCE=ring|rd|rabenseifner
+ * from recvbuf). Algorithms (NEXAR_ALGO_ALLREDUCE=ring|rd|rabenseifner|hier
  * forces one; thresholds NEXAR_ALLREDUCE_RD_MAX_BYTES and
  * NEXAR_ALLREDUCE_RING_MIN_BYTES):
  * - recursive doubling for small messages (Thakur, Rabenseifner & Gropp
@@ -567,6 +567,10 @@ NEXAR_EXTERN int nexar_waitall(size_t n, nexar_req_t **reqs,
  * Sparse topologies (docs/topology.md): above the recursive-doubling size,
  * Rabenseifner where every r, r ^ 2^k pair is a link, else the ring where
  * every r, r + 1 pair is, so that nothing is relayed.
+ * Where the ranks span several hosts and some host holds more than one
+ * (host keys from the roster), two-level instead (NEXAR_ALGO_ALLREDUCE=hier,
+ * also the auto choice then): reduce to a leader per host, allreduce among
+ * the leaders, bcast on each host (Zhu et al. 2009; docs/communicators.md).
  */
 NEXAR_EXTERN int nexar_allreduce(nexar_comm_t *comm, const void *sendbuf,
                                  void *recvbuf, size_t count,
@@ -578,10 +582,12 @@ NEXAR_EXTERN int nexar_iallreduce(nexar_comm_t *comm, const void *sendbuf,
 
 /*
  * Copies |count| elements from |buf| on |root| into |buf| on every rank.
- * Algorithms (NEXAR_ALGO_BCAST=binomial|scatter_allgather forces one;
+ * Algorithms (NEXAR_ALGO_BCAST=binomial|scatter_allgather|hier forces one;
  * threshold NEXAR_BCAST_LARGE_BYTES): binomial tree for small messages
  * (Thakur, Rabenseifner & Gropp 2005); scatter + ring allgather for large
- * ones (van de Geijn et al. 1997, Barnett et al. 1994).
+ * ones (van de Geijn et al. 1997, Barnett et al. 1994). Ranks sharing
+ * hosts: two-level (among one leader per host, the root leading its own,
+ * then on each host), as for nexar_allreduce.
  */
 NEXAR_EXTERN int nexar_bcast(nexar_comm_t *comm, void *buf, size_t count,
                              nexar_dtype_t dtype, int root);
@@ -591,9 +597,12 @@ NEXAR_EXTERN int nexar_ibcast(nexar_comm_t *comm, void *buf, size_t count,
 /*
  * Combines |count| elements from every rank with |op| into |recvbuf| on
  * |root| (recvbuf is ignored elsewhere and may be NULL). In place at the
- * root: sendbuf = NEXAR_IN_PLACE. Algorithms: binomial tree (small);
+ * root: sendbuf = NEXAR_IN_PLACE. Algorithms (NEXAR_ALGO_REDUCE=
+ * binomial|rs_gather|hier forces one): binomial tree (small);
  * reduce-scatter (ring) + gather to the root for messages of at least
- * NEXAR_REDUCE_LARGE_BYTES (Rabenseifner 2004).
+ * NEXAR_REDUCE_LARGE_BYTES (Rabenseifner 2004). Ranks sharing hosts:
+ * two-level (to a leader per host, the root leading its own, then among
+ * the leaders to the root), as for nexar_allreduce.
  */
 NEXAR_EXTERN int nexar_reduce(nexar_comm_t *comm, const void *sendbuf,
                               void *recvbuf, size_t count, nexar_dtype_t dtype,
@@ -606,9 +615,12 @@ NEXAR_EXTERN int nexar_ireduce(nexar_comm_t *comm, const void *sendbuf,
  * Every rank contributes |count| elements; recvbuf (size x count elements)
  * gets rank r's block at offset r x count on every rank. In place: sendbuf
  * = NEXAR_IN_PLACE (own block already at recvbuf + rank x count).
- * Algorithms: recursive doubling when the world size is a power of two and
- * the whole result is at most NEXAR_ALLGATHER_RD_MAX_BYTES (Thakur,
- * Rabenseifner & Gropp 2005); ring otherwise (Barnett et al. 1994).
+ * Algorithms (NEXAR_ALGO_ALLGATHER=ring|rd|hier forces one): recursive
+ * doubling when the world size is a power of two and the whole result is
+ * at most NEXAR_ALLGATHER_RD_MAX_BYTES (Thakur, Rabenseifner & Gropp 2005);
+ * ring otherwise (Barnett et al. 1994). Ranks sharing hosts: two-level
+ * (gather to a leader per host, allgatherv among the leaders, bcast on
+ * each host), as for nexar_allreduce.
  */
 NEXAR_EXTERN int nexar_allgather(nexar_comm_t *comm, const void *sendbuf,
                                  void *recvbuf, size_t count,
@@ -775,7 +787,9 @@ NEXAR_EXTERN int nexar_iexscan(nexar_comm_t *comm, const void *sendbuf,
  * all); otherwise dissemination (Hensgen, Finkel & Manber 1988), ceil(log2
  * n) rounds. On a sparse topology whose links include every r, r ^ 2^k
  * pair of |comm| (a power-of-two hypercube), recursive doubling over those
- * links (docs/topology.md).
+ * links (docs/topology.md). NEXAR_ALGO_BARRIER=two_phase|dissemination|hier
+ * forces one; ranks sharing hosts: two-level (fan-in to a leader per host,
+ * a barrier among the leaders, fan-out), as for nexar_allreduce.
  */
 NEXAR_EXTERN int nexar_barrier(nexar_comm_t *comm);
 NEXAR_EXTERN int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req);

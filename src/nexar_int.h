@@ -314,8 +314,11 @@ struct nexar_comm {
   char revoke_msg[NEXAR__ERRMSG_MAX];
   uint32_t epoch;          /* +1 at each rebuild (shrink, grow) */
   struct nexar__agree *ag; /* the agreement that retires this id, or NULL */
-  int coll_poison;         /* sticky NEXAR_ERR_MISMATCH */
-  uint64_t poison_seq;     /* from this collective on */
+  /* The members' host groups for two-level collectives (algos_hier.c;
+   * one allocation), computed for one epoch and size, or NULL. */
+  struct nexar__hosts *hosts;
+  int coll_poison;     /* sticky NEXAR_ERR_MISMATCH */
+  uint64_t poison_seq; /* from this collective on */
   char poison_msg[NEXAR__ERRMSG_MAX];
 };
 

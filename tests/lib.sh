@@ -12,3 +12,15 @@ fail() {
   done
   exit 1
 }
+
+# seed_port FILE: the port nexar-seed says in FILE (its stderr) that it
+# listens on, waiting up to 10 s for it; empty if it never says.
+seed_port() {
+  local port=
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening on .*:\([0-9]*\), waiting.*/\1/p' "$1")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  echo "$port"
+}

@@ -9,9 +9,9 @@
  *    refused; min, max and "+min" are accepted by nexar__params_load;
  *  - every string of the table: "" is refused;
  *  - the word settings (NEXAR_DEBUG, _SUBSYS, _FILE, NEXAR_REDUCE_ISA,
- *    NEXAR_QUIC_LOG, NEXAR_RECOVERY, NEXAR_ALGO_*, NEXAR_DEVICE,
- *    NEXAR_TOPOLOGY), the rules between settings, the secret given twice,
- *    NEXAR_UDP_PAYLOAD 1 / 1199 / 1200, the address syntax and the config
+ *    NEXAR_QUIC_LOG, NEXAR_RECOVERY, NEXAR_ALGO_*, NEXAR_HOST_KEY,
+ * NEXAR_DEVICE, NEXAR_TOPOLOGY), the rules between settings, the secret given
+ * twice, NEXAR_UDP_PAYLOAD 1 / 1199 / 1200, the address syntax and the config
  *    struct's fields;
  *  - a valid configuration gets past the checks (to the bootstrap, which
  *    times out on an unused seed port), and failed inits leave no file
@@ -353,6 +353,16 @@ static void test_words(void **state) {
       {"NEXAR_ALGO_ALLREDUCE", "tree"});
   BAD(WORDS("NEXAR_ALGO_BCAST", "scatter_allgather"),
       {"NEXAR_ALGO_BCAST", "ring"});
+  BAD(WORDS("NEXAR_ALGO_REDUCE", "rs_gather", "hier"),
+      {"NEXAR_ALGO_REDUCE", "ring"});
+  BAD(WORDS("NEXAR_ALGO_ALLGATHER", "ring, rd or hier"),
+      {"NEXAR_ALGO_ALLGATHER", "binomial"});
+  BAD(WORDS("NEXAR_ALGO_BARRIER", "two_phase, dissemination"),
+      {"NEXAR_ALGO_BARRIER", "tree"});
+  BAD(WORDS("NEXAR_HOST_KEY", "hexadecimal"), {"NEXAR_HOST_KEY", "0"});
+  BAD(WORDS("NEXAR_HOST_KEY", "hexadecimal"), {"NEXAR_HOST_KEY", "0x12"});
+  BAD(WORDS("NEXAR_HOST_KEY", "hexadecimal"),
+      {"NEXAR_HOST_KEY", "12345678901234567"});
   BAD(WORDS("NEXAR_DEVICE", "cuda"), {"NEXAR_DEVICE", "gpu"});
   BAD(WORDS("NEXAR_TOPOLOGY", "hypercube"), {"NEXAR_TOPOLOGY", "ring"});
   BAD(WORDS("NEXAR_TOPOLOGY", "positive integer"),

@@ -21,6 +21,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,16 +91,17 @@ static void pframe(buf_t *b, int n) {
 /* ---- The values the corpus is built from. */
 
 static uint8_t mac_a[NEXAR__MAC_BYTES];
-static nexar__seed_hello_t hello_v4, hello_id, hello_join;
-static nexar__roster_entry_t roster5[5];
+static nexar__seed_hello_t hello_v4, hello_id, hello_join, hello_host;
+/* roster_h: roster5 with hosts (ids 0 and 2 on one, 1 unknown). */
+static nexar__roster_entry_t roster5[5], roster_h[5];
 static uint8_t cert_a[5] = {0x30, 0x03, 0x02, 0x01, 0x00};
 static const uint8_t *certs2[2] = {cert_a, NULL};
 static const uint16_t cert_len2[2] = {5, 0};
 static uint32_t admit_ids[3] = {0, 2, 1};
 static nexar__seed_admit_t admit_v;
-static nexar__joiner_t joiners_v[2];
+static nexar__joiner_t joiners_v[2], joiners_h[2];
 static uint32_t join_members[3] = {0, 1, 4};
-static nexar__seed_join_t join_v;
+static nexar__seed_join_t join_v, join_h;
 static const char reject_reason[] =
     "world size mismatch: the worker expects 4, the seed 3";
 static nexar__notice_t notice_v;
@@ -164,6 +166,17 @@ static void init_values(void) {
     memset(roster5[i].fingerprint, 0x10 * (i + 1), NEXAR__FP_BYTES);
   }
 
+  hello_host = hello_id;
+  hello_host.host_key = 0x0102030405060708ull;
+  for (unsigned i = 0; i < NEXAR__NONCE_BYTES; i++)
+    hello_host.nonce[i] = (uint8_t)(0xa0 + i);
+  for (int i = 0; i < 5; i++) {
+    roster_h[i] = roster5[i];
+    roster_h[i].host.key = i == 1 ? 0 : 0x7700000000000000ull + (uint64_t)i % 2;
+    roster_h[i].host.pid = 300u + (uint32_t)i;
+    memset(roster_h[i].host.nonce, 0x61 + i, NEXAR__NONCE_BYTES);
+  }
+
   memset(&admit_v, 0, sizeof admit_v);
   memset(admit_v.proof, 0x55, NEXAR__MAC_BYTES);
   admit_v.comm_id = 7;
@@ -175,6 +188,10 @@ static void init_values(void) {
   joiners_v[0].e = roster5[4];
   joiners_v[1].id = 5;
   joiners_v[1].e = roster5[3];
+  joiners_h[0].id = 4;
+  joiners_h[0].e = roster_h[4];
+  joiners_h[1].id = 5;
+  joiners_h[1].e = roster_h[1];
 
   memset(&join_v, 0, sizeof join_v);
   join_v.id = 4;
@@ -182,6 +199,7 @@ static void init_values(void) {
   join_v.comm_id = 9;
   join_v.epoch = 3;
   join_v.nmembers = 3;
+  join_h = join_v;
 
   memset(&notice_v, 0, sizeof notice_v);
   notice_v.coll_seq = 12;
@@ -204,18 +222,30 @@ static void f_hello(buf_t *b, const nexar__seed_hello_t *h) {
 static void f_admit(buf_t *b) {
   pframe(b, nexar__seed_admit_encode(&admit_v, admit_ids, frame, sizeof frame));
 }
-static void f_welcome(buf_t *b, uint32_t rank, uint32_t ws, int certs) {
+/* |hosts|: from roster_h (with the host section), else roster5. */
+static void f_welcome_r(buf_t *b, uint32_t rank, uint32_t ws, int certs,
+                        int hosts) {
   pframe(b, nexar__seed_welcome_encode_certs(
-                rank, ws, roster5, certs ? certs2 : NULL,
+                rank, ws, hosts ? roster_h : roster5, certs ? certs2 : NULL,
                 certs ? cert_len2 : NULL, frame, sizeof frame));
 }
+static void f_welcome(buf_t *b, uint32_t rank, uint32_t ws, int certs) {
+  f_welcome_r(b, rank, ws, certs, 0);
+}
+static void f_join_r(buf_t *b, int hosts) {
+  pframe(b, nexar__seed_join_encode(hosts ? &join_h : &join_v,
+                                    hosts ? roster_h : roster5, join_members,
+                                    frame, sizeof frame));
+}
 static void f_join(buf_t *b) {
-  pframe(b, nexar__seed_join_encode(&join_v, roster5, join_members, frame,
-                                    sizeof frame));
+  f_join_r(b, 0);
+}
+static void f_admitted_r(buf_t *b, uint32_t nids, uint32_t njoin, int hosts) {
+  pframe(b, nexar__seed_admitted_encode(nids, hosts ? joiners_h : joiners_v,
+                                        njoin, frame, sizeof frame));
 }
 static void f_admitted(buf_t *b, uint32_t nids, uint32_t njoin) {
-  pframe(b, nexar__seed_admitted_encode(nids, joiners_v, njoin, frame,
-                                        sizeof frame));
+  f_admitted_r(b, nids, njoin, 0);
 }
 static void f_reject(buf_t *b) {
   pframe(b, nexar__seed_reject_encode(NEXAR_ERR_INVALID_ARG, reject_reason,
@@ -304,6 +334,43 @@ static void s_to_worker_welcome_huge_count(buf_t *b) {
   p8(b, 7);
   f_welcome(b, 0, 1, 0);
   patch32(b, 8 + ENTRY_BYTES, 4, 0xffffffffu); /* world_size */
+}
+static void s_to_seed_hello_host(buf_t *b) {
+  p8(b, 0);
+  p8(b, 3);
+  f_hello(b, &hello_host);
+}
+static void s_to_worker_welcome_hosts(buf_t *b) {
+  p8(b, 1);
+  p8(b, 12);
+  f_proof(b);
+  f_welcome_r(b, 1, 3, 0, 1);
+}
+static void s_to_worker_welcome_certs_hosts(buf_t *b) {
+  p8(b, 1);
+  p8(b, 0);
+  f_welcome_r(b, 0, 2, 1, 1);
+}
+/* A host section that names no host (never sent): refused. */
+static void s_to_worker_welcome_hosts_none(buf_t *b) {
+  p8(b, 1);
+  p8(b, 7);
+  f_welcome_r(b, 1, 3, 0, 1);
+  size_t blen = 8 + 3 * ENTRY_BYTES + 2 + 3 * 28;
+  for (size_t i = 0; i < 3; i++) {
+    patch32(b, blen, 8 + 3 * ENTRY_BYTES + 2 + 28 * i, 0);
+    patch32(b, blen, 8 + 3 * ENTRY_BYTES + 2 + 28 * i + 4, 0);
+  }
+}
+static void s_to_worker_join_hosts(buf_t *b) {
+  p8(b, 1);
+  p8(b, 33);
+  f_join_r(b, 1);
+}
+static void s_to_worker_admitted_hosts(buf_t *b) {
+  p8(b, 1);
+  p8(b, 5);
+  f_admitted_r(b, 6, 2, 1);
 }
 static void s_to_worker_join(buf_t *b) {
   p8(b, 1);
@@ -554,9 +621,12 @@ enum {
   V_WELCOME_CERTS,
   V_WELCOME_1,
   V_ADMITTED_2,
-  V_ADMITTED_0
+  V_ADMITTED_0,
+  V_WELCOME_HOSTS,
+  V_WELCOME_CERTS_HOSTS,
+  V_ADMITTED_HOSTS
 };
-static const int vtag[6] = {0, 1, 2, 3, 4, 5};
+static const int vtag[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
 
 typedef struct seed_case {
   const char *name;
@@ -610,6 +680,21 @@ static const seed_case_t seed_cases[] = {
      {{NEXAR__SEED_ADMITTED, P, NOV}}, 0, 0},
     {"to-worker-reject", s_to_worker_reject, 1,
      {{NEXAR__SEED_REJECT, 0, reject_reason}}, 0, 1},
+    /* Host identity: the HELLO host extension, host sections. */
+    {"to-seed-hello-host", s_to_seed_hello_host, 1,
+     {{NEXAR__SEED_HELLO, 0, &hello_host}}, 0, 1},
+    {"to-worker-welcome-hosts", s_to_worker_welcome_hosts, 2,
+     {{NEXAR__SEED_PROOF, 0, mac_a},
+      {NEXAR__SEED_WELCOME, 0, &vtag[V_WELCOME_HOSTS]}},
+     0, 2},
+    {"to-worker-welcome-certs-hosts", s_to_worker_welcome_certs_hosts, 1,
+     {{NEXAR__SEED_WELCOME, 0, &vtag[V_WELCOME_CERTS_HOSTS]}}, 0, 1},
+    {"to-worker-welcome-hosts-none", s_to_worker_welcome_hosts_none, 1,
+     {{NEXAR__SEED_WELCOME, P, NOV}}, 0, 0},
+    {"to-worker-join-hosts", s_to_worker_join_hosts, 1,
+     {{NEXAR__SEED_JOIN, 0, &join_h}}, 0, 1},
+    {"to-worker-admitted-hosts", s_to_worker_admitted_hosts, 1,
+     {{NEXAR__SEED_ADMITTED, 0, &vtag[V_ADMITTED_HOSTS]}}, 0, 1},
     /* Built values: nframes -1; each must encode and decode (1 round
      * trip). */
     {"build-hello", s_build_hello, -1, {{0}}, 0, 1},
@@ -668,6 +753,9 @@ static void assert_entry(const nexar__roster_entry_t *d,
                          const nexar__roster_entry_t *v) {
   assert_waddr(&d->addr, &v->addr);
   assert_memory_equal(d->fingerprint, v->fingerprint, NEXAR__FP_BYTES);
+  assert_true(d->host.key == v->host.key);
+  assert_int_equal(d->host.pid, v->host.pid);
+  assert_memory_equal(d->host.nonce, v->host.nonce, NEXAR__NONCE_BYTES);
 }
 
 static void assert_hello(const nexar__seed_hello_t *d,
@@ -684,6 +772,8 @@ static void assert_hello(const nexar__seed_hello_t *d,
   assert_int_equal(d->cert_len, v->cert_len);
   assert_memory_equal(d->cert, v->cert, v->cert_len ? v->cert_len : 1);
   assert_string_equal(d->topo, v->topo);
+  assert_true(d->host_key == v->host_key);
+  assert_memory_equal(d->nonce, v->nonce, NEXAR__NONCE_BYTES);
 }
 
 /* Decodes one frame body and compares it with |e|. */
@@ -710,15 +800,20 @@ static void check_body(const fexp_t *e, const uint8_t *body, uint32_t len) {
       assert_int_equal(rc, e->rc);
       if (rc) break;
       int tag = *(const int *)e->v;
-      uint32_t ws = tag == V_WELCOME_3 ? 3 : tag == V_WELCOME_CERTS ? 2 : 1;
+      bool hosts = tag == V_WELCOME_HOSTS || tag == V_WELCOME_CERTS_HOSTS;
+      bool certs = tag == V_WELCOME_CERTS || tag == V_WELCOME_CERTS_HOSTS;
+      uint32_t ws = tag == V_WELCOME_3 || tag == V_WELCOME_HOSTS ? 3
+                    : certs                                      ? 2
+                                                                 : 1;
       assert_int_equal(w.world_size, ws);
-      assert_int_equal(w.rank, tag == V_WELCOME_3 ? 1 : 0);
+      assert_int_equal(w.rank, ws == 3 ? 1 : 0);
+      assert_true((w.hosts != NULL) == hosts);
       for (uint32_t i = 0; i < ws; i++) {
         nexar__roster_entry_t d;
         assert_int_equal(nexar__welcome_entry(&w, i, &d), 0);
-        assert_entry(&d, &roster5[i]);
+        assert_entry(&d, hosts ? &roster_h[i] : &roster5[i]);
       }
-      if (tag != V_WELCOME_CERTS) {
+      if (!certs) {
         assert_null(w.certs);
         break;
       }
@@ -764,14 +859,18 @@ static void check_body(const fexp_t *e, const uint8_t *body, uint32_t len) {
       rc = nexar__seed_admitted_decode(&a, body, len);
       assert_int_equal(rc, e->rc);
       if (rc) break;
-      int two = *(const int *)e->v == V_ADMITTED_2;
+      int tag = *(const int *)e->v;
+      bool two = tag != V_ADMITTED_0;
+      const nexar__joiner_t *jv =
+          tag == V_ADMITTED_HOSTS ? joiners_h : joiners_v;
       assert_int_equal(a.nids, two ? 6 : 4);
       assert_int_equal(a.njoin, two ? 2 : 0);
+      assert_true((a.hosts != NULL) == (tag == V_ADMITTED_HOSTS));
       for (uint32_t i = 0; i < a.njoin; i++) {
         nexar__joiner_t j;
         assert_int_equal(nexar__admitted_entry(&a, i, &j), 0);
-        assert_int_equal(j.id, joiners_v[i].id);
-        assert_entry(&j.e, &joiners_v[i].e);
+        assert_int_equal(j.id, jv[i].id);
+        assert_entry(&j.e, &jv[i].e);
       }
       break;
     }
@@ -785,10 +884,12 @@ static void check_body(const fexp_t *e, const uint8_t *body, uint32_t len) {
       assert_int_equal(j.comm_id, join_v.comm_id);
       assert_int_equal(j.epoch, join_v.epoch);
       assert_int_equal(j.nmembers, join_v.nmembers);
+      bool hosts = e->v == &join_h;
+      assert_true((j.hosts != NULL) == hosts);
       for (uint32_t i = 0; i < j.nids; i++) {
         nexar__roster_entry_t d;
         assert_int_equal(nexar__join_entry(&j, i, &d), 0);
-        assert_entry(&d, &roster5[i]);
+        assert_entry(&d, hosts ? &roster_h[i] : &roster5[i]);
       }
       for (uint32_t i = 0; i < j.nmembers; i++)
         assert_int_equal(nexar__id_at(j.members, i), join_members[i]);
@@ -1301,11 +1402,12 @@ static void test_frame_next(void **state) {
 }
 
 /* ---- Seed bodies cut short: refused, except where a shorter body is
- * itself whole (a HELLO without its identity extension, a WELCOME without
- * its certificates). */
+ * itself whole (a HELLO without its identity or host extension, a WELCOME
+ * without its certificates or hosts, an ADMITTED or JOIN without hosts):
+ * the lengths also[0] and also[1]. */
 
 static void truncate_one(uint8_t type, const uint8_t *body, uint32_t len,
-                         uint32_t also_valid) {
+                         const uint32_t also[2]) {
   static nexar__seed_hello_t h;
   for (uint32_t l = 0; l < len; l++) {
     int rc;
@@ -1344,7 +1446,7 @@ static void truncate_one(uint8_t type, const uint8_t *body, uint32_t len,
         break;
       }
     }
-    if (rc != (l == also_valid ? 0 : P))
+    if (rc != (l == also[0] || l == also[1] ? 0 : P))
       fail_msg("type %u cut to %u of %u bytes: %d", type, l, len, rc);
   }
 }
@@ -1365,15 +1467,25 @@ static void test_seed_truncated(void **state) {
       int r = nexar__seed_frame_next(s, left, &t, &body, &bl);
       assert_true(r > 0);
       if (c->f[k].rc == 0) {
-        uint32_t also = UINT32_MAX;
-        if (t == NEXAR__SEED_HELLO &&
-            ((const nexar__seed_hello_t *)c->f[k].v)->cert_len)
-          also =
-              HELLO_FIXED +
-              (uint32_t)strlen(((const nexar__seed_hello_t *)c->f[k].v)->host);
-        if (t == NEXAR__SEED_WELCOME &&
-            *(const int *)c->f[k].v == V_WELCOME_CERTS)
-          also = 8 + 2 * ENTRY_BYTES;
+        uint32_t also[2] = {UINT32_MAX, UINT32_MAX};
+        const void *v = c->f[k].v;
+        int tag = t == NEXAR__SEED_WELCOME || t == NEXAR__SEED_ADMITTED
+                      ? *(const int *)v
+                      : -1;
+        if (t == NEXAR__SEED_HELLO) {
+          const nexar__seed_hello_t *h = v;
+          uint32_t base = HELLO_FIXED + (uint32_t)strlen(h->host);
+          if (h->cert_len) also[0] = base;
+          if (h->host_key)
+            also[1] = base + 3 + h->cert_len + (uint32_t)strlen(h->topo);
+        }
+        if (tag == V_WELCOME_CERTS || tag == V_WELCOME_CERTS_HOSTS)
+          also[0] = 8 + 2 * ENTRY_BYTES;
+        if (tag == V_WELCOME_CERTS_HOSTS) also[1] = 8 + 2 * ENTRY_BYTES + 9;
+        if (tag == V_WELCOME_HOSTS) also[0] = 8 + 3 * ENTRY_BYTES;
+        if (tag == V_ADMITTED_HOSTS) also[0] = 8 + 2 * 55;
+        if (t == NEXAR__SEED_JOIN && v == &join_h)
+          also[0] = 24 + 5 * ENTRY_BYTES + 3 * 4;
         truncate_one(t, body, bl, also);
       }
       s += r;

@@ -10,7 +10,10 @@
  * rank leaves (it may only finalize: its world fails with
  * NEXAR_ERR_INVALID_USAGE), the collectives are checked again on the 5,
  * and a leave that would go below NEXAR_MIN_WORLD_SIZE=5 is refused on
- * every rank with nobody leaving.
+ * every rank with nobody leaving. The processes sit on fake hosts
+ * (NEXAR_HOST_KEY: ranks 0, 2 and the second joiner on one, 1 and 3 on
+ * another, the first joiner alone), so every collective is two-level
+ * (docs/communicators.md) before and after each change.
  *
  * noseed: the seed of a world of 3 is not elastic and exits once the world
  * is formed. The first checkpoint learns it at once (its closed port), a
@@ -205,6 +208,12 @@ static int extra_joiner(void) {
 static int grow_worker(int index, void *arg) {
   (void)arg;
   if (index == EXTRA) return extra_joiner();
+  /* Fake hosts: the world spans several, some holding two ranks or more,
+   * so its collectives are two-level; a joiner's host key reaches the
+   * members in ADMITTED and theirs reach it in JOIN, or the two sides
+   * would group the ranks differently. */
+  static const char *const host[MAXW] = {"a1", "b2", "a1", "b2", "c3", "a1"};
+  setenv("NEXAR_HOST_KEY", host[index], 1);
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
   int r, n;

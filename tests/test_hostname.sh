@@ -28,11 +28,7 @@ job() {
   local name=$1 ip=$2 port= r
   "$seed_bin" --listen "$ip:0" --world-size 2 2>"$tmp/seed" &
   seed_pid=$!
-  for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on .*:\([0-9]*\), waiting.*/\1/p' "$tmp/seed")
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  port=$(seed_port "$tmp/seed")
   [ -n "$port" ] || fail "nexar-seed on $ip printed no port: $(cat "$tmp/seed")"
   for r in 0 1; do
     NEXAR_RANK=$r NEXAR_SEED=$name:$port NEXAR_BIND_ADDR=$ip \

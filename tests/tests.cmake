@@ -30,6 +30,16 @@ set_tests_properties(test_perf PROPERTIES TIMEOUT ${t})
 nexar_test(test_p2p 300 test_p2p.c)
 nexar_test(test_coll 300 test_coll.c)
 nexar_test(test_coll_algos 300 test_coll_algos.c)
+# Two-level collectives on fake hosts (NEXAR_HOST_KEY), bit-exact.
+nexar_test(test_coll_hier 240 test_coll_hier.c)
+# The same across 3 network namespaces (3 + 2 + 2 ranks); skipped (77)
+# where `ip netns` is not permitted.
+add_test(NAME test_coll_hier_netns COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_coll_hier_netns.sh
+  $<TARGET_FILE:nexar-seed> $<TARGET_FILE:test_coll_hier>)
+math(EXPR t "120 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
+set_tests_properties(test_coll_hier_netns PROPERTIES TIMEOUT ${t}
+  SKIP_RETURN_CODE 77)
 nexar_test(test_lanes 180 test_lanes.c)
 nexar_test(test_security 120 test_security.c)
 nexar_test(test_backpressure 120 test_backpressure.c)

@@ -24,7 +24,7 @@
 void nexar__ring_reduce_scatter(nexar__sched_t *s, int in_buf, uint64_t in_off,
                                 const size_t *cnt, int *res_buf,
                                 uint64_t *res_off) {
-  int n = s->comm->size, r = s->comm->rank;
+  int n = s->gsize, r = s->grank;
   uint64_t es = s->a.es;
   *res_buf = in_buf;
   *res_off = in_off;
@@ -70,7 +70,7 @@ static uint64_t ag_dsp(const nexar__sched_t *s, int b) {
  * has gathered so far; after log2 n rounds everyone has everything.
  */
 static void allgather_rd(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank;
+  int n = s->gsize, r = s->grank;
   uint64_t bytes = s->a.count * s->a.es;
   for (int mask = 1; mask < n; mask <<= 1) {
     int peer = r ^ mask;
@@ -87,7 +87,7 @@ static void allgather_rd(nexar__sched_t *s) {
  * pipeline around the ring.
  */
 static void allgather_ring(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank;
+  int n = s->gsize, r = s->grank;
   uint64_t es = s->a.es;
   int right = (r + 1) % n, left = (r - 1 + n) % n;
   for (int k = 0; k < n - 1; k++) {
@@ -100,7 +100,7 @@ static void allgather_ring(nexar__sched_t *s) {
 }
 
 int nexar__build_allgather(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank;
+  int n = s->gsize, r = s->grank;
   if (!s->a.in_place)
     nexar__sched_copy(s, NEXAR__BUF_WORK, ag_dsp(s, r) * s->a.es,
                       NEXAR__BUF_SEND, 0, ag_cnt(s, r) * s->a.es);
@@ -117,7 +117,7 @@ int nexar__build_allgather(nexar__sched_t *s) {
 /* Ring reduce-scatter (Patarasuk & Yuan 2009), pipelined in segments;
  * rank r's block goes to the start of recvbuf and is finalized there. */
 int nexar__build_reduce_scatter(nexar__sched_t *s) {
-  int r = s->comm->rank;
+  int r = s->grank;
   uint64_t bytes = s->a.counts[r] * s->a.es;
   int in_buf = s->a.in_place ? NEXAR__BUF_WORK : NEXAR__BUF_SEND;
   int res_buf;
@@ -174,7 +174,7 @@ static a2a_blk_t a2a_recv(const nexar__sched_t *s, int j) {
  * send while no receive ever does.
  */
 int nexar__build_alltoall(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank;
+  int n = s->gsize, r = s->grank;
   bool inp = s->a.in_place;
   a2a_blk_t own = a2a_recv(s, r);
   if (!inp) {

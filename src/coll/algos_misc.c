@@ -24,7 +24,7 @@
  * combined with later ones; rank 0 receives none and recvbuf stays as is.
  */
 int nexar__build_scan(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank;
+  int n = s->gsize, r = s->grank;
   bool ex = s->a.coll == NEXAR__COLL_EXSCAN;
   uint64_t bytes = s->a.count * s->a.es;
   int pbuf = NEXAR__BUF_SEND;
@@ -80,7 +80,7 @@ int nexar__build_scan(nexar__sched_t *s) {
  * heard, transitively, from every other.
  */
 int nexar__build_barrier(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank, algo = s->a.algo;
+  int n = s->gsize, r = s->grank, algo = s->a.algo;
   if (algo != NEXAR__ALGO_TWO_PHASE && algo != NEXAR__ALGO_DISSEMINATION &&
       algo != NEXAR__ALGO_RD && algo != NEXAR__ALGO_NEIGHBOUR)
     algo = n < 5 ? NEXAR__ALGO_TWO_PHASE : NEXAR__ALGO_DISSEMINATION;

@@ -12,12 +12,12 @@
 
 /* Comm rank of virtual rank |v|. */
 static int real_rank(const nexar__sched_t *s, int v) {
-  return (v + s->a.root) % s->comm->size;
+  return (v + s->a.root) % s->gsize;
 }
 
 static int virt_rank(const nexar__sched_t *s) {
-  int n = s->comm->size;
-  return (s->comm->rank - s->a.root + n) % n;
+  int n = s->gsize;
+  return (s->grank - s->a.root + n) % n;
 }
 
 static int lowbit(int v) {
@@ -45,7 +45,7 @@ static void latch_nomem(nexar__sched_t *s) {
  * receive the whole buffer from the parent, then send it to the children,
  * largest subtree first. */
 static void bcast_binomial(nexar__sched_t *s) {
-  int n = s->comm->size, vr = virt_rank(s);
+  int n = s->gsize, vr = virt_rank(s);
   uint64_t bytes = s->a.count * s->a.es;
   int mask = 1;
   while (mask < n) {
@@ -72,7 +72,7 @@ static void bcast_binomial(nexar__sched_t *s) {
  * nothing, so they cannot deadlock.
  */
 static void bcast_scatter_ag(nexar__sched_t *s) {
-  int n = s->comm->size, vr = virt_rank(s);
+  int n = s->gsize, vr = virt_rank(s);
   uint64_t count = s->a.count, es = s->a.es;
 #define BOFF(v) (nexar__blk_off(count, n, (v)) * es)
   int mask = 1;
@@ -104,7 +104,7 @@ static void bcast_scatter_ag(nexar__sched_t *s) {
 }
 
 int nexar__build_bcast(nexar__sched_t *s) {
-  if (s->comm->size == 1) return s->build_rc;
+  if (s->gsize == 1) return s->build_rc;
   if (s->a.algo == NEXAR__ALGO_SCATTER_AG)
     bcast_scatter_ag(s);
   else
@@ -125,7 +125,7 @@ int nexar__build_bcast(nexar__sched_t *s) {
  * receives are posted at once. Leaves send their input as is.
  */
 static void reduce_binomial(nexar__sched_t *s) {
-  int n = s->comm->size, vr = virt_rank(s);
+  int n = s->gsize, vr = virt_rank(s);
   uint64_t bytes = s->a.count * s->a.es;
   int in_buf = s->a.in_place ? NEXAR__BUF_WORK : NEXAR__BUF_SEND;
   int acc_buf = in_buf; /* the input until a child arrives */
@@ -166,7 +166,7 @@ static void reduce_binomial(nexar__sched_t *s) {
  * the root; the root finalizes each block as it lands.
  */
 static void reduce_rs_gather(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank, root = s->a.root;
+  int n = s->gsize, r = s->grank, root = s->a.root;
   uint64_t count = s->a.count, es = s->a.es;
   size_t *cnt = calloc((size_t)n, sizeof(*cnt));
   if (!cnt) {
@@ -210,7 +210,7 @@ int nexar__build_reduce(nexar__sched_t *s) {
 /* Direct gather(v): every rank sends its block to the root, which posts
  * all receives at once. */
 static void gather_direct(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank, root = s->a.root;
+  int n = s->gsize, r = s->grank, root = s->a.root;
   uint64_t es = s->a.es;
   bool v = s->a.coll == NEXAR__COLL_GATHERV;
   if (r != root) {
@@ -236,7 +236,7 @@ static void gather_direct(nexar__sched_t *s) {
  * is copied in two pieces.
  */
 static void gather_binomial(nexar__sched_t *s) {
-  int n = s->comm->size, vr = virt_rank(s), root = s->a.root;
+  int n = s->gsize, vr = virt_rank(s), root = s->a.root;
   uint64_t bytes = s->a.count * s->a.es;
   if (vr == 0) {
     if (!s->a.in_place)
@@ -262,7 +262,7 @@ static void gather_binomial(nexar__sched_t *s) {
   int lb = lowbit(vr), sub = min_int(lb, n - vr);
   int parent = real_rank(s, vr - lb);
   int in_buf = s->a.in_place ? NEXAR__BUF_WORK : NEXAR__BUF_SEND;
-  uint64_t in_off = s->a.in_place ? (uint64_t)s->comm->rank * bytes : 0;
+  uint64_t in_off = s->a.in_place ? (uint64_t)s->grank * bytes : 0;
   if (sub == 1) {
     nexar__sched_send(s, in_buf, in_off, bytes, parent);
     return;
@@ -292,7 +292,7 @@ int nexar__build_gather(nexar__sched_t *s) {
 /* Direct scatter(v): the root sends every block in its own message. In
  * place at the root, recvbuf is absent and the root's block stays put. */
 static void scatter_direct(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank, root = s->a.root;
+  int n = s->gsize, r = s->grank, root = s->a.root;
   uint64_t es = s->a.es;
   bool v = s->a.coll == NEXAR__COLL_SCATTERV;
   if (r != root) {
@@ -317,7 +317,7 @@ static void scatter_direct(nexar__sched_t *s) {
  * past the last comm rank; that one is assembled in scratch first.
  */
 static void scatter_binomial(nexar__sched_t *s) {
-  int n = s->comm->size, vr = virt_rank(s), root = s->a.root;
+  int n = s->gsize, vr = virt_rank(s), root = s->a.root;
   uint64_t bytes = s->a.count * s->a.es;
   if (vr == 0) {
     if (!s->a.in_place)

@@ -14,7 +14,7 @@
  * segment k+1 of round i is still arriving. Chunk c is reduced along one
  * path (c+1, c+2, ..., c), so every rank ends with the same bits. */
 static void ring(nexar__sched_t *s) {
-  int n = s->comm->size, r = s->comm->rank;
+  int n = s->gsize, r = s->grank;
   uint64_t es = s->a.es, count = s->a.count;
 #define CB(c) (nexar__blk_cnt(count, n, (c)) * es)
 #define CO(c) (nexar__blk_off(count, n, (c)) * es)
@@ -49,7 +49,7 @@ typedef struct {
 } fold_t;
 
 static fold_t fold_in(nexar__sched_t *s, uint64_t bytes, uint64_t tmp) {
-  int n = s->comm->size, r = s->comm->rank;
+  int n = s->gsize, r = s->grank;
   fold_t f = {nexar__pof2_floor(n), 0, 0};
   f.rem = n - f.pof2;
   if (r < 2 * f.rem) {
@@ -72,7 +72,7 @@ static int fold_real(const fold_t *f, int newrank) {
 }
 
 static void fold_out(nexar__sched_t *s, const fold_t *f, uint64_t bytes) {
-  int r = s->comm->rank;
+  int r = s->grank;
   if (r >= 2 * f->rem) return;
   if (r % 2 == 0)
     nexar__sched_recv(s, W, 0, bytes, r + 1);
@@ -104,7 +104,7 @@ static void rd(nexar__sched_t *s) {
       int dst = fold_real(&f, f.newrank ^ mask);
       nexar__sched_send(s, W, 0, bytes, dst);
       nexar__sched_recv(s, T, tmp, bytes, dst);
-      combine(s, 0, tmp, bytes, dst < s->comm->rank);
+      combine(s, 0, tmp, bytes, dst < s->grank);
     }
     nexar__sched_finalize(s, W, 0, bytes);
   }
@@ -129,8 +129,7 @@ static void rabenseifner(nexar__sched_t *s) {
       int slo = upper ? lo : mid, shi = upper ? mid : hi; /* sent */
       nexar__sched_send(s, W, BO(slo), BO(shi) - BO(slo), dst);
       nexar__sched_recv(s, T, tmp + BO(klo), BO(khi) - BO(klo), dst);
-      combine(s, BO(klo), tmp + BO(klo), BO(khi) - BO(klo),
-              dst < s->comm->rank);
+      combine(s, BO(klo), tmp + BO(klo), BO(khi) - BO(klo), dst < s->grank);
       lo = klo;
       hi = khi;
     }
@@ -152,7 +151,7 @@ static void rabenseifner(nexar__sched_t *s) {
 
 int nexar__build_allreduce(nexar__sched_t *s) {
   uint64_t bytes = s->a.count * s->a.es;
-  if (s->comm->size == 1) {
+  if (s->gsize == 1) {
     if (!s->a.in_place) nexar__sched_copy(s, W, 0, NEXAR__BUF_SEND, 0, bytes);
     nexar__sched_finalize(s, W, 0, bytes);
     return s->build_rc;

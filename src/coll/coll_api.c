@@ -1,6 +1,7 @@
 /*
  * Public collective entry points: argument checks, the call's fingerprint,
- * the algorithm choice, schedule construction, and the blocking wrappers.
+ * schedule construction (the algorithm choice is plan.c's), and the
+ * blocking wrappers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,136 +14,6 @@ static bool is_rooted(int coll) {
   return coll == NEXAR__COLL_BCAST || coll == NEXAR__COLL_REDUCE ||
          coll == NEXAR__COLL_GATHER || coll == NEXAR__COLL_GATHERV ||
          coll == NEXAR__COLL_SCATTER || coll == NEXAR__COLL_SCATTERV;
-}
-
-/* ---- Algorithm choice: a function of the fingerprint and the parameter
- * table only, so every rank with the same settings chooses alike (and
- * ranks with different settings fail with a mismatch, not a hang). */
-
-static int algo_from(const char *v, const char *const names[], const int ids[],
-                     int n) {
-  for (int i = 0; i < n; i++)
-    if (v && strcmp(v, names[i]) == 0) return ids[i];
-  return -1;
-}
-
-static const char *const ar_names[] = {"auto", "ring", "rd", "rabenseifner"};
-static const int ar_ids[] = {NEXAR__ALGO_DEFAULT, NEXAR__ALGO_RING,
-                             NEXAR__ALGO_RD, NEXAR__ALGO_RABENSEIFNER};
-static const char *const bc_names[] = {"auto", "binomial", "scatter_allgather"};
-static const int bc_ids[] = {NEXAR__ALGO_DEFAULT, NEXAR__ALGO_BINOMIAL,
-                             NEXAR__ALGO_SCATTER_AG};
-
-int nexar__coll_params_check(const nexar__params_t *p, char *err, size_t len) {
-  if (algo_from(p->algo_allreduce, ar_names, ar_ids, 4) < 0) {
-    snprintf(err, len,
-             "NEXAR_ALGO_ALLREDUCE=%s: expected auto, ring, rd or "
-             "rabenseifner",
-             p->algo_allreduce ? p->algo_allreduce : "(null)");
-    return NEXAR_ERR_INVALID_ARG;
-  }
-  if (algo_from(p->algo_bcast, bc_names, bc_ids, 3) < 0) {
-    snprintf(err, len,
-             "NEXAR_ALGO_BCAST=%s: expected auto, binomial or "
-             "scatter_allgather",
-             p->algo_bcast ? p->algo_bcast : "(null)");
-    return NEXAR_ERR_INVALID_ARG;
-  }
-  return 0;
-}
-
-/* Sparse topologies (docs/topology.md): where the comm's ring (r, r + 1)
- * or its recursive-doubling partners (r, r ^ 2^b) are all links, the
- * algorithm whose messages follow them is preferred, so nothing is
- * relayed; the final barrier floods over links only, so that no process
- * is needed as a relay once it has left it. An algorithm forced with
- * NEXAR_ALGO_* is kept. The same on every member: it depends on the
- * membership, the graph and the call. */
-static int sparse_plan(const nexar__sched_t *s, const nexar__params_t *p,
-                       int a) {
-  unsigned shape = nexar__topo_comm_shape(s->comm);
-  bool on_xor = (shape & NEXAR__SHAPE_XOR) != 0;
-  bool on_ring = (shape & NEXAR__SHAPE_RING) != 0;
-  uint64_t bytes = s->a.count * s->a.es;
-  switch (s->a.coll) {
-    case NEXAR__COLL_BARRIER:
-      if (s->a.final) return NEXAR__ALGO_NEIGHBOUR;
-      return on_xor ? NEXAR__ALGO_RD : a;
-    case NEXAR__COLL_ALLREDUCE:
-      if (algo_from(p->algo_allreduce, ar_names, ar_ids, 4) !=
-          NEXAR__ALGO_DEFAULT)
-        return a;
-      if (on_xor)
-        return bytes <= (uint64_t)p->allreduce_rd_max_bytes
-                   ? NEXAR__ALGO_RD
-                   : NEXAR__ALGO_RABENSEIFNER;
-      /* The ring at every size: even for 8 bytes its 2(n - 1) steps along
-       * links measured no slower than recursive doubling's relayed rounds
-       * (docs/topology.md section 8). */
-      return on_ring ? NEXAR__ALGO_RING : a;
-    case NEXAR__COLL_ALLGATHER:
-      return on_xor ? NEXAR__ALGO_RD : on_ring ? NEXAR__ALGO_RING : a;
-    default:
-      return a;
-  }
-}
-
-void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *p) {
-  int n = s->comm->size;
-  uint64_t bytes = s->a.count * s->a.es;
-  bool pof2 = (n & (n - 1)) == 0;
-  int a = NEXAR__ALGO_DEFAULT;
-  switch (s->a.coll) {
-    case NEXAR__COLL_BARRIER:
-      a = n < 5 ? NEXAR__ALGO_TWO_PHASE : NEXAR__ALGO_DISSEMINATION;
-      break;
-    case NEXAR__COLL_ALLREDUCE:
-      a = algo_from(p->algo_allreduce, ar_names, ar_ids, 4);
-      if (a == NEXAR__ALGO_DEFAULT)
-        a = bytes <= (uint64_t)p->allreduce_rd_max_bytes ? NEXAR__ALGO_RD
-            : bytes < (uint64_t)p->allreduce_ring_min_bytes
-                ? NEXAR__ALGO_RABENSEIFNER
-                : NEXAR__ALGO_RING;
-      break;
-    case NEXAR__COLL_BCAST:
-      a = algo_from(p->algo_bcast, bc_names, bc_ids, 3);
-      if (a == NEXAR__ALGO_DEFAULT)
-        a = bytes >= (uint64_t)p->bcast_large_bytes && n > 2
-                ? NEXAR__ALGO_SCATTER_AG
-                : NEXAR__ALGO_BINOMIAL;
-      break;
-    case NEXAR__COLL_REDUCE:
-      a = bytes >= (uint64_t)p->reduce_large_bytes && n > 2
-              ? NEXAR__ALGO_RS_GATHER
-              : NEXAR__ALGO_BINOMIAL;
-      break;
-    case NEXAR__COLL_ALLGATHER:
-      a = pof2 && bytes * (uint64_t)n <= (uint64_t)p->allgather_rd_max_bytes
-              ? NEXAR__ALGO_RD
-              : NEXAR__ALGO_RING;
-      break;
-    case NEXAR__COLL_ALLGATHERV:
-    case NEXAR__COLL_REDUCE_SCATTER:
-      a = NEXAR__ALGO_RING;
-      break;
-    case NEXAR__COLL_ALLTOALL:
-    case NEXAR__COLL_ALLTOALLV:
-      a = NEXAR__ALGO_PAIRWISE;
-      break;
-    case NEXAR__COLL_GATHER:
-    case NEXAR__COLL_SCATTER:
-      a = bytes < (uint64_t)p->gather_direct_min_bytes ? NEXAR__ALGO_BINOMIAL
-                                                       : NEXAR__ALGO_DIRECT;
-      break;
-    case NEXAR__COLL_GATHERV:
-    case NEXAR__COLL_SCATTERV:
-      a = NEXAR__ALGO_DIRECT;
-      break;
-    default: /* scan, exscan */
-      a = NEXAR__ALGO_RD;
-  }
-  if (s->comm->ctx->topo.kind != NEXAR__TOPO_FULL) a = sparse_plan(s, p, a);
-  s->a.algo = a;
 }
 
 /* ---- Argument checks ---- */

@@ -23,7 +23,7 @@ static const char *const coll_names[] = {
 static const char *const algo_names[] = {
     "default",           "ring",      "rd",     "rabenseifner", "binomial",
     "scatter_allgather", "rs_gather", "direct", "pairwise",     "dissemination",
-    "two_phase",         "neighbour"};
+    "two_phase",         "neighbour", "hier"};
 
 const char *nexar__coll_name(int coll) {
   return coll >= 0 && coll < (int)(sizeof coll_names / sizeof *coll_names)

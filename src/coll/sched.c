@@ -84,6 +84,17 @@ static bool conflicts(const nexar__step_t *a, const nexar__step_t *b) {
 
 static void add_step(nexar__sched_t *s, nexar__step_t st) {
   if (s->build_rc) return;
+  if (st.kind != NEXAR__ST_FENCE) {
+    st.off += s->alias_off[st.buf];
+    st.buf = s->alias[st.buf];
+    if (st.kind == NEXAR__ST_REDUCE || st.kind == NEXAR__ST_COPY) {
+      st.src_off += s->alias_off[st.src_buf];
+      st.src_buf = s->alias[st.src_buf];
+    }
+    if (st.kind == NEXAR__ST_COPY && st.buf == st.src_buf &&
+        st.off == st.src_off)
+      return; /* a copy onto itself */
+  }
   if (s->nsteps == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 32;
     nexar__step_t *n =
@@ -111,17 +122,18 @@ static void add_step(nexar__sched_t *s, nexar__step_t st) {
     if (conflicts(&s->steps[i], &s->steps[j])) add_edge(s, i, j);
 }
 
-static bool peer_ok(nexar__sched_t *s, int peer) {
-  if (peer < 0 || peer >= s->comm->size) {
+/* The comm rank of group index |peer|, or -1 (latched) when out of range. */
+static int peer_rank(nexar__sched_t *s, int peer) {
+  if (peer < 0 || peer >= s->gsize) {
     latch(s, NEXAR_ERR_INTERNAL);
-    return false;
+    return -1;
   }
-  return true;
+  return s->gmap ? s->gmap[peer] : peer;
 }
 
 void nexar__sched_send(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
                        int peer) {
-  if (!peer_ok(s, peer)) return;
+  if ((peer = peer_rank(s, peer)) < 0) return;
   add_step(s, (nexar__step_t){.kind = NEXAR__ST_SEND,
                               .buf = (uint8_t)buf,
                               .peer = peer,
@@ -132,7 +144,7 @@ void nexar__sched_send(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
 
 void nexar__sched_recv(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
                        int peer) {
-  if (!peer_ok(s, peer)) return;
+  if ((peer = peer_rank(s, peer)) < 0) return;
   add_step(s, (nexar__step_t){.kind = NEXAR__ST_RECV,
                               .buf = (uint8_t)buf,
                               .peer = peer,
@@ -154,7 +166,7 @@ void nexar__sched_reduce(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
 
 void nexar__sched_copy(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
                        uint64_t src_off, uint64_t bytes) {
-  if (!bytes || (dst == src && dst_off == src_off)) return;
+  if (!bytes) return;
   add_step(s, (nexar__step_t){.kind = NEXAR__ST_COPY,
                               .buf = (uint8_t)dst,
                               .src_buf = (uint8_t)src,
@@ -165,7 +177,7 @@ void nexar__sched_copy(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
 
 void nexar__sched_finalize(nexar__sched_t *s, int buf, uint64_t off,
                            uint64_t bytes) {
-  if (!bytes || s->a.op != NEXAR_AVG) return;
+  if (!bytes || s->a.op != NEXAR_AVG || s->hold_final) return;
   add_step(s, (nexar__step_t){.kind = NEXAR__ST_FINALIZE,
                               .buf = (uint8_t)buf,
                               .off = off,
@@ -209,52 +221,53 @@ static int seal(nexar__sched_t *s) {
   return 0;
 }
 
+int nexar__build_flat(nexar__sched_t *s) {
+  switch (s->a.coll) {
+    case NEXAR__COLL_BARRIER:
+      return nexar__build_barrier(s);
+    case NEXAR__COLL_BCAST:
+      return nexar__build_bcast(s);
+    case NEXAR__COLL_ALLREDUCE:
+      return nexar__build_allreduce(s);
+    case NEXAR__COLL_REDUCE:
+      return nexar__build_reduce(s);
+    case NEXAR__COLL_ALLGATHER:
+    case NEXAR__COLL_ALLGATHERV:
+      return nexar__build_allgather(s);
+    case NEXAR__COLL_REDUCE_SCATTER:
+      return nexar__build_reduce_scatter(s);
+    case NEXAR__COLL_ALLTOALL:
+    case NEXAR__COLL_ALLTOALLV:
+      return nexar__build_alltoall(s);
+    case NEXAR__COLL_GATHER:
+    case NEXAR__COLL_GATHERV:
+      return nexar__build_gather(s);
+    case NEXAR__COLL_SCATTER:
+    case NEXAR__COLL_SCATTERV:
+      return nexar__build_scatter(s);
+    case NEXAR__COLL_SCAN:
+    case NEXAR__COLL_EXSCAN:
+      return nexar__build_scan(s);
+    default:
+      return NEXAR_ERR_INTERNAL;
+  }
+}
+
 int nexar__sched_build(nexar__sched_t *s) {
   int n = s->comm->size;
   s->fence = SIZE_MAX;
+  s->gsize = n;
+  s->grank = s->comm->rank;
+  s->gmap = NULL;
+  for (int b = 0; b < NEXAR__BUF_COUNT; b++) {
+    s->alias[b] = (uint8_t)b;
+    s->alias_off[b] = 0;
+  }
   s->nsent = calloc((size_t)n, sizeof(*s->nsent));
   s->nrecvd = calloc((size_t)n, sizeof(*s->nrecvd));
   if (!s->nsent || !s->nrecvd) return NEXAR_ERR_NOMEM;
-  int rc;
-  switch (s->a.coll) {
-    case NEXAR__COLL_BARRIER:
-      rc = nexar__build_barrier(s);
-      break;
-    case NEXAR__COLL_BCAST:
-      rc = nexar__build_bcast(s);
-      break;
-    case NEXAR__COLL_ALLREDUCE:
-      rc = nexar__build_allreduce(s);
-      break;
-    case NEXAR__COLL_REDUCE:
-      rc = nexar__build_reduce(s);
-      break;
-    case NEXAR__COLL_ALLGATHER:
-    case NEXAR__COLL_ALLGATHERV:
-      rc = nexar__build_allgather(s);
-      break;
-    case NEXAR__COLL_REDUCE_SCATTER:
-      rc = nexar__build_reduce_scatter(s);
-      break;
-    case NEXAR__COLL_ALLTOALL:
-    case NEXAR__COLL_ALLTOALLV:
-      rc = nexar__build_alltoall(s);
-      break;
-    case NEXAR__COLL_GATHER:
-    case NEXAR__COLL_GATHERV:
-      rc = nexar__build_gather(s);
-      break;
-    case NEXAR__COLL_SCATTER:
-    case NEXAR__COLL_SCATTERV:
-      rc = nexar__build_scatter(s);
-      break;
-    case NEXAR__COLL_SCAN:
-    case NEXAR__COLL_EXSCAN:
-      rc = nexar__build_scan(s);
-      break;
-    default:
-      rc = NEXAR_ERR_INTERNAL;
-  }
+  int rc = s->a.algo == NEXAR__ALGO_HIER ? nexar__build_hier(s)
+                                         : nexar__build_flat(s);
   if (rc == 0) rc = s->build_rc;
   free(s->nsent);
   free(s->nrecvd);

@@ -83,7 +83,8 @@ enum nexar__algo {
   NEXAR__ALGO_DISSEMINATION = 9,
   NEXAR__ALGO_TWO_PHASE = 10, /* fan-in to rank 0, fan-out */
   NEXAR__ALGO_NEIGHBOUR = 11, /* barrier over graph links only (topology) */
-  NEXAR__ALGO_MAX = 11
+  NEXAR__ALGO_HIER = 12,      /* two-level: same host, then host leaders */
+  NEXAR__ALGO_MAX = 12
 };
 
 struct nexar__sched {
@@ -98,7 +99,20 @@ struct nexar__sched {
   nexar__step_t *steps;
   size_t nsteps, cap;
   /* Build time. */
-  int build_rc;             /* first builder error (sticky) */
+  int build_rc; /* first builder error (sticky) */
+  /* The group the builders run over: |gsize| ranks, this one at index
+   * |grank|; peers named by builders are group indices, gmap[i] the comm
+   * rank of index i (NULL: the whole comm, index = comm rank). Two-level
+   * algorithms (algos_hier.c) run the flat builders over a host's ranks
+   * or the hosts' leaders this way. */
+  int gsize, grank;
+  const int *gmap;
+  /* Steps that name buffer b name alias[b] at alias_off[b] + offset
+   * instead (identity unless a two-level phase keeps a partial result in
+   * scratch); FINALIZE steps are dropped while hold_final is set. */
+  uint8_t alias[NEXAR__BUF_COUNT];
+  uint64_t alias_off[NEXAR__BUF_COUNT];
+  bool hold_final;
   size_t fence;             /* index of the latest fence, or SIZE_MAX */
   uint32_t *nsent, *nrecvd; /* per peer: step ids handed out */
   uint32_t (*edges)[2];     /* (from, to) */
@@ -135,7 +149,8 @@ void nexar__sched_fence(nexar__sched_t *s);
 /* Reserves |bytes| of scratch; returns its offset in NEXAR__BUF_TMP. */
 uint64_t nexar__sched_tmp(nexar__sched_t *s, uint64_t bytes);
 
-/* ---- Algorithms: each fills |s| for the call in s->a (sizes in s->a). */
+/* ---- Algorithms: each fills |s| for the call in s->a (sizes in s->a),
+ * over the group s->gsize / s->grank. */
 int nexar__build_barrier(nexar__sched_t *s);
 int nexar__build_bcast(nexar__sched_t *s);
 int nexar__build_allreduce(nexar__sched_t *s);
@@ -146,10 +161,24 @@ int nexar__build_alltoall(nexar__sched_t *s); /* and alltoallv */
 int nexar__build_gather(nexar__sched_t *s);   /* and gatherv */
 int nexar__build_scatter(nexar__sched_t *s);  /* and scatterv */
 int nexar__build_scan(nexar__sched_t *s);     /* scan and exscan */
+/* The builder of s->a.coll, by s->a.algo (flat algorithms). */
+int nexar__build_flat(nexar__sched_t *s);
+/* Two-level forms (algos_hier.c) of barrier, bcast, allreduce, reduce and
+ * allgather, for s->a.algo == NEXAR__ALGO_HIER. */
+int nexar__build_hier(nexar__sched_t *s);
+
+/* Whether the comm's ranks span several hosts and some host holds more
+ * than one of them (the ranks' host keys; algos_hier.c). Computed once per
+ * membership (comm->hosts, one block); false when out of memory. */
+bool nexar__comm_multi_host(nexar_comm_t *comm);
 
 /* Picks s->a.algo for the call (thresholds and NEXAR_ALGO_* in the
  * parameter table), the same way on every rank. */
 void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *prm);
+/* The flat algorithm auto would choose for s->a's collective over a group
+ * of |n| ranks (a two-level call's phases). */
+int nexar__coll_flat_algo(const nexar__sched_t *s, const nexar__params_t *p,
+                          int n);
 
 /* Creates the schedule of a call: validates nothing (the API did), builds,
  * and seals the dependency graph. Returns 0, NEXAR_ERR_NOMEM. */

@@ -25,6 +25,7 @@ void nexar__comm_free(nexar_comm_t *c) {
   if (!c) return;
   pthread_mutex_destroy(&c->err_mu);
   free(c->world_ranks);
+  free(c->hosts);
   free(c);
 }
 
