@@ -144,3 +144,16 @@ foreach(t test_p2p test_coll test_lanes)
   set_tests_properties(${t}_quic PROPERTIES TIMEOUT ${tmo}
     ENVIRONMENT NEXAR_TRANSPORT=quic)
 endforeach()
+# Transport conformance (tests/transport_conformance.c): one suite, the public
+# API only, run over each transport: ordering, lanes, 0 B and 1 GiB,
+# backpressure, a killed and a stopped peer, a send cancelled by the op
+# timeout.
+add_executable(transport_conformance transport_conformance.c)
+target_include_directories(transport_conformance PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(transport_conformance PRIVATE nexar_harness nexar_static m)
+math(EXPR t "150 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
+foreach(tr shm quic)
+  add_test(NAME test_transport_${tr} COMMAND transport_conformance)
+  set_tests_properties(test_transport_${tr} PROPERTIES TIMEOUT ${t}
+    ENVIRONMENT NEXAR_TRANSPORT=${tr})
+endforeach()
