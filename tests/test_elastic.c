@@ -463,7 +463,7 @@ static int abandon_worker(int index, void *arg) {
     unsetenv("NEXAR_RANK");
     setenv("NEXAR_JOIN", "1", 1);
     setenv("NEXAR_ADVERTISE_ADDR", "127.0.0.1:9", 1); /* nobody answers */
-    setenv("NEXAR_TRANSPORT", "quic", 1); /* nor on this host */
+    setenv("NEXAR_TRANSPORT", "quic", 1);             /* nor on this host */
     setenv("NEXAR_BOOTSTRAP_TIMEOUT_MS", "4000", 1);
     nexar_ctx_t *ctx = NULL;
     int rc = nexar_init(NULL, &ctx);

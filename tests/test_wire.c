@@ -2008,9 +2008,9 @@ static void welcome_hosts_one(int with_certs) {
   }
   fill_roster(WS);
   fill_hosts(WS, 1);
-  int n = nexar__seed_welcome_encode_certs(3, WS, roster, with_certs ? pc : NULL,
-                                           with_certs ? cl : NULL, big,
-                                           sizeof big);
+  int n =
+      nexar__seed_welcome_encode_certs(3, WS, roster, with_certs ? pc : NULL,
+                                       with_certs ? cl : NULL, big, sizeof big);
   size_t base = 8 + WS * ENTRY_BYTES, certs_len = 0;
   for (int i = 0; with_certs && i < WS; i++) certs_len += 2u + cl[i];
   assert_int_equal(n, (int)(8 + base + certs_len + 2 + WS * HOST_BYTES));
@@ -2123,8 +2123,7 @@ static void test_join_hosts(void **state) {
                    NEXAR_ERR_PROTO);
   for (uint32_t i = 0; i < 6; i++)
     nexar__put_u64(big + 8 + base + i * HOST_BYTES, 0);
-  assert_int_equal(nexar__seed_join_decode(&d, big + 8, blen),
-                   NEXAR_ERR_PROTO);
+  assert_int_equal(nexar__seed_join_decode(&d, big + 8, blen), NEXAR_ERR_PROTO);
   fill_hosts(6, 0);
 }
 

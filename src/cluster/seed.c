@@ -180,8 +180,7 @@ static void form(nexar_seed_t *s) {
   bool certs = s->nw && strcmp(s->w[0].hello.topo, "full") != 0;
   const uint8_t **der = calloc((size_t)s->world, sizeof(*der));
   uint16_t *der_len = calloc((size_t)s->world, sizeof(*der_len));
-  size_t cap =
-      16 + (size_t)s->world * (96 + (certs ? 2 + NEXAR__CERT_MAX : 0));
+  size_t cap = 16 + (size_t)s->world * (96 + (certs ? 2 + NEXAR__CERT_MAX : 0));
   uint8_t *frame = malloc(cap);
   if (!owner || !roster || !frame || !der || !der_len) {
     finish(s, NEXAR_ERR_NOMEM, "out of memory forming the cluster");

@@ -825,8 +825,8 @@ int nexar__seed_admitted_decode(nexar__seed_admitted_t *a, const uint8_t *body,
   if (nids > NEXAR__ELASTIC_MAX_IDS || njoin > nids) return NEXAR_ERR_PROTO;
   size_t base = ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES;
   const uint8_t *hosts = len > base ? body + base : NULL;
-  if (len != base && (len != base + (size_t)njoin * HOST_BYTES ||
-                      !hosts_known(hosts, njoin)))
+  if (len != base &&
+      (len != base + (size_t)njoin * HOST_BYTES || !hosts_known(hosts, njoin)))
     return NEXAR_ERR_PROTO;
   for (uint32_t i = 0; i < njoin; i++) {
     const uint8_t *p = body + ADMITTED_FIXED + (size_t)i * JOINER_BYTES;

@@ -222,8 +222,8 @@ int nexar__agree_decode(nexar__agree_msg_t *m, const uint8_t *in, size_t len,
 #define NEXAR__SEED_FRAME_HDR 8u
 /* 2 MiB: a WELCOME or JOIN naming 16k ranks with their host section. */
 #define NEXAR__SEED_MAX_BODY (2u << 20)
-#define NEXAR__MAC_BYTES 32u            /* HMAC-SHA256 */
-#define NEXAR__FP_BYTES 32u             /* SHA-256 certificate fingerprint */
+#define NEXAR__MAC_BYTES 32u /* HMAC-SHA256 */
+#define NEXAR__FP_BYTES 32u  /* SHA-256 certificate fingerprint */
 #define NEXAR__HOST_MAX 64u
 #define NEXAR__REASON_MAX 256u
 /* A worker's DER certificate in HELLO and WELCOME (an ECDSA P-256
