@@ -26,7 +26,8 @@
 #include "wire/wire.h"
 
 #define NEXAR__ERRMSG_MAX 512
-#define NEXAR__TP_MAX 4 /* transports of one endpoint */
+#define NEXAR__TP_MAX 4       /* transports of one endpoint */
+#define NEXAR__FOLD_MAX_ES 32 /* largest element a receive folds in */
 /* Receive batch: datagrams per recvmmsg, bytes per (GRO) datagram. */
 #define NEXAR__RX_BATCH 32
 #define NEXAR__RX_BUF 65536
@@ -145,7 +146,9 @@ struct nexar__imsg {
   uint8_t hdrbuf[NEXAR__HDR_BYTES];
   size_t hdr_got;
   nexar__hdr_t hdr;
-  uint64_t got;      /* payload bytes received */
+  uint64_t got;                      /* payload bytes received */
+  uint8_t carry[NEXAR__FOLD_MAX_ES]; /* a folding receive's partial element */
+  uint32_t carry_n;
   uint8_t *buf;      /* unexpected prefix (<= eager bytes) */
   uint64_t buf_len;  /* bytes held in buf */
   nexar__req_t *req; /* matched request */
@@ -271,6 +274,11 @@ struct nexar_req {
   uint64_t cap;     /* receive capacity / send length in bytes */
   nexar__hdr_t hdr; /* send: header to send; recv (coll): expected */
   bool is_coll;
+  /* A collective's folding receive: payload is combined into buf (whole
+   * elements of fold_es bytes) instead of copied; NULL: copied. */
+  void (*fold)(const struct nexar_req *r, uint8_t *dst, const uint8_t *src,
+               size_t n);
+  uint32_t fold_es;
   nexar__imsg_t *msg;
   nexar__omsg_t *omsg;
   /* Collective. */
@@ -317,6 +325,12 @@ struct nexar_comm {
   /* The members' host groups for two-level collectives (algos_hier.c;
    * one allocation), computed for one epoch and size, or NULL. */
   struct nexar__hosts *hosts;
+  /* Scratch of the last collective that needed one, kept for the next
+   * (a fresh allocation of megabytes costs a page fault per page, each
+   * call); busy while a running schedule uses it. Progress thread. */
+  uint8_t *scratch;
+  uint64_t scratch_bytes;
+  bool scratch_busy;
   int coll_poison;     /* sticky NEXAR_ERR_MISMATCH */
   uint64_t poison_seq; /* from this collective on */
   char poison_msg[NEXAR__ERRMSG_MAX];
@@ -389,6 +403,8 @@ struct nexar__ep {
   const nexar__host_id_t *host; /* where this process runs; NULL: unknown */
   int shm_lfd;            /* the shared-memory rendezvous listener, or -1 */
   uint64_t shm_accept_at; /* when it is next looked at (shm.c) */
+  uint64_t udp_read_at;   /* with no QUIC link: next read of it (quic.c) */
+  uint64_t pass_now; /* when the running pass began (ns; transports' timers) */
   /* Transports, in the order their input is read (engine.c). */
   const struct nexar__tp *tps[NEXAR__TP_MAX];
   int ntps;
@@ -410,6 +426,8 @@ struct nexar__ep {
   uint64_t linger_ns;    /* NEXAR_PROGRESS_LINGER_US in ns */
   uint64_t tmr_at;       /* when tfd is armed to fire; 0: not armed (emu) */
   uint64_t spin_ns;      /* NEXAR_SPIN_US in ns */
+  unsigned yield_every;  /* polls between yields while spinning: 1 on an
+                            oversubscribed host (cluster/host.c), else 8 */
   /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
   nexar__req_t *q_head, *q_tail;
@@ -1069,6 +1087,10 @@ int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n);
  * |err| says why. */
 int nexar__host_id_init(nexar__host_id_t *h, const char *override, char *err,
                         size_t len);
+/* host.c: how often a polling caller yields: every poll when this host
+ * runs more of the job's ranks than this process has CPUs (they take
+ * turns), else every few polls. Called when the roster changes. */
+void nexar__host_pace(nexar_ctx_t *ctx);
 /* Engine: a joiner's JOIN from the seed: id, roster and world set up. */
 int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len);
 /* Engine: bytes from, and the end of, the admission connection to the seed

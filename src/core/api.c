@@ -26,6 +26,7 @@ void nexar__comm_free(nexar_comm_t *c) {
   pthread_mutex_destroy(&c->err_mu);
   free(c->world_ranks);
   free(c->hosts);
+  free(c->scratch);
   free(c);
 }
 

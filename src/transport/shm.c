@@ -448,7 +448,7 @@ static bool drain(nexar__shm_t *s) {
     any = true;
   }
   if (any) {
-    l->last_rx = nexar__now();
+    l->last_rx = l->ep->pass_now;
     if (nexar__shm_ring_need_kick_space(&s->seg.rx)) kick_peer(s);
   }
   return more;
@@ -505,7 +505,7 @@ static void accept_new(nexar__ep_t *ep, uint64_t now) {
 }
 
 static bool shm_input(nexar__ep_t *ep) {
-  uint64_t now = nexar__now();
+  uint64_t now = ep->pass_now;
   accept_new(ep, now);
   bool more = false;
   for (int i = 0; i < ep->nconns; i++) {
@@ -544,7 +544,7 @@ static bool put(nexar__shm_t *s, uint16_t type, uint16_t flags, uint64_t a,
                 uint64_t b, const struct iovec *iov, int niov) {
   int rc = nexar__shm_ring_put(&s->seg.tx, type, flags, a, b, iov, niov);
   if (rc == 0) {
-    s->tx_at = nexar__now();
+    s->tx_at = s->l.ep->pass_now;
     return true;
   }
   if (rc == NEXAR__SHM_AGAIN) {
@@ -813,6 +813,21 @@ static bool shm_arm(nexar__ep_t *ep) {
   return true;
 }
 
+static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
+  if (ep->shm_lfd >= 0 && now >= ep->shm_accept_at) return true;
+  for (int i = 0; i < ep->nconns; i++) {
+    nexar__link_t *l = ep->conns[i];
+    if (l->tp != &nexar__tp_shm || l->state == NEXAR__CS_DEAD) continue;
+    nexar__shm_t *s = S(l);
+    nexar__shm_rec_t r;
+    if (l->state != NEXAR__CS_READY || now >= s->sock_check_at ||
+        nexar__shm_ring_peek(&s->seg.rx, &r) != 0 ||
+        (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= CHUNK_BYTES))
+      return true;
+  }
+  return false;
+}
+
 static bool shm_output(nexar__ep_t *ep, uint64_t *next) {
   (void)ep;
   (void)next;
@@ -828,6 +843,7 @@ const nexar__tp_t nexar__tp_shm = {
     .input = shm_input,
     .output = shm_output,
     .arm = shm_arm,
+    .ready = shm_ready,
     .dial = shm_dial,
     .flush = shm_flush,
     .expiry = shm_expiry,

@@ -67,6 +67,10 @@ typedef struct nexar__tp {
   /* Before the engine sleeps on ep->epfd: arranges to be woken by new
    * input; false when input is already there (do not sleep). Optional. */
   bool (*arm)(nexar__ep_t *ep);
+  /* Whether input may be waiting, looked at without a system call (a
+   * caller that polls runs a pass only then). Optional: without it, a
+   * pass runs on every poll. */
+  bool (*ready)(nexar__ep_t *ep, uint64_t now);
   /* ---- Links. */
   int (*dial)(nexar__ep_t *ep, const nexar__dial_t *d, nexar__link_t **out);
   /* Writes what its queues and protocol allow (want_write was set). */
