@@ -110,6 +110,8 @@ struct nexar__omsg {
   bool stop;           /* the stream is to be cut (transports that queue it) */
   uint64_t tx_max;     /* stream bytes the receiver allows (transports that
                           keep stream credit here) */
+  uint64_t tx_out; /* stream bytes handed on (by transports that track it) */
+  bool tx_fin;     /* nothing more of it will be written (same) */
   /* Ended (failed or cancelled) while ngtcp2 may still resend bytes of
    * the caller's buffer (a reset stream's lost frames): the request
    * completes with end_rc once those end_at stream bytes are acknowledged
@@ -387,6 +389,10 @@ typedef struct nexar__ep_ops {
                        bool *fin);
   /* Whether |m| has bytes ready to write beyond m->sent. */
   bool (*frame_more)(const nexar__omsg_t *m);
+  /* Where the next |n| payload bytes of |m| go when they may be written
+   * there directly (matched, copied as is, room for all of them); NULL
+   * otherwise (optional). */
+  uint8_t *(*frame_sink)(nexar__link_t *c, nexar__imsg_t *m, size_t n);
   void (*frame_free)(nexar__omsg_t *m);
 } nexar__ep_ops_t;
 
@@ -763,6 +769,7 @@ void nexar__omsg_acked(nexar__link_t *c, nexar__omsg_t *m);
  * stream of |m| closed. */
 void nexar__p2p_on_acked(nexar__link_t *c, nexar__omsg_t *m, uint64_t n);
 void nexar__p2p_on_out_closed(nexar__link_t *c, nexar__omsg_t *m);
+uint8_t *nexar__p2p_sink(nexar__link_t *c, nexar__imsg_t *m, size_t n);
 /* The frame handlers every endpoint's ops table installs (a worker's
  * also on_teardown = nexar__p2p_conn_teardown). */
 #define NEXAR__P2P_FRAME_OPS                                                  \
@@ -770,7 +777,7 @@ void nexar__p2p_on_out_closed(nexar__link_t *c, nexar__omsg_t *m);
   .on_stream_close = nexar__p2p_on_stream_close,                              \
   .on_acked = nexar__p2p_on_acked, .on_out_closed = nexar__p2p_on_out_closed, \
   .frame_vecs = nexar__omsg_vecs, .frame_more = nexar__omsg_more,             \
-  .frame_free = nexar__omsg_free
+  .frame_free = nexar__omsg_free, .frame_sink = nexar__p2p_sink
 /* Ends the send waiting on |m|, if any, with |err|; |why| becomes its
  * communicator's error text. */
 void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why);

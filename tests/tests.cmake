@@ -157,6 +157,11 @@ foreach(tr shm quic)
   set_tests_properties(test_transport_${tr} PROPERTIES TIMEOUT ${t}
     ENVIRONMENT NEXAR_TRANSPORT=${tr})
 endforeach()
+# Shared memory with the single-copy path (process_vm_readv descriptors for
+# payloads from 64 KiB; off by default, see docs/performance.md).
+add_test(NAME test_transport_shm_cma COMMAND transport_conformance)
+set_tests_properties(test_transport_shm_cma PROPERTIES TIMEOUT ${t}
+  ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_CMA_BYTES=65536")
 # A hostile same-host peer: well-formed shared-memory records with bad
 # contents (test hook src/transport/shm_test.h), one 3-rank world per kind.
 nexar_test(test_shm_hostile 120 test_shm_hostile.c)

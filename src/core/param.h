@@ -78,6 +78,10 @@
   X(STR, transport, "NEXAR_TRANSPORT", "auto", 0, 0,                           \
     "transport to peers on this host: auto (shared memory where it can be "    \
     "set up, else QUIC), quic, or shm (shared memory or an error)")            \
+  X(INT, shm_cma_bytes, "NEXAR_SHM_CMA_BYTES", 0, 0, 1 << 30,                  \
+    "same host: payloads at least this long are read by the receiver from "    \
+    "the sender's buffer (process_vm_readv, one copy); 0: always copied "      \
+    "through the ring")                                                        \
   X(INT, shm_ring_kib, "NEXAR_SHM_RING_KIB", 4096, 64, 1048576,                \
     "KiB of each direction's ring to a same-host peer (a power of two)")       \
   X(INT, icmp_detect, "NEXAR_ICMP_DETECT", 1, 0, 1,                            \

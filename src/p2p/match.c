@@ -95,6 +95,15 @@ void nexar__p2p_on_acked(nexar__link_t *c, nexar__omsg_t *m, uint64_t n) {
     nexar__omsg_acked(c, m);
 }
 
+uint8_t *nexar__p2p_sink(nexar__link_t *c, nexar__imsg_t *m, size_t n) {
+  (void)c;
+  nexar__req_t *r = m ? m->req : NULL;
+  if (!r || m->state != NEXAR__IM_MATCHED || r->fold || m->hash ||
+      m->got + n > m->hdr.payload_len || m->got + n > r->cap)
+    return NULL;
+  return r->buf + m->got;
+}
+
 void nexar__p2p_on_out_closed(nexar__link_t *c, nexar__omsg_t *m) {
   if (m->req) nexar__omsg_acked(c, m);
   if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
@@ -331,7 +340,7 @@ static void copy_in(nexar__imsg_t *m, uint64_t off, const uint8_t *d,
   if (!r || off >= r->cap) return;
   size_t k = r->cap - off < n ? (size_t)(r->cap - off) : n;
   if (!r->fold) {
-    memcpy(r->buf + off, d, k);
+    if (d != r->buf + off) memcpy(r->buf + off, d, k); /* else: landed */
     return;
   }
   size_t es = r->fold_es;

@@ -69,43 +69,142 @@ static nexar__omsg_t *out_find(nexar__shm_t *s, int64_t sid) {
 }
 
 /* One DATA record. Returns 0, or NEXAR_ERR_PROTO with |why| set. */
-static int on_data(nexar__shm_t *s, const nexar__shm_rec_t *r,
-                   const char **why) {
-  nexar__link_t *l = &s->l;
-  int64_t sid = (int64_t)r->a;
+/* The stream of a DATA or DESC record of |len| bytes at offset |off|,
+ * opened if it is the next one; NULL (|why| set) when the peer broke the
+ * stream rules. */
+static rstream_t *rs_take(nexar__shm_t *s, int64_t sid, uint64_t off,
+                          uint64_t len, const char **why) {
   rstream_t *st = rs_find(s, sid);
   if (!st) {
-    if (sid != s->last_rsid + 4 || r->b != 0) {
+    if (sid != s->last_rsid + 4 || off != 0) {
       *why = "a record for a stream that is not open";
-      return NEXAR_ERR_PROTO;
+      return NULL;
     }
     if ((uint64_t)s->nrs >= s->rstreams_max) {
       *why = "more streams open than allowed";
-      return NEXAR_ERR_PROTO;
+      return NULL;
     }
     s->last_rsid = sid;
     st = &s->rs[s->nrs++];
     memset(st, 0, sizeof(*st));
     st->sid = sid;
-    st->max = st->max_sent = nexar__shm_window(l->ep);
+    st->max = st->max_sent = nexar__shm_window(s->l.ep);
   }
-  if (r->b != st->got || r->len > st->max - st->got) {
-    *why = r->b != st->got ? "stream data out of order"
-                           : "peer exceeded the stream window";
+  if (off != st->got || len > st->max - st->got) {
+    *why = off != st->got ? "stream data out of order"
+                          : "peer exceeded the stream window";
+    return NULL;
+  }
+  return st;
+}
+
+/* Hands |n| bytes at |d| of stream |st| up; on FIN the stream ends. */
+static void deliver(nexar__shm_t *s, rstream_t *st, const uint8_t *d, size_t n,
+                    bool fin) {
+  nexar__link_t *l = &s->l;
+  int64_t sid = st->sid;
+  int idx = (int)(st - s->rs);
+  if (!st->orphan) l->ep->ops->on_stream_data(l, sid, st->m, d, n, fin);
+  if (l->state == NEXAR__CS_DEAD || !fin) return;
+  st = &s->rs[idx];
+  nexar__imsg_t *m = st->m;
+  rs_drop(s, st);
+  if (m) l->ep->ops->on_stream_close(l, m);
+}
+
+static int on_data(nexar__shm_t *s, const nexar__shm_rec_t *r,
+                   const char **why) {
+  rstream_t *st = rs_take(s, (int64_t)r->a, r->b, r->len, why);
+  if (!st) return NEXAR_ERR_PROTO;
+  st->got += r->len;
+  deliver(s, st, r->payload, r->len, (r->flags & F_FIN) != 0);
+  return 0;
+}
+
+/* Descriptor bytes of stream |sid| to acknowledge (written by put_acks). */
+static void ack_owe(nexar__shm_t *s, int64_t sid, uint64_t n) {
+  for (int i = 0; i < s->nacks; i++)
+    if (s->acks[i].sid == sid) {
+      s->acks[i].n += n;
+      return;
+    }
+  /* Room is there: drain stops reading while the table is full. */
+  s->acks[s->nacks].sid = sid;
+  s->acks[s->nacks++].n = n;
+  s->l.want_write = true;
+}
+
+/* A DESC record: the bytes are read straight from the sender's buffer,
+ * into the matched receive when they can land there, else through the
+ * bounce buffer a chunk at a time. */
+static int on_desc(nexar__shm_t *s, const nexar__shm_rec_t *r,
+                   const char **why) {
+  nexar__link_t *l = &s->l;
+  shm_desc_t d;
+  if (r->len != sizeof(d) || !s->reads_peer) {
+    *why = "a descriptor it was not offered";
     return NEXAR_ERR_PROTO;
   }
-  st->got += r->len;
+  memcpy(&d, r->payload, sizeof(d)); /* out of shared memory, once */
+  if (d.len == 0 || d.len > DESC_MAX_BYTES) {
+    *why = "a descriptor of a bad length";
+    return NEXAR_ERR_PROTO;
+  }
+  rstream_t *st = rs_take(s, (int64_t)r->a, r->b, d.len, why);
+  if (!st) return NEXAR_ERR_PROTO;
+  st->got += d.len;
   bool fin = (r->flags & F_FIN) != 0;
-  nexar__imsg_t *m = st->m;
-  int idx = (int)(st - s->rs);
-  if (!st->orphan)
-    l->ep->ops->on_stream_data(l, sid, m, r->payload, r->len, fin);
-  if (l->state == NEXAR__CS_DEAD) return 0;
-  if (fin) {
-    st = &s->rs[idx];
-    m = st->m;
-    rs_drop(s, st);
-    if (m) l->ep->ops->on_stream_close(l, m);
+  int64_t sid = st->sid;
+  ack_owe(s, sid, d.len);
+  const nexar__ep_ops_t *ops = l->ep->ops;
+  uint8_t *dst = st->orphan || !ops->frame_sink
+                     ? NULL
+                     : ops->frame_sink(l, st->m, (size_t)d.len);
+  int rc = 0;
+  if (st->orphan) {
+    /* Dropped unread: only the acknowledgement matters. */
+    deliver(s, st, NULL, 0, fin);
+    return 0;
+  }
+  if (dst) {
+    rc = nexar__shm_cma_read((pid_t)s->peer_pid, dst, d.addr, (size_t)d.len);
+    if (rc == 0) deliver(s, st, dst, (size_t)d.len, fin);
+  } else {
+    if (!s->bounce && !(s->bounce = malloc(CHUNK_BYTES))) {
+      *why = "out of memory";
+      return NEXAR_ERR_PROTO;
+    }
+    for (uint64_t at = 0; rc == 0 && at < d.len; at += CHUNK_BYTES) {
+      size_t k = (size_t)(d.len - at < CHUNK_BYTES ? d.len - at : CHUNK_BYTES);
+      int idx = (int)(st - s->rs);
+      rc = nexar__shm_cma_read((pid_t)s->peer_pid, s->bounce, d.addr + at, k);
+      if (rc == 0) deliver(s, st, s->bounce, k, fin && at + k == d.len);
+      if (l->state == NEXAR__CS_DEAD || at + k == d.len) break;
+      st = &s->rs[idx];
+    }
+  }
+  if (rc == NEXAR_ERR_PEER_FAILED) {
+    *why = "its process is gone (reading its buffer)";
+    return rc;
+  }
+  if (rc < 0) *why = "a descriptor of memory it does not have";
+  return rc < 0 ? NEXAR_ERR_PROTO : 0;
+}
+
+/* The peer read |n| more descriptor bytes of |m|: they are acknowledged,
+ * and a message written whole (or cut) and all acknowledged ends. */
+static int on_ack(nexar__shm_t *s, const nexar__shm_rec_t *r,
+                  const char **why) {
+  nexar__link_t *l = &s->l;
+  nexar__omsg_t *m = out_find(s, (int64_t)r->a);
+  if (!m || r->b > m->tx_out - m->acked) {
+    *why = "an acknowledgement of bytes never sent";
+    return NEXAR_ERR_PROTO;
+  }
+  l->ep->ops->on_acked(l, m, r->b);
+  if (m->tx_fin && m->acked >= m->tx_out) {
+    nexar__link_unqueue(l, m);
+    l->ep->ops->on_out_closed(l, m);
   }
   return 0;
 }
@@ -116,6 +215,10 @@ static int on_record(nexar__shm_t *s, const nexar__shm_rec_t *r,
   switch (r->type) {
     case R_DATA:
       return on_data(s, r, why);
+    case R_DESC:
+      return on_desc(s, r, why);
+    case R_ACK:
+      return on_ack(s, r, why);
     case R_CREDIT: {
       nexar__omsg_t *m = out_find(s, (int64_t)r->a);
       if (m && r->b > m->tx_max) {
@@ -159,6 +262,11 @@ bool nexar__shm_drain(nexar__shm_t *s) {
       more = true;
       break;
     }
+    if ((uint64_t)s->nacks >= ACKS_MAX(s)) {
+      /* The acknowledgements go out first (flush), then reading goes on. */
+      l->want_write = true;
+      break;
+    }
     nexar__shm_rec_t r;
     int rc = nexar__shm_ring_peek(&s->seg.rx, &r);
     if (rc == 0) break;
@@ -169,7 +277,10 @@ bool nexar__shm_drain(nexar__shm_t *s) {
       return false;
     }
     nexar__shm_ring_pop(&s->seg.rx);
-    bytes += r.len + NEXAR__SHM_REC_HDR;
+    bytes += r.len + NEXAR__SHM_REC_HDR +
+             (r.type == R_DESC && r.len == sizeof(shm_desc_t)
+                  ? ((const shm_desc_t *)r.payload)->len
+                  : 0);
     any = true;
   }
   if (any) {
@@ -238,6 +349,12 @@ static bool put(nexar__shm_t *s, uint16_t type, uint16_t flags, uint64_t a,
 
 /* Control records owed: stream credit, returned streams. */
 static bool put_credit(nexar__shm_t *s) {
+  while (s->nacks) {
+    int i = s->nacks - 1;
+    if (!put(s, R_ACK, 0, (uint64_t)s->acks[i].sid, s->acks[i].n, NULL, 0))
+      return false;
+    s->nacks--;
+  }
   for (int i = 0; i < s->nrs; i++) {
     rstream_t *st = &s->rs[i];
     if (st->max_sent < st->max) {
@@ -265,18 +382,42 @@ static bool may_open(const nexar__shm_t *s, int lane) {
 }
 
 /* Writes what |m| may: returns false when the ring is full. */
+/* |m| written whole (or cut): it ends once the peer has read every
+ * descriptor of it. */
+static void written(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
+  m->tx_fin = true;
+  if (m->acked < m->tx_out) return; /* on_ack ends it */
+  nexar__link_unqueue(&s->l, m);
+  s->l.ep->ops->on_out_closed(&s->l, m);
+  *closed = true;
+}
+
+/* The payload bytes of |m| from m->sent on that may go as one descriptor
+ * (the peer reads this process's memory; a long enough run of the
+ * caller's buffer), else 0. */
+static uint64_t desc_bytes(const nexar__shm_t *s, const nexar__omsg_t *m,
+                           uint64_t room) {
+  uint64_t pend = NEXAR__HDR_BYTES + m->pre_len, total = nexar__omsg_total(m);
+  if (!s->peer_reads || !s->cma_min || m->fwd || !m->data || m->sent < pend ||
+      total - m->sent < s->cma_min)
+    return 0;
+  uint64_t n = total - m->sent;
+  if (n > room) n = room;
+  return n > DESC_MAX_BYTES ? DESC_MAX_BYTES : n;
+}
+
+/* Writes what |m| may: returns false when the ring is full. */
 static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
   nexar__link_t *l = &s->l;
   const nexar__ep_ops_t *ops = l->ep->ops;
   uint64_t total = nexar__omsg_total(m);
   *closed = false;
+  if (m->tx_fin) return true; /* waiting for acknowledgements */
   if (m->stop) {
     /* Cut: the peer learns it (if it ever saw the stream), and it ends. */
     if (m->sid >= 0 && !put(s, R_RESET, 0, (uint64_t)m->sid, 0, NULL, 0))
       return false;
-    nexar__link_unqueue(l, m);
-    ops->on_out_closed(l, m);
-    *closed = true;
+    written(s, m, closed);
     return true;
   }
   while (ops->frame_more(m) && !m->blocked) {
@@ -290,6 +431,20 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
     if (!room) {
       m->blocked = true;
       break;
+    }
+    uint64_t dn = desc_bytes(s, m, room);
+    if (dn) {
+      uint64_t pend = NEXAR__HDR_BYTES + m->pre_len;
+      shm_desc_t d = {(uint64_t)(uintptr_t)(m->data + (m->sent - pend)), dn};
+      struct iovec v = {&d, sizeof(d)};
+      bool fin = m->sent + dn == total;
+      if (!put(s, R_DESC, fin ? F_FIN : 0, (uint64_t)m->sid, m->sent, &v, 1))
+        return false;
+      m->sent += dn;
+      m->tx_out += dn;
+      if (fin) written(s, m, closed);
+      if (fin) return true;
+      continue;
     }
     struct iovec v[4];
     bool fin;
@@ -305,14 +460,27 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
     }
     if (k < nv) fin = false;
     fin = fin && m->sent + len == total;
+    /* The header goes alone when descriptors follow it. */
+    if (s->peer_reads && s->cma_min &&
+        m->sent < NEXAR__HDR_BYTES + m->pre_len && !m->fwd && m->data &&
+        m->len >= s->cma_min) {
+      uint64_t head = NEXAR__HDR_BYTES + m->pre_len - m->sent;
+      if (len > head) {
+        len = 0;
+        for (k = 0; k < nv && len < head; k++) {
+          if (v[k].iov_len > head - len) v[k].iov_len = (size_t)(head - len);
+          len += v[k].iov_len;
+        }
+        fin = false;
+      }
+    }
     if (!put(s, R_DATA, fin ? F_FIN : 0, (uint64_t)m->sid, m->sent, v, (int)k))
       return false;
     m->sent += len;
+    m->tx_out += len;
     ops->on_acked(l, m, len);
     if (fin) {
-      nexar__link_unqueue(l, m);
-      ops->on_out_closed(l, m);
-      *closed = true;
+      written(s, m, closed);
       return true;
     }
   }
@@ -395,6 +563,8 @@ static void shm_free(nexar__link_t *l) {
   if (s->efd_peer >= 0) close(s->efd_peer);
   if (s->attached) nexar__shm_seg_close(&s->seg);
   free(s->rs);
+  free(s->acks);
+  free(s->bounce);
 }
 
 static bool shm_alive(const nexar__link_t *l) {

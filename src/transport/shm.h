@@ -16,7 +16,21 @@
 #define ACCEPT_MAX 64                     /* links not yet identified */
 #define ACCEPT_EVERY_NS 2000000ull        /* 2 ms between looks */
 
-enum { R_DATA = 1, R_CREDIT = 2, R_RESET = 3, R_STREAMS = 4, R_HB = 5 };
+enum {
+  R_DATA = 1,
+  R_CREDIT = 2,
+  R_RESET = 3,
+  R_STREAMS = 4,
+  R_HB = 5,
+  R_DESC = 6, /* a: stream, b: offset; payload: shm_desc_t (read it) */
+  R_ACK = 7   /* a: stream, b: bytes of descriptors read (or dropped) */
+};
+/* A descriptor: |len| stream bytes at |addr| in the sender's memory,
+ * which the receiver copies with process_vm_readv (single copy). */
+typedef struct shm_desc {
+  uint64_t addr, len;
+} shm_desc_t;
+#define DESC_MAX_BYTES (1u << 20) /* per descriptor: bounds a pass's read */
 enum { F_FIN = 1 };
 enum { M_HELLO = 1, M_WELCOME = 2, M_CLOSE = 3 };
 
@@ -24,9 +38,11 @@ enum { M_HELLO = 1, M_WELCOME = 2, M_CLOSE = 3 };
 typedef struct shm_msg {
   uint64_t magic;
   uint32_t type;
-  uint32_t code;    /* M_CLOSE: application close code */
-  uint64_t window;  /* stream bytes the sender grants a new stream */
-  uint64_t streams; /* streams the sender lets the peer open at once */
+  uint32_t code;   /* M_CLOSE: application close code */
+  uint64_t window; /* stream bytes the sender grants a new stream */
+  uint64_t streams;
+  uint32_t cma; /* 1: the sender can read the receiver's memory */
+  uint32_t pad; /* streams the sender lets the peer open at once */
   uint8_t fp[NEXAR__FP_BYTES];
   char reason[128]; /* M_CLOSE */
 } shm_msg_t;
@@ -60,9 +76,25 @@ typedef struct nexar__shm {
   /* The peer may have written efd_mine: a sleep flag went up since it was
    * last read. */
   bool may_kick;
+  /* Single copy: the peer reads this side's buffers (it said so), this
+   * side reads the peer's (its probe said so); the peer's pid; bytes at or
+   * above which the payload goes as descriptors (0: never). */
+  bool peer_reads, reads_peer;
+  uint32_t peer_pid;
+  uint64_t cma_min;
+  uint8_t *bounce; /* CHUNK_BYTES for descriptors with nowhere to land */
+  /* Descriptor bytes read (or dropped) not yet acknowledged, per stream. */
+  struct {
+    int64_t sid;
+    uint64_t n;
+  } * acks;
+  int nacks;
 } nexar__shm_t;
 
 #define S(l) ((nexar__shm_t *)(l))
+/* Streams with descriptor bytes to acknowledge, at most (drain stops
+ * reading while that many wait). */
+#define ACKS_MAX(s) (2 * (s)->rstreams_max)
 
 /* shm_setup.c */
 void nexar__shm_fail(nexar__link_t *l, int err, const char *fmt, ...)

@@ -55,9 +55,12 @@ static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
   s->last_rsid = -4;
   s->rstreams_max = ep->prm ? (uint64_t)ep->prm->max_streams : 128;
   s->setup_deadline = nexar__now() + SETUP_NS;
+  s->cma_min = ep->prm ? (uint64_t)ep->prm->shm_cma_bytes : 0;
   s->rs = calloc(s->rstreams_max, sizeof(*s->rs));
-  if (!s->rs || nexar__ep_add_conn(ep, &s->l) < 0) {
+  s->acks = calloc(ACKS_MAX(s), sizeof(*s->acks));
+  if (!s->rs || !s->acks || nexar__ep_add_conn(ep, &s->l) < 0) {
     free(s->rs);
+    free(s->acks);
     free(s);
     return NULL;
   }
@@ -134,12 +137,15 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
     goto fail;
   }
   s->l.peer = d->peer;
+  s->peer_pid = d->host->pid;
+  s->reads_peer = s->cma_min && nexar__shm_cma_probe((pid_t)s->peer_pid) == 0;
   s->seg = seg;
   s->attached = true;
   s->efd_mine = fds[1];
   s->efd_peer = fds[2];
   shm_msg_t m;
   fill_msg(s, &m, M_HELLO);
+  m.cma = s->reads_peer;
   rc = nexar__shm_send_fds(sock, fds, 3, &m, sizeof(m));
   if (rc < 0) {
     /* The link owns everything now; it fails like any other. */
@@ -208,10 +214,14 @@ void nexar__shm_on_hello(nexar__shm_t *s) {
   s->efd_peer = fds[1];
   s->efd_mine = fds[2];
   l->peer = peer;
+  s->peer_pid = (uint32_t)cred.pid;
+  s->peer_reads = m.cma == 1;
+  s->reads_peer = s->cma_min && nexar__shm_cma_probe(cred.pid) == 0;
   snprintf(l->remote_str, sizeof(l->remote_str), "pid %d on this host",
            (int)cred.pid);
   shm_msg_t w;
   fill_msg(s, &w, M_WELCOME);
+  w.cma = s->reads_peer;
   if (nexar__shm_send_fds(s->sock, NULL, 0, &w, sizeof(w)) < 0) {
     nexar__shm_fail(l, NEXAR_ERR_TRANSPORT, "cannot answer the rendezvous");
     return;
@@ -226,12 +236,13 @@ void nexar__shm_on_welcome(nexar__shm_t *s) {
   int n = nexar__shm_recv_fds(s->sock, fds, 0, &nfds, &m, sizeof(m), &cred);
   if (n == NEXAR__SHM_AGAIN) return;
   if (n < 0 || (size_t)n != sizeof(m) || m.magic != HELLO_MAGIC ||
-      m.type != M_WELCOME || take_limits(s, &m) < 0) {
+      m.type != M_WELCOME || m.cma > 1 || take_limits(s, &m) < 0) {
     nexar__shm_fail(
         &s->l, n == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_AUTH : NEXAR_ERR_PROTO,
         "rank %d refused the shared-memory rendezvous", s->l.peer);
     return;
   }
+  s->peer_reads = m.cma == 1;
   ready(s);
 }
 
