@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 int nexar__topo_parse(const char *spec, int n, nexar__topo_t *t, char *err,
                       size_t len) {
@@ -80,23 +80,6 @@ int nexar__topo_parse(const char *spec, int n, nexar__topo_t *t, char *err,
     return NEXAR_ERR_INVALID_ARG;
   }
   return 0;
-}
-
-bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b) {
-  if (a == b || a < 0 || b < 0 || a >= t->n || b >= t->n) return false;
-  switch (t->kind) {
-    case NEXAR__TOPO_KREGULAR: {
-      int d = (b - a + t->n) % t->n;
-      int ring = d < t->n - d ? d : t->n - d;
-      return ring <= t->k / 2 || (t->k % 2 && 2 * d == t->n);
-    }
-    case NEXAR__TOPO_HYPERCUBE: {
-      unsigned x = (unsigned)(a ^ b);
-      return (x & (x - 1)) == 0;
-    }
-    default:
-      return true;
-  }
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -228,12 +211,6 @@ void nexar__topo_fini(nexar_ctx_t *ctx) {
   free(t->key_state);
   free(t->parked);
   memset(t, 0, sizeof(*t));
-}
-
-int nexar__topo_next(nexar_ctx_t *ctx, int dest) {
-  const nexar__topo_t *t = &ctx->topo;
-  if (dest < 0 || dest >= t->n || !t->next) return -1;
-  return t->next[dest];
 }
 
 void nexar__topo_on_failure(nexar_ctx_t *ctx) {

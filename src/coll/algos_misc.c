@@ -3,6 +3,7 @@
  */
 #include <stdlib.h>
 
+#include "cluster/cluster.h" /* layering exception: the graph (check-layers.py) */
 #include "coll/algos.h"
 
 /*

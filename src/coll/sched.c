@@ -413,6 +413,19 @@ void nexar__coll_start(nexar__req_t *u) {
   run(s);
 }
 
+void nexar__coll_fail_comm(nexar_comm_t *comm, int rc) {
+  /* Cancelling one may finish and free others, so start over after each. */
+  for (bool again = true; again;) {
+    again = false;
+    for (nexar__sched_t *s = comm->active; s; s = s->next) {
+      if (s->rc) continue; /* already failing */
+      nexar__coll_cancel(s->user, rc);
+      again = true;
+      break;
+    }
+  }
+}
+
 void nexar__coll_cancel(nexar__req_t *u, int rc) {
   nexar__sched_t *s = u->sched;
   if (!s || atomic_load(&u->done)) return;

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/transport.h"
+#include "core/core.h"
 
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner,
@@ -331,6 +331,34 @@ static bool ops_queued(nexar__ep_t *ep) {
   return any;
 }
 
+/* The operations of |req|'s kind; an unregistered kind ends the request
+ * with NEXAR_ERR_INTERNAL. */
+static void kind_missing(nexar__req_t *req) {
+  nexar__req_complete(req, NEXAR_ERR_INTERNAL);
+}
+static void kind_missing_cancel(nexar__req_t *req, int rc) {
+  nexar__req_complete(req, rc);
+}
+static const nexar__req_ops_t kind_none = {kind_missing, kind_missing_cancel};
+
+static const nexar__req_ops_t *req_kind(const nexar__ep_t *ep,
+                                        const nexar__req_t *req) {
+  const nexar__req_ops_t *k = req->kind >= 0 && req->kind < NEXAR__REQ_KINDS
+                                  ? ep->kinds[req->kind]
+                                  : NULL;
+  return k ? k : &kind_none;
+}
+
+void nexar__ep_set_kind(nexar__ep_t *ep, int kind,
+                        const nexar__req_ops_t *ops) {
+  if (kind >= 0 && kind < NEXAR__REQ_KINDS && kind != NEXAR__REQ_CTRL)
+    ep->kinds[kind] = ops;
+}
+
+void nexar__req_cancel(nexar__req_t *req, int rc) {
+  req_kind(&req->comm->ctx->ep, req)->cancel(req, rc);
+}
+
 static void run_ops(nexar__ep_t *ep) {
   drain_kick(ep);
   pthread_mutex_lock(&ep->qmu);
@@ -353,21 +381,10 @@ static void run_ops(nexar__ep_t *ep) {
       q = next;
       continue;
     }
-    switch (q->kind) {
-      case NEXAR__REQ_CTRL:
-        nexar__req_complete(q, q->ctrl(q));
-        break;
-      case NEXAR__REQ_SEND:
-      case NEXAR__REQ_RECV:
-        nexar__p2p_start(q);
-        break;
-      case NEXAR__REQ_COLL:
-        nexar__coll_start(q);
-        break;
-      case NEXAR__REQ_RPC:
-        nexar__rpc_start(q);
-        break;
-    }
+    if (q->kind == NEXAR__REQ_CTRL)
+      nexar__req_complete(q, q->ctrl(q));
+    else
+      req_kind(ep, q)->start(q);
     q = next;
   }
 }

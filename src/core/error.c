@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nexar_int.h"
+#include "core/core.h"
 
 #define NEXAR__ERRORS(X)                                               \
   X(NEXAR_OK, "success")                                               \

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/transport.h"
+#include "core/core.h"
 
 void nexar__link_init(nexar__link_t *l, nexar__ep_t *ep, const nexar__tp_t *tp,
                       int role, bool server,

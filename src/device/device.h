@@ -96,4 +96,10 @@ int nexar__stage_finish(nexar__stage_t *st, int rc, uint64_t limit);
 /* Releases |st| (may be NULL) without copying anything back. */
 void nexar__stage_abort(nexar__stage_t *st);
 
+/* An adapter's name for messages ("(unnamed)" when it has none). */
+const char *nexar__dev_ops_name(const nexar_device_ops_t *ops);
+/* An adapter's negative result as a result code of the API: known codes
+ * pass through, anything else is NEXAR_ERR_DEVICE. */
+int nexar__dev_adapter_rc(int rc);
+
 #endif /* NEXAR_DEVICE_H */

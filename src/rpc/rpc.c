@@ -70,6 +70,12 @@ void nexar__rpc_item_free(nexar__rpc_item_t *it) {
   free(it);
 }
 
+void nexar__rpc_wake(nexar_ctx_t *ctx) {
+  pthread_mutex_lock(&ctx->rpc.mu);
+  pthread_cond_broadcast(&ctx->rpc.cv);
+  pthread_mutex_unlock(&ctx->rpc.mu);
+}
+
 void nexar__rpc_fini(nexar_ctx_t *ctx) {
   nexar__rpc_t *p = &ctx->rpc;
   if (!p->inited) return;

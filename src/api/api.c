@@ -9,25 +9,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/reduce.h"
+#include "cluster/cluster.h"
 #include "coll/sched.h"
-#include "transport/transport.h"
+#include "rpc/rpc_int.h"
 
-nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx) {
-  nexar_comm_t *c = calloc(1, sizeof(*c));
-  if (!c) return NULL;
-  c->ctx = ctx;
-  pthread_mutex_init(&c->err_mu, NULL);
-  return c;
-}
-
-void nexar__comm_free(nexar_comm_t *c) {
-  if (!c) return;
-  pthread_mutex_destroy(&c->err_mu);
-  free(c->world_ranks);
-  free(c->hosts);
-  free(c);
-}
+/* The upper parts plugged into the engine: how each request kind starts and
+ * is cancelled, and the handlers p2p and cluster call (core/core.h). */
+static const nexar__req_ops_t p2p_kind = {nexar__p2p_start, nexar__p2p_cancel};
+static const nexar__req_ops_t coll_kind = {nexar__coll_start,
+                                           nexar__coll_cancel};
+static const nexar__req_ops_t rpc_kind = {nexar__rpc_start, nexar__rpc_cancel};
+static const nexar__hooks_t hooks = {
+    .rpc_header = nexar__rpc_on_header,
+    .rpc_fail_peer = nexar__rpc_fail_peer,
+    .rpc_wake = nexar__rpc_wake,
+    .coll_same_call = nexar__coll_same_call,
+    .coll_screen = nexar__coll_screen,
+    .coll_mismatch_hdr = nexar__coll_mismatch_hdr,
+    .coll_on_notice = nexar__coll_on_notice,
+    .coll_tick = nexar__coll_tick,
+    .coll_fail_comm = nexar__coll_fail_comm,
+    .ctl = nexar__ft_on_ctl,
+    .agree_gone = nexar__agree_gone,
+    .ft_dispatch = nexar__ft_dispatch,
+    .agree_release = nexar__agree_release,
+};
 
 /* Frees the unexpected messages of the self channel (no connection) left
  * on |c| once the endpoint is gone. */
@@ -59,7 +65,7 @@ static bool same_host(const nexar__roster_entry_t *a,
 /* The local rank and size: NEXAR_LOCAL_*, else the launcher's, else the
  * ranks of the roster at this process's address. */
 static void local_ranks(nexar_ctx_t *ctx) {
-  const nexar__launch_t *l = &ctx->launch;
+  const nexar__launch_t *l = ctx->launch;
   int lr = ctx->prm.local_rank >= 0 ? (int)ctx->prm.local_rank : l->local_rank;
   int ls = ctx->prm.local_size > 0 ? (int)ctx->prm.local_size : l->local_size;
   if ((lr < 0 || ls <= 0) && ctx->roster) {
@@ -88,7 +94,7 @@ static void launch_log(const nexar__launch_t *l, const nexar__params_t *p) {
 }
 
 static void ctx_free(nexar_ctx_t *ctx) {
-  nexar__launch_stop(&ctx->launch);
+  nexar__launch_stop(ctx->launch);
   nexar__rpc_stop(ctx);
   nexar__ep_fini(&ctx->ep);
   nexar__relay_fini(ctx);
@@ -112,6 +118,7 @@ static void ctx_free(nexar_ctx_t *ctx) {
   nexar__topo_fini(ctx);
   nexar__ft_fini(ctx);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
+  free(ctx->launch);
   free(ctx);
 }
 
@@ -121,6 +128,12 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   *out = NULL;
   nexar_ctx_t *ctx = calloc(1, sizeof(*ctx));
   if (!ctx) return NEXAR_ERR_NOMEM;
+  ctx->hooks = &hooks;
+  ctx->launch = calloc(1, sizeof(*ctx->launch));
+  if (!ctx->launch) {
+    free(ctx);
+    return NEXAR_ERR_NOMEM;
+  }
   char err[NEXAR__ERRMSG_MAX];
   bool ft_ready = false;
   struct sockaddr_storage ss;
@@ -133,7 +146,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   /* Rank, world size and rendezvous from the launcher, where the NEXAR_*
    * settings leave them open (docs/launching.md). */
   if (rc == 0)
-    rc = nexar__launch_detect(&ctx->prm, cfg, &ctx->launch, err, sizeof(err));
+    rc = nexar__launch_detect(&ctx->prm, cfg, ctx->launch, err, sizeof(err));
   if (rc == 0) rc = nexar__params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0) rc = nexar__coll_params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0)
@@ -148,9 +161,9 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     rc = nexar__topo_parse(ctx->prm.topology, (int)ctx->prm.world_size,
                            &ctx->topo, err, sizeof(err));
   if (rc < 0) goto fail_early;
-  launch_log(&ctx->launch, &ctx->prm);
+  launch_log(ctx->launch, &ctx->prm);
   nexar__params_dump(&ctx->prm);
-  rc = nexar__launch_start(&ctx->launch, &ctx->prm, err, sizeof(err));
+  rc = nexar__launch_start(ctx->launch, &ctx->prm, err, sizeof(err));
   if (rc < 0) goto fail_early;
   if (!ctx->prm.seed_addr) {
     snprintf(err, sizeof(err),
@@ -195,6 +208,10 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     return rc;
   }
   ctx->ep.pause_ns = nexar__ft_pause_ns(ctx);
+  nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_SEND, &p2p_kind);
+  nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_RECV, &p2p_kind);
+  nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_COLL, &coll_kind);
+  nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_RPC, &rpc_kind);
   rc = nexar__ep_start(&ctx->ep);
   if (rc < 0) {
     ctx_free(ctx);
@@ -204,8 +221,8 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   if (rc == 0) {
     /* Every rank's mesh includes rank 0's: each has its welcome, and the
      * embedded seed has nothing left to do. */
-    if (ctx->launch.seed_run) nexar_seed_wait(ctx->launch.seed_run, 2000);
-    nexar__launch_stop(&ctx->launch);
+    if (ctx->launch->seed_run) nexar_seed_wait(ctx->launch->seed_run, 2000);
+    nexar__launch_stop(ctx->launch);
     local_ranks(ctx);
     rc = nexar__rpc_start_service(ctx);
   }
@@ -222,8 +239,9 @@ fail_early:
    * need undoing. */
   nexar__set_init_error("nexar_init: %s", err);
   if (ft_ready) nexar__ft_fini(ctx);
-  nexar__launch_stop(&ctx->launch);
+  nexar__launch_stop(ctx->launch);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
+  free(ctx->launch);
   free(ctx);
   return rc;
 }
@@ -262,12 +280,6 @@ static int unregister_fn(nexar__req_t *ctl) {
   nexar_comm_t *c = ctl->cb_arg;
   nexar__comm_unregister(c->ctx, c);
   return 0;
-}
-
-void nexar__bump_next_id(nexar_ctx_t *ctx, uint64_t v) {
-  uint64_t cur = atomic_load(&ctx->next_free_id);
-  while (cur < v && !atomic_compare_exchange_weak(&ctx->next_free_id, &cur, v))
-    ;
 }
 
 typedef struct {
@@ -423,7 +435,7 @@ static int cancel_fn(nexar__req_t *ctl) {
         ctx->rank, nexar__coll_name(s->a.coll),
         (unsigned long long)s->tmpl.coll_seq, (unsigned long long)r->comm->id,
         (long long)ctx->prm.op_timeout_ms, missing);
-    nexar__coll_cancel(r, NEXAR_ERR_TIMEOUT);
+    nexar__req_cancel(r, NEXAR_ERR_TIMEOUT);
   } else if (r->kind == NEXAR__REQ_RPC) {
     nexar__comm_set_error(
         r->comm,
@@ -431,7 +443,7 @@ static int cancel_fn(nexar__req_t *ctl) {
         "%llu ms; a late response is dropped",
         ctx->rank, r->tag, r->comm_peer, (unsigned long long)r->rpc_id,
         (unsigned long long)((r->rpc_deadline - r->t_start) / 1000000ull));
-    nexar__rpc_cancel(r, NEXAR_ERR_TIMEOUT);
+    nexar__req_cancel(r, NEXAR_ERR_TIMEOUT);
   } else {
     nexar__comm_set_error(
         r->comm,
@@ -439,7 +451,7 @@ static int cancel_fn(nexar__req_t *ctl) {
         "rank %d); receive buffers are unspecified",
         ctx->rank, r->kind == NEXAR__REQ_SEND ? "send" : "recv",
         (long long)ctx->prm.op_timeout_ms, r->comm_peer);
-    nexar__p2p_cancel(r, NEXAR_ERR_TIMEOUT);
+    nexar__req_cancel(r, NEXAR_ERR_TIMEOUT);
   }
   return 0;
 }
