@@ -26,28 +26,10 @@ int nexar__topo_grow(nexar_ctx_t *ctx, int n);
  * (an elastic join or leave). */
 void nexar__topo_refresh(nexar_ctx_t *ctx);
 void nexar__topo_fini(nexar_ctx_t *ctx);
-/* Neighbours of |id| in increasing order into |out| (room for t->n);
- * returns their number. */
-int nexar__topo_neighbours(const nexar__topo_t *t, int id, int *out);
 /* A process was declared failed or left (engine): routes are recomputed,
  * frames on dead links rerouted, processes no route reaches declared
  * failed, and running agreements re-sent to the members behind relays. */
 void nexar__topo_on_failure(nexar_ctx_t *ctx);
-/* Whether some pair of |comm|'s members are not neighbours (their messages
- * cross other processes). */
-bool nexar__topo_comm_relayed(const nexar_comm_t *comm);
-/* Which exchanges of |comm| are links: NEXAR__SHAPE_RING (r, r + 1 for
- * every r) and NEXAR__SHAPE_XOR (size a power of two and r, r ^ 2^b for
- * every r, b). Every member computes the same. */
-#define NEXAR__SHAPE_RING 1u
-#define NEXAR__SHAPE_XOR 2u
-unsigned nexar__topo_comm_shape(const nexar_comm_t *comm);
-/* Rounds of the neighbour barrier of |comm| (at least the diameter of the
- * graph its members span; the same on every member). */
-int nexar__topo_flood_rounds(const nexar_comm_t *comm);
-/* Comm ranks of |comm|'s members that are this process's neighbours, in
- * increasing order; returns their number. */
-int nexar__topo_comm_neighbours(const nexar_comm_t *comm, int *out);
 /* For tests: mesh links of this process that are up, and the relay
  * counters (engine copies; thread-safe). */
 int nexar__topo_links(nexar_ctx_t *ctx);

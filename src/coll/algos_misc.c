@@ -3,7 +3,6 @@
  */
 #include <stdlib.h>
 
-#include "cluster/cluster.h" /* layering exception: the graph (check-layers.py) */
 #include "coll/algos.h"
 
 /*

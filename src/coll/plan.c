@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster/cluster.h" /* layering exception: the graph (check-layers.py) */
 #include "coll/sched.h"
 
 static int algo_from(const char *v, const char *const names[], const int ids[],

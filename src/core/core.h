@@ -329,17 +329,18 @@ void nexar__set_init_error(const char *fmt, ...)
 void nexar__comm_set_error(nexar_comm_t *comm, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* ---------------- ctx.c: communicator objects and routes ---------------- */
+/* ---------------- ctx.c, graph.c: communicators, errors, routes
+ * ---------------- */
 /* The pseudo communicator id of process-level control messages (failure
  * notices); agreement messages use the retired comm id | NEXAR__AGREE_BIT.
  * Communicator ids never have the top bit set. */
 #define NEXAR__AGREE_BIT (1ull << 63)
 #define NEXAR__PROC_ID UINT64_MAX
-/* Communicator objects (core/api.c). */
+/* Communicator objects. */
 nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx);
 void nexar__comm_free(nexar_comm_t *c);
 /* Raises the next communicator id this process may propose to at least |v|
- * (core/api.c; user threads). */
+ * (user threads). */
 void nexar__bump_next_id(nexar_ctx_t *ctx, uint64_t v);
 /* Rank of stable id |id| in |comm|, or -1 when it is not a member. */
 int nexar__comm_rank_of(const nexar_comm_t *comm, int id);
@@ -347,5 +348,78 @@ int nexar__comm_rank_of(const nexar_comm_t *comm, int id);
 bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b);
 /* Next hop towards |dest| (itself when a neighbour), or -1. */
 int nexar__topo_next(nexar_ctx_t *ctx, int dest);
+
+/* Breadth-first search in the graph from |src| over ids not |dead| (NULL:
+ * all): hop counts into |dist| (-1: unreached) and, when |next| is set, the
+ * first hop towards each; |queue| and |nb| have room for t->n ids. */
+void nexar__topo_bfs(const nexar__topo_t *t, int src, const uint8_t *dead,
+                     int *dist, int *next, int *queue, int *nb);
+/* Whether some pair of |comm|'s members are not neighbours (their messages
+ * cross other processes). */
+bool nexar__topo_comm_relayed(const nexar_comm_t *comm);
+/* Which exchanges of |comm| are links: NEXAR__SHAPE_RING (r, r + 1 for
+ * every r) and NEXAR__SHAPE_XOR (size a power of two and r, r ^ 2^b for
+ * every r, b). Every member computes the same. */
+#define NEXAR__SHAPE_RING 1u
+#define NEXAR__SHAPE_XOR 2u
+unsigned nexar__topo_comm_shape(const nexar_comm_t *comm);
+/* Rounds of the neighbour barrier of |comm| (at least the diameter of the
+ * graph its members span; the same on every member). */
+int nexar__topo_flood_rounds(const nexar_comm_t *comm);
+/* Comm ranks of |comm|'s members that are this process's neighbours, in
+ * increasing order; returns their number. */
+int nexar__topo_comm_neighbours(const nexar_comm_t *comm, int *out);
+/* Neighbours of |id| in increasing order into |out| (room for t->n);
+ * returns their number. */
+int nexar__topo_neighbours(const nexar__topo_t *t, int id, int *out);
+
+/* ---------------- stage.c: device buffers staged through host memory,
+ * the context's adapter ---------------- */
+/* Sets up |dev| with the adapter NEXAR_DEVICE names (cpu, cuda or auto).
+ * Returns 0, or NEXAR_ERR_INVALID_ARG / NEXAR_ERR_UNSUPPORTED with |err|
+ * naming the variable. */
+int nexar__dev_init(nexar__dev_t *dev, const char *which, uint64_t cache_max,
+                    char *err, size_t errlen);
+/* Frees the bounce cache. Every staged request must have completed. */
+void nexar__dev_fini(nexar__dev_t *dev);
+
+/*
+ * Classifies [ptr, ptr + bytes) for call |what| ("send", "allreduce") of
+ * |comm|, role |role| ("send", "receive"). Returns NEXAR_MEM_HOST,
+ * NEXAR_MEM_DEVICE or a negative code (message recorded on |comm|).
+ */
+int nexar__dev_classify(nexar__dev_t *dev, nexar_comm_t *comm, const char *what,
+                        const char *role, const void *ptr, uint64_t bytes);
+
+/*
+ * Stages the device buffer |ptr| of a call: allocates a bounce buffer of
+ * |bytes| (every region lies below it), copies the |in| regions to it, and
+ * records the |out| regions for nexar__stage_finish. Region lists may be
+ * unsorted and overlapping (they are merged here) and are not kept.
+ * Creates *st on the first buffer. On success *host is the bounce buffer.
+ * Returns 0, NEXAR_ERR_NOMEM or the adapter's error (message recorded on
+ * |comm|); on failure *st is left for nexar__stage_abort.
+ */
+int nexar__stage_add(nexar__stage_t **st, nexar__dev_t *dev, nexar_comm_t *comm,
+                     const char *what, const char *role, void *ptr,
+                     uint64_t bytes, const nexar__region_t *in, size_t nin,
+                     const nexar__region_t *out, size_t nout, uint8_t **host);
+
+/*
+ * Completes a staged request whose result is |rc|: when rc is NEXAR_OK or
+ * NEXAR_ERR_TRUNCATE copies the out regions (clipped to [0, limit)) back
+ * to device memory and synchronizes, then releases the bounce buffers and
+ * frees |st|. Returns |rc|, or the adapter's error when rc was NEXAR_OK
+ * (message recorded on the call's communicator).
+ */
+int nexar__stage_finish(nexar__stage_t *st, int rc, uint64_t limit);
+/* Releases |st| (may be NULL) without copying anything back. */
+void nexar__stage_abort(nexar__stage_t *st);
+
+/* An adapter's name for messages ("(unnamed)" when it has none). */
+const char *nexar__dev_ops_name(const nexar_device_ops_t *ops);
+/* An adapter's negative result as a result code of the API: known codes
+ * pass through, anything else is NEXAR_ERR_DEVICE. */
+int nexar__dev_adapter_rc(int rc);
 
 #endif /* NEXAR_CORE_H */

@@ -1,9 +1,13 @@
 /*
  * What the parts above share through the process context: communicator
  * objects and ranks, the next free communicator id, and lookups in the route
- * table (ctx->topo, which cluster/topology.c computes).
+ * table (ctx->topo, which cluster/topology.c computes), and the last-error
+ * texts (per communicator, and per thread for nexar_init).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 
@@ -35,25 +39,41 @@ int nexar__comm_rank_of(const nexar_comm_t *comm, int id) {
   return -1;
 }
 
-bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b) {
-  if (a == b || a < 0 || b < 0 || a >= t->n || b >= t->n) return false;
-  switch (t->kind) {
-    case NEXAR__TOPO_KREGULAR: {
-      int d = (b - a + t->n) % t->n;
-      int ring = d < t->n - d ? d : t->n - d;
-      return ring <= t->k / 2 || (t->k % 2 && 2 * d == t->n);
-    }
-    case NEXAR__TOPO_HYPERCUBE: {
-      unsigned x = (unsigned)(a ^ b);
-      return (x & (x - 1)) == 0;
-    }
-    default:
-      return true;
-  }
+static _Thread_local char tl_init_error[NEXAR__ERRMSG_MAX];
+static _Thread_local char tl_copy[NEXAR__ERRMSG_MAX];
+
+void nexar__set_init_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tl_init_error, sizeof(tl_init_error), fmt, ap);
+  va_end(ap);
+  NEXAR__INFO(NEXAR__SUB_INIT, "%s", tl_init_error);
 }
 
-int nexar__topo_next(nexar_ctx_t *ctx, int dest) {
-  const nexar__topo_t *t = &ctx->topo;
-  if (dest < 0 || dest >= t->n || !t->next) return -1;
-  return t->next[dest];
+void nexar__comm_set_error(nexar_comm_t *comm, const char *fmt, ...) {
+  char tmp[NEXAR__ERRMSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tmp, sizeof(tmp), fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&comm->err_mu);
+  memcpy(comm->last_error, tmp, sizeof(tmp));
+  pthread_mutex_unlock(&comm->err_mu);
+  NEXAR__INFO(NEXAR__SUB_P2P, "%s", tmp);
+}
+
+const char *nexar_comm_last_error(const nexar_comm_t *comm) {
+  if (!comm) {
+    memcpy(tl_copy, tl_init_error, sizeof(tl_copy));
+    return tl_copy;
+  }
+  nexar_comm_t *c = (nexar_comm_t *)comm;
+  pthread_mutex_lock(&c->err_mu);
+  memcpy(tl_copy, c->last_error, sizeof(tl_copy));
+  pthread_mutex_unlock(&c->err_mu);
+  return tl_copy;
+}
+
+const char *nexar_last_error(void) {
+  return nexar_comm_last_error(NULL);
 }

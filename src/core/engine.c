@@ -27,6 +27,8 @@
 
 #include "core/core.h"
 
+static void ep_check_run(nexar__ep_t *ep);
+
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner,
                    const nexar__params_t *prm, const nexar__host_id_t *host) {
@@ -38,6 +40,8 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   ep->prm = prm;
   ep->host = host;
   ep->local_rank = -1;
+  ep->check_run = ep_check_run;
+  ep->complete = nexar__req_complete;
   pthread_mutex_init(&ep->emu, NULL);
   pthread_mutex_init(&ep->qmu, NULL);
   pthread_mutex_init(&ep->cmu, NULL);
@@ -75,27 +79,6 @@ static bool ep_read(nexar__ep_t *ep) {
   bool more = false;
   for (int i = 0; i < ep->ntps; i++) more |= ep->tps[i]->input(ep);
   return more;
-}
-
-int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c) {
-  if (ep->nconns == ep->cap_conns) {
-    int cap = ep->cap_conns ? ep->cap_conns * 2 : 16;
-    nexar__link_t **n = realloc(ep->conns, (size_t)cap * sizeof(*n));
-    if (!n) return NEXAR_ERR_NOMEM;
-    ep->conns = n;
-    ep->cap_conns = cap;
-  }
-  ep->conns[ep->nconns++] = c;
-  return 0;
-}
-
-void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c) {
-  for (int i = 0; i < ep->nconns; i++) {
-    if (ep->conns[i] == c) {
-      ep->conns[i] = ep->conns[--ep->nconns];
-      return;
-    }
-  }
 }
 
 static void kick(nexar__ep_t *ep) {
@@ -487,7 +470,7 @@ static bool run_paused(nexar__ep_t *ep) {
   return ep->run.unrun > ep->pause_ns;
 }
 
-void nexar__ep_check_run(nexar__ep_t *ep) {
+static void ep_check_run(nexar__ep_t *ep) {
   if (!ep->resuming && run_paused(ep)) ep->resuming = ep->resume_due = true;
 }
 

@@ -272,6 +272,14 @@ struct nexar__ep {
   bool gso;
   nexar__identity_t id;
   const nexar__ep_ops_t *ops;
+  /* What the engine installs (engine.c) for the transports and links:
+   * check_run is called by a transport before it judges what it read (ICMP
+   * reports): when this process did not run for longer than pause_ns since
+   * the socket was last read, the rest of the reading is a catch-up
+   * (resuming, resume_due; the engine ends it); complete ends a request
+   * (emu held). */
+  void (*check_run)(nexar__ep_t *ep);
+  void (*complete)(nexar__req_t *req, int rc);
   /* Per request kind: how the engine starts and cancels it (core.h,
    * nexar__ep_set_kind). */
   const struct nexar__req_ops *kinds[NEXAR__REQ_KINDS];
@@ -384,17 +392,13 @@ void nexar__relay_tag(const uint8_t key[32], uint32_t origin, uint32_t dest,
                       const uint8_t hdr[NEXAR__HDR_BYTES],
                       const uint8_t hash[32], uint8_t tag[32]);
 
-/* ---- What the engine (core/engine.c) gives transports. */
 /* How long a caller whose request completed may leave the writes of that
- * pass (ACKs, credit) for its next call: the ACK delay we advertise. */
+ * pass (ACKs, credit) for its next call (engine.c): the ACK delay we
+ * advertise. */
 #define NEXAR__WRITE_DEFER_NS 1000000ull
+/* The endpoint's table of links (link.c), which the engine walks. */
 int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c);
 void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c);
-/* Called by the transport before it judges what it read (ICMP reports):
- * when this process did not run for longer than ep->pause_ns since the
- * socket was last read, the rest of the reading is a catch-up
- * (ep->resuming, ep->resume_due; the engine ends it). */
-void nexar__ep_check_run(nexar__ep_t *ep);
 
 /* Capability flags. */
 enum {
@@ -468,7 +472,7 @@ typedef struct nexar__tp {
 extern const nexar__tp_t nexar__tp_quic;
 extern const nexar__tp_t nexar__tp_shm;
 
-/* ---- Links: what the upper layers call (core/link.c). */
+/* ---- Links: what the upper layers call (link.c). */
 
 /* Dials the peer with the transport the engine chose for it: shared
  * memory for a same-host peer that offers it, else QUIC

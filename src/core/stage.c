@@ -1,9 +1,8 @@
 /*
- * Device adapters: the active adapter of a context, the cache of bounce
- * buffers, and the staging of device buffers (see device.h).
+ * Device buffers in the core: the active device adapter of a context, the
+ * cache of bounce buffers, and the staging of device buffers through host
+ * memory (core.h; the adapters themselves are in src/device/).
  */
-#include "device/device.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
