@@ -99,7 +99,8 @@ struct nexar_comm {
   char poison_msg[NEXAR__ERRMSG_MAX];
 };
 
-/* ---- RPC service (rpc/rpc.c). */
+/* ---- RPC service (rpc/rpc.c; held by value in the context, its other
+ * types in rpc/rpc_int.h). */
 typedef struct nexar__rpc_item nexar__rpc_item_t;
 typedef struct nexar__rpc_fn nexar__rpc_fn_t;
 typedef struct nexar__rpc_worker nexar__rpc_worker_t;
@@ -126,7 +127,8 @@ typedef struct nexar__rpc {
 } nexar__rpc_t;
 
 /* ---- Topology: the connection graph over stable ids, next hops, relay
- * keys (cluster/topology.c, p2p/relay.c; docs/topology.md). */
+ * keys (queries: graph.c; set up by cluster/topology.c; used by
+ * p2p/relay.c; docs/topology.md). */
 enum nexar__topo_kind {
   NEXAR__TOPO_FULL = 0,      /* every pair connected */
   NEXAR__TOPO_KREGULAR = 1,  /* circulant graph of degree k */
@@ -256,7 +258,6 @@ struct nexar_ctx {
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner,
                    const nexar__params_t *prm, const nexar__host_id_t *host);
-/* ---------------- engine.c ---------------- */
 int nexar__ep_start(nexar__ep_t *ep);
 void nexar__ep_stop(nexar__ep_t *ep);
 void nexar__ep_fini(nexar__ep_t *ep);
@@ -323,14 +324,13 @@ void nexar__ep_set_kind(nexar__ep_t *ep, int kind, const nexar__req_ops_t *ops);
 /* Engine: cancels |req| through its kind's operations. */
 void nexar__req_cancel(nexar__req_t *req, int rc);
 
-/* ---------------- error.c ---------------- */
+/* ---------------- ctx.c, graph.c: errors, communicators, routes -------- */
+/* The last-error texts: of this thread's nexar_init, of |comm|. */
 void nexar__set_init_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 void nexar__comm_set_error(nexar_comm_t *comm, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* ---------------- ctx.c, graph.c: communicators, errors, routes
- * ---------------- */
 /* The pseudo communicator id of process-level control messages (failure
  * notices); agreement messages use the retired comm id | NEXAR__AGREE_BIT.
  * Communicator ids never have the top bit set. */
