@@ -15,10 +15,12 @@
 
 /* The upper parts plugged into the engine: how each request kind starts and
  * is cancelled, and the handlers p2p and cluster call (core/core.h). */
-static const nexar__req_ops_t p2p_kind = {nexar__p2p_start, nexar__p2p_cancel};
-static const nexar__req_ops_t coll_kind = {nexar__coll_start,
-                                           nexar__coll_cancel};
-static const nexar__req_ops_t rpc_kind = {nexar__rpc_start, nexar__rpc_cancel};
+static const nexar__req_ops_t p2p_kind = {nexar__p2p_start, nexar__p2p_cancel,
+                                          nexar__p2p_expire};
+static const nexar__req_ops_t coll_kind = {
+    nexar__coll_start, nexar__coll_cancel, nexar__coll_expire};
+static const nexar__req_ops_t rpc_kind = {nexar__rpc_start, nexar__rpc_cancel,
+                                          nexar__rpc_expire};
 static const nexar__hooks_t hooks = {
     .rpc_header = nexar__rpc_on_header,
     .rpc_fail_peer = nexar__rpc_fail_peer,
@@ -31,6 +33,9 @@ static const nexar__hooks_t hooks = {
     .coll_fail_comm = nexar__coll_fail_comm,
     .ctl = nexar__ft_on_ctl,
     .agree_gone = nexar__agree_gone,
+    .after = nexar__ft_after,
+    .rpc_lend = nexar__rpc_lend,
+    .rpc_unlend = nexar__rpc_unlend,
     .ft_dispatch = nexar__ft_dispatch,
     .agree_release = nexar__agree_release,
 };
@@ -394,124 +399,6 @@ int nexar_comm_free(nexar_comm_t **pcomm) {
 }
 
 /* ---- Requests ---- */
-
-static int req_finish(nexar__req_t **preq, nexar_status_t *status) {
-  nexar__req_t *r = *preq;
-  int rc = r->rc;
-  if (r->stage) {
-    /* Device buffers: the result goes back before the call returns. A
-     * receive defines the bytes of the message only. */
-    uint64_t limit = UINT64_MAX;
-    if (r->kind == NEXAR__REQ_RECV)
-      limit = r->st.bytes < r->cap ? r->st.bytes : r->cap;
-    rc = nexar__stage_finish(r->stage, rc, limit);
-    r->stage = NULL;
-    r->st.error = rc;
-  }
-  if (status) *status = r->st;
-  nexar_comm_t *comm = r->comm;
-  free(r);
-  *preq = NULL;
-  /* Under NEXAR_RECOVERY=automatic a failed operation leaves its
-   * communicator rebuilt. */
-  return comm ? nexar__ft_after(comm, rc) : rc;
-}
-
-/* Progress thread: ends |r| with NEXAR_ERR_TIMEOUT. A collective names the
- * ranks it still waits for. */
-static int cancel_fn(nexar__req_t *ctl) {
-  nexar__req_t *r = ctl->cb_arg;
-  nexar_ctx_t *ctx = r->comm->ctx;
-  if (atomic_load(&r->done)) return 0;
-  if (r->kind == NEXAR__REQ_COLL) {
-    nexar__sched_t *s = r->sched;
-    char missing[256];
-    nexar__sched_missing(s, missing, sizeof missing);
-    nexar__comm_set_error(
-        r->comm,
-        "rank %d: %s (collective #%llu of comm %llu) did not finish within "
-        "NEXAR_OP_TIMEOUT_MS=%lld; ranks that have not contributed: %s; "
-        "receive buffers are unspecified",
-        ctx->rank, nexar__coll_name(s->a.coll),
-        (unsigned long long)s->tmpl.coll_seq, (unsigned long long)r->comm->id,
-        (long long)ctx->prm.op_timeout_ms, missing);
-    nexar__req_cancel(r, NEXAR_ERR_TIMEOUT);
-  } else if (r->kind == NEXAR__REQ_RPC) {
-    nexar__comm_set_error(
-        r->comm,
-        "rank %d: rpc fn %d on rank %d (call %llu) got no response within "
-        "%llu ms; a late response is dropped",
-        ctx->rank, r->tag, r->comm_peer, (unsigned long long)r->rpc_id,
-        (unsigned long long)((r->rpc_deadline - r->t_start) / 1000000ull));
-    nexar__req_cancel(r, NEXAR_ERR_TIMEOUT);
-  } else {
-    nexar__comm_set_error(
-        r->comm,
-        "rank %d: %s did not finish within NEXAR_OP_TIMEOUT_MS=%lld (peer "
-        "rank %d); receive buffers are unspecified",
-        ctx->rank, r->kind == NEXAR__REQ_SEND ? "send" : "recv",
-        (long long)ctx->prm.op_timeout_ms, r->comm_peer);
-    nexar__req_cancel(r, NEXAR_ERR_TIMEOUT);
-  }
-  return 0;
-}
-
-/* Deadline of |r|: NEXAR_OP_TIMEOUT_MS after it started (an RPC call:
- * its own). */
-static uint64_t req_deadline(const nexar__req_t *r) {
-  if (r->kind == NEXAR__REQ_RPC) return r->rpc_deadline;
-  return r->t_start + (uint64_t)r->comm->ctx->prm.op_timeout_ms * 1000000ull;
-}
-
-static void expire(nexar__req_t *r) {
-  nexar_ctx_t *ctx = r->comm->ctx;
-  nexar__ep_call(&ctx->ep, cancel_fn, r, UINT64_MAX);
-  /* A collective finishes once its cancelled steps have completed. */
-  nexar__req_wait(&ctx->ep, r, UINT64_MAX);
-}
-
-int nexar_wait(nexar__req_t **preq, nexar_status_t *status) {
-  if (!preq) return NEXAR_ERR_INVALID_ARG;
-  nexar__req_t *r = *preq;
-  if (!r) return NEXAR_OK;
-  /* A handler waiting for a nested call lends its place (rpc.c). */
-  nexar_ctx_t *ctx = r->comm->ctx;
-  bool lent = r->kind == NEXAR__REQ_RPC && !atomic_load(&r->done) &&
-              nexar__rpc_lend(ctx);
-  if (nexar__req_wait(&ctx->ep, r, req_deadline(r)) < 0) expire(r);
-  if (lent) nexar__rpc_unlend(ctx);
-  return req_finish(preq, status);
-}
-
-int nexar_test(nexar__req_t **preq, int *done, nexar_status_t *status) {
-  if (!preq || !done) return NEXAR_ERR_INVALID_ARG;
-  if (!*preq) {
-    *done = 1;
-    return NEXAR_OK;
-  }
-  /* Polling makes progress, as in MPI: one pass if the engine is free. */
-  if (!atomic_load_explicit(&(*preq)->done, memory_order_acquire))
-    nexar__ep_progress(&(*preq)->comm->ctx->ep);
-  if (!atomic_load_explicit(&(*preq)->done, memory_order_acquire)) {
-    if (nexar__now() < req_deadline(*preq)) {
-      *done = 0;
-      return NEXAR_OK;
-    }
-    expire(*preq);
-  }
-  *done = 1;
-  return req_finish(preq, status);
-}
-
-int nexar_waitall(size_t n, nexar__req_t **reqs, nexar_status_t *statuses) {
-  if (n && !reqs) return NEXAR_ERR_INVALID_ARG;
-  int first = NEXAR_OK;
-  for (size_t i = 0; i < n; i++) {
-    int rc = nexar_wait(&reqs[i], statuses ? &statuses[i] : NULL);
-    if (rc < 0 && first == NEXAR_OK) first = rc;
-  }
-  return first;
-}
 
 /* ---- Point-to-point ---- */
 

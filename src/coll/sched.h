@@ -28,6 +28,9 @@ void nexar__coll_start(nexar__req_t *req);
 /* Fails a running collective with |rc|; the error text names the ranks it
  * still waits for when rc is NEXAR_ERR_TIMEOUT. */
 void nexar__coll_cancel(nexar__req_t *req, int rc);
+/* A collective ran past NEXAR_OP_TIMEOUT_MS: its error text names the
+ * ranks it still waits for, and it is cancelled with NEXAR_ERR_TIMEOUT. */
+void nexar__coll_expire(nexar__req_t *req);
 void nexar__sched_free(nexar__sched_t *s);
 /* Fails every collective running on |comm| with |rc| (a revoke). */
 void nexar__coll_fail_comm(nexar_comm_t *comm, int rc);

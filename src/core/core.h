@@ -306,6 +306,13 @@ typedef struct nexar__hooks {
   void (*ctl)(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
               const uint8_t *payload, size_t len);
   bool (*agree_gone)(nexar_ctx_t *ctx, uint64_t id);
+  /* User thread, after an operation on |comm| ended with |rc|: the code
+   * the call returns (nexar__ft_after: automatic recovery). */
+  int (*after)(nexar_comm_t *comm, int rc);
+  /* An RPC handler thread waits for a nested call: it lends its place
+   * (true: unlend after the wait; nexar__rpc_lend). */
+  bool (*rpc_lend)(nexar_ctx_t *ctx);
+  void (*rpc_unlend)(nexar_ctx_t *ctx);
   /* The RPC service thread: calls the failure handler for the failures
    * not yet reported (|seen|: how many were). */
   void (*ft_dispatch)(nexar_ctx_t *ctx, int *seen);
@@ -318,11 +325,16 @@ typedef struct nexar__hooks {
 typedef struct nexar__req_ops {
   void (*start)(nexar__req_t *req);
   void (*cancel)(nexar__req_t *req, int rc);
+  /* The request ran past its deadline: records why on its communicator
+   * and cancels it with NEXAR_ERR_TIMEOUT. */
+  void (*expire)(nexar__req_t *req);
 } nexar__req_ops_t;
 /* Registers |ops| for request kind |kind| (not CTRL) on |ep|. */
 void nexar__ep_set_kind(nexar__ep_t *ep, int kind, const nexar__req_ops_t *ops);
-/* Engine: cancels |req| through its kind's operations. */
+/* Engine: cancels |req| through its kind's operations; expires it (past
+ * its deadline). */
 void nexar__req_cancel(nexar__req_t *req, int rc);
+void nexar__req_expire(nexar__req_t *req);
 
 /* ---------------- ctx.c, graph.c: errors, communicators, routes -------- */
 /* The last-error texts: of this thread's nexar_init, of |comm|. */

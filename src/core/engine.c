@@ -322,7 +322,11 @@ static void kind_missing(nexar__req_t *req) {
 static void kind_missing_cancel(nexar__req_t *req, int rc) {
   nexar__req_complete(req, rc);
 }
-static const nexar__req_ops_t kind_none = {kind_missing, kind_missing_cancel};
+static void kind_missing_expire(nexar__req_t *req) {
+  nexar__req_complete(req, NEXAR_ERR_TIMEOUT);
+}
+static const nexar__req_ops_t kind_none = {kind_missing, kind_missing_cancel,
+                                           kind_missing_expire};
 
 static const nexar__req_ops_t *req_kind(const nexar__ep_t *ep,
                                         const nexar__req_t *req) {
@@ -340,6 +344,10 @@ void nexar__ep_set_kind(nexar__ep_t *ep, int kind,
 
 void nexar__req_cancel(nexar__req_t *req, int rc) {
   req_kind(&req->comm->ctx->ep, req)->cancel(req, rc);
+}
+
+void nexar__req_expire(nexar__req_t *req) {
+  req_kind(&req->comm->ctx->ep, req)->expire(req);
 }
 
 static void run_ops(nexar__ep_t *ep) {

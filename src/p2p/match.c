@@ -886,6 +886,17 @@ static void omsg_end(nexar__omsg_t *m, int rc) {
   nexar__req_complete(r, rc);
 }
 
+void nexar__p2p_expire(nexar__req_t *r) {
+  nexar_ctx_t *ctx = r->comm->ctx;
+  nexar__comm_set_error(
+      r->comm,
+      "rank %d: %s did not finish within NEXAR_OP_TIMEOUT_MS=%lld (peer "
+      "rank %d); receive buffers are unspecified",
+      ctx->rank, r->kind == NEXAR__REQ_SEND ? "send" : "recv",
+      (long long)ctx->prm.op_timeout_ms, r->comm_peer);
+  nexar__p2p_cancel(r, NEXAR_ERR_TIMEOUT);
+}
+
 void nexar__p2p_cancel(nexar__req_t *r, int rc) {
   if (atomic_load(&r->done)) return;
   if (r->kind == NEXAR__REQ_RECV) {

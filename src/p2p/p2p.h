@@ -44,6 +44,9 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);
 void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine);
 /* Cancels a pending request (progress thread). */
 void nexar__p2p_cancel(nexar__req_t *req, int rc);
+/* A send or receive ran past NEXAR_OP_TIMEOUT_MS (error text, then
+ * cancelled with NEXAR_ERR_TIMEOUT). */
+void nexar__p2p_expire(nexar__req_t *req);
 void nexar__omsg_acked(nexar__link_t *c, nexar__omsg_t *m);
 /* Transport upcalls (nexar__ep_ops_t): acknowledged bytes of |m|; the
  * stream of |m| closed. */

@@ -467,6 +467,16 @@ void nexar__rpc_on_header(nexar_ctx_t *ctx, nexar_comm_t *comm,
     on_response(ctx, m);
 }
 
+void nexar__rpc_expire(nexar__req_t *r) {
+  nexar__comm_set_error(
+      r->comm,
+      "rank %d: rpc fn %d on rank %d (call %llu) got no response within "
+      "%llu ms; a late response is dropped",
+      r->comm->ctx->rank, r->tag, r->comm_peer, (unsigned long long)r->rpc_id,
+      (unsigned long long)((r->rpc_deadline - r->t_start) / 1000000ull));
+  nexar__rpc_cancel(r, NEXAR_ERR_TIMEOUT);
+}
+
 void nexar__rpc_cancel(nexar__req_t *r, int rc) {
   if (atomic_load(&r->done)) return;
   nexar_ctx_t *ctx = r->comm->ctx;

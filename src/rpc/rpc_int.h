@@ -47,6 +47,9 @@ void nexar__rpc_on_header(nexar_ctx_t *ctx, nexar_comm_t *comm,
                           nexar__imsg_t *m);
 /* Engine: ends call |req| with |rc| (timeout), dropping a late response. */
 void nexar__rpc_cancel(nexar__req_t *req, int rc);
+/* Engine: call |req| got no response before its deadline (error text,
+ * then cancelled with NEXAR_ERR_TIMEOUT). */
+void nexar__rpc_expire(nexar__req_t *req);
 /* Engine: fails every call waiting on world rank |peer|. */
 void nexar__rpc_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);
 
