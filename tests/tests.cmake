@@ -157,3 +157,10 @@ foreach(tr shm quic)
   set_tests_properties(test_transport_${tr} PROPERTIES TIMEOUT ${t}
     ENVIRONMENT NEXAR_TRANSPORT=${tr})
 endforeach()
+# A hostile same-host peer: well-formed shared-memory records with bad
+# contents (test hook src/transport/shm_test.h), one 3-rank world per kind.
+nexar_test(test_shm_hostile 120 test_shm_hostile.c)
+# Mixed transports in one job: fake hosts of 2 + 2 ranks (shared memory
+# within, QUIC across, checked per link); p2p and two-level collectives, a
+# SIGKILL under automatic recovery, an elastic join and a leave.
+nexar_test(test_mixed 90 test_mixed.c)

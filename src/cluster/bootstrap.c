@@ -233,6 +233,7 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__link_t *c, const uint8_t *body,
     boot_fail(ctx, rc, "rank %d: %s", ctx->rank, err);
     return 0;
   }
+  nexar__host_pace(ctx);
   nexar_comm_t *wc = ctx->world_comm;
   wc->world_ranks = malloc(w.world_size * sizeof(int));
   if (!wc->world_ranks) return NEXAR_ERR_NOMEM;

@@ -144,6 +144,10 @@ int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n);
  * |err| says why. */
 int nexar__host_id_init(nexar__host_id_t *h, const char *override, char *err,
                         size_t len);
+/* host.c: how often a polling caller yields: every poll when this host
+ * runs more of the job's ranks than this process has CPUs (they take
+ * turns), else every few polls. Called when the roster changes. */
+void nexar__host_pace(nexar_ctx_t *ctx);
 /* Engine: a joiner's JOIN from the seed: id, roster and world set up. */
 int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len);
 /* Engine: bytes from, and the end of, the admission connection to the seed

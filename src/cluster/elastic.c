@@ -76,6 +76,7 @@ int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len) {
   if (!nexar__ct_equal(ctx->roster[j.id].fingerprint, ctx->ep.id.fingerprint,
                        NEXAR__FP_BYTES))
     return NEXAR_ERR_PROTO;
+  nexar__host_pace(ctx);
   nexar_comm_t *wc = ctx->world_comm;
   wc->world_ranks = malloc((size_t)j.nmembers * sizeof(int));
   if (!wc->world_ranks) return NEXAR_ERR_NOMEM;
@@ -367,6 +368,7 @@ static int prepare_fn(nexar__req_t *req) {
       rc = NEXAR_ERR_PROTO; /* a member already */
     if (rc == 0) ctx->roster[j.id] = j.e;
   }
+  if (rc == 0) nexar__host_pace(ctx);
   nexar_comm_t *ph = rc == 0 ? nexar__comm_new(ctx) : NULL;
   if (rc == 0 &&
       (!ph || !(ph->world_ranks = malloc((size_t)x->n * sizeof(int)))))

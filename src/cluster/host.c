@@ -12,6 +12,7 @@
  * process's shared-memory rendezvous.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
 #include <stdio.h>
@@ -93,4 +94,14 @@ int nexar__host_id_init(nexar__host_id_t *h, const char *override, char *err,
     return NEXAR_ERR_INTERNAL;
   }
   return 0;
+}
+
+void nexar__host_pace(nexar_ctx_t *ctx) {
+  int here = 0;
+  for (int id = 0; ctx->roster && id < ctx->world; id++)
+    here += ctx->host.key && ctx->roster[id].host.key == ctx->host.key &&
+            !(ctx->dead && ctx->dead[id]);
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  ctx->ep.yield_every = here > cpus ? 1 : 8;
 }

@@ -36,8 +36,15 @@ static inline void nexar__recv_reduce_segs(nexar__sched_t *s, int peer,
                                            uint64_t dst_off, int src,
                                            uint64_t src_off) {
   uint64_t seg = nexar__seg_elems(s), es = s->a.es;
+  /* Combining what lands with what dst holds: fold it in as it arrives. */
+  bool direct =
+      src == NEXAR__BUF_TMP && src_off == tmp && es <= NEXAR__FOLD_MAX_ES;
   for (uint64_t o = 0; o == 0 || o < cnt; o += seg) {
     uint64_t b = (cnt - o < seg ? cnt - o : seg) * es, at = o * es;
+    if (direct && b) {
+      nexar__sched_recv_fold(s, dst, dst_off + at, b, peer, false);
+      continue;
+    }
     nexar__sched_recv(s, NEXAR__BUF_TMP, tmp + at, b, peer);
     nexar__sched_reduce(s, dst, dst_off + at, src, src_off + at, b);
   }

@@ -128,8 +128,10 @@ static void rabenseifner(nexar__sched_t *s) {
       int klo = upper ? mid : lo, khi = upper ? hi : mid; /* kept */
       int slo = upper ? lo : mid, shi = upper ? mid : hi; /* sent */
       nexar__sched_send(s, W, BO(slo), BO(shi) - BO(slo), dst);
-      nexar__sched_recv(s, T, tmp + BO(klo), BO(khi) - BO(klo), dst);
-      combine(s, BO(klo), tmp + BO(klo), BO(khi) - BO(klo), dst < s->grank);
+      /* The kept half is not the half being sent: fold it in as it lands,
+       * the lower rank's operand on the left. */
+      nexar__sched_recv_fold(s, W, BO(klo), BO(khi) - BO(klo), dst,
+                             dst < s->grank);
       lo = klo;
       hi = khi;
     }

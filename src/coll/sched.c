@@ -41,6 +41,9 @@ typedef struct {
 
 static int reads(const nexar__step_t *st, range_t r[2]) {
   switch (st->kind) {
+    case NEXAR__ST_RECV:
+      r[0] = (range_t){st->buf, st->off, st->len};
+      return st->fold ? 1 : 0;
     case NEXAR__ST_SEND:
       r[0] = (range_t){st->buf, st->off, st->len};
       return 1;
@@ -146,6 +149,19 @@ void nexar__sched_recv(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
                        int peer) {
   if ((peer = peer_rank(s, peer)) < 0) return;
   add_step(s, (nexar__step_t){.kind = NEXAR__ST_RECV,
+                              .buf = (uint8_t)buf,
+                              .peer = peer,
+                              .id = s->nrecvd[peer]++,
+                              .off = off,
+                              .len = bytes});
+}
+
+void nexar__sched_recv_fold(nexar__sched_t *s, int buf, uint64_t off,
+                            uint64_t bytes, int peer, bool left) {
+  if ((peer = peer_rank(s, peer)) < 0) return;
+  add_step(s, (nexar__step_t){.kind = NEXAR__ST_RECV,
+                              .fold = bytes != 0,
+                              .fold_left = left,
                               .buf = (uint8_t)buf,
                               .peer = peer,
                               .id = s->nrecvd[peer]++,
@@ -284,8 +300,29 @@ void nexar__sched_free(nexar__sched_t *s) {
   free(s->succ);
   free(s->ready);
   free(s->reqs);
-  free(s->bufs[NEXAR__BUF_TMP]);
+  if (s->tmp_shared)
+    s->comm->scratch_busy = false;
+  else
+    free(s->bufs[NEXAR__BUF_TMP]);
   free(s);
+}
+
+/* Scratch for |s|: the communicator's when it is free (grown if need be,
+ * kept up to SCRATCH_KEEP_MAX bytes), else an allocation of its own. */
+#define SCRATCH_KEEP_MAX (256ull << 20)
+static uint8_t *take_scratch(nexar__sched_t *s) {
+  nexar_comm_t *c = s->comm;
+  if (c->scratch_busy || s->tmp_bytes > SCRATCH_KEEP_MAX)
+    return malloc((size_t)s->tmp_bytes);
+  if (c->scratch_bytes < s->tmp_bytes) {
+    free(c->scratch);
+    c->scratch = malloc((size_t)s->tmp_bytes);
+    c->scratch_bytes = c->scratch ? s->tmp_bytes : 0;
+    if (!c->scratch) return NULL;
+  }
+  c->scratch_busy = true;
+  s->tmp_shared = true;
+  return c->scratch;
 }
 
 /* ---- Running (progress thread) ---- */
@@ -336,6 +373,20 @@ static void comm_done(nexar__req_t *r) {
   run(s);
 }
 
+/* A folding receive's payload, whole elements at |dst| (p2p/match.c keeps
+ * a partial element until the rest of it lands). */
+static void fold(const nexar__req_t *r, uint8_t *dst, const uint8_t *src,
+                 size_t n) {
+  const nexar__sched_t *s = r->cb_arg;
+  nexar__reduce(dst, src, n / s->a.es, s->a.dtype, s->a.op);
+}
+
+static void fold_left(const nexar__req_t *r, uint8_t *dst, const uint8_t *src,
+                      size_t n) {
+  const nexar__sched_t *s = r->cb_arg;
+  nexar__reduce3(dst, src, dst, n / s->a.es, s->a.dtype, s->a.op);
+}
+
 static void post(nexar__sched_t *s, uint32_t i) {
   const nexar__step_t *st = &s->steps[i];
   nexar__req_t *r = &s->reqs[i];
@@ -356,6 +407,8 @@ static void post(nexar__sched_t *s, uint32_t i) {
   } else {
     r->kind = NEXAR__REQ_RECV;
     r->is_coll = true;
+    r->fold = !st->fold ? NULL : st->fold_left ? fold_left : fold;
+    r->fold_es = (uint32_t)s->a.es;
   }
   s->steps[i].state = ST_POSTED;
   s->inflight++;
@@ -404,7 +457,7 @@ void nexar__coll_start(nexar__req_t *u) {
   int rc = nexar__coll_started(s);
   if (rc < 0 && s->rc == 0) s->rc = rc;
   if (s->rc == 0 && s->tmp_bytes) {
-    s->bufs[NEXAR__BUF_TMP] = malloc((size_t)s->tmp_bytes);
+    s->bufs[NEXAR__BUF_TMP] = take_scratch(s);
     if (!s->bufs[NEXAR__BUF_TMP]) s->rc = NEXAR_ERR_NOMEM;
   }
   for (uint32_t i = 0; s->rc == 0 && i < s->nsteps; i++)

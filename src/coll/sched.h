@@ -81,6 +81,8 @@ enum nexar__buf {
 typedef struct nexar__step {
   uint8_t kind, buf, src_buf;
   uint8_t state;              /* run time: waiting, ready, posted, done */
+  bool fold;                  /* RECV: buf = buf op incoming, as it lands */
+  bool fold_left;             /* ... or buf = incoming op buf */
   int peer;                   /* comm rank (SEND/RECV) */
   uint32_t id;                /* message step id (SEND/RECV) */
   uint64_t off, len, src_off; /* bytes */
@@ -134,6 +136,7 @@ struct nexar__sched {
   int lane;
   uint8_t *bufs[NEXAR__BUF_COUNT];
   uint64_t tmp_bytes; /* scratch size, allocated when the schedule starts */
+  bool tmp_shared;    /* the scratch is the communicator's (comm->scratch) */
   nexar__step_t *steps;
   size_t nsteps, cap;
   /* Build time. */
@@ -174,6 +177,13 @@ void nexar__sched_send(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
                        int peer);
 void nexar__sched_recv(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
                        int peer);
+/* Receives |bytes| from |peer| and combines them into buf at |off| as they
+ * land: buf[off..] = buf[off..] op incoming, or incoming op buf[off..] when
+ * |left| (no scratch, no second pass). The range must not be one a step
+ * that runs meanwhile sends (the receive waits for it, and a large send
+ * waits for the peer's receive). */
+void nexar__sched_recv_fold(nexar__sched_t *s, int buf, uint64_t off,
+                            uint64_t bytes, int peer, bool left);
 /* dst = dst op src over |bytes| bytes (a multiple of the element size). */
 void nexar__sched_reduce(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
                          uint64_t src_off, uint64_t bytes);

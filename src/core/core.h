@@ -48,6 +48,11 @@ struct nexar_req {
   uint64_t cap;     /* receive capacity / send length in bytes */
   nexar__hdr_t hdr; /* send: header to send; recv (coll): expected */
   bool is_coll;
+  /* A collective's folding receive: payload is combined into buf (whole
+   * elements of fold_es bytes) instead of copied; NULL: copied. */
+  void (*fold)(const struct nexar_req *r, uint8_t *dst, const uint8_t *src,
+               size_t n);
+  uint32_t fold_es;
   nexar__imsg_t *msg;
   nexar__omsg_t *omsg;
   /* Collective. */
@@ -94,6 +99,12 @@ struct nexar_comm {
   /* The members' host groups for two-level collectives (algos_hier.c;
    * one allocation), computed for one epoch and size, or NULL. */
   struct nexar__hosts *hosts;
+  /* Scratch of the last collective that needed one, kept for the next
+   * (a fresh allocation of megabytes costs a page fault per page, each
+   * call); busy while a running schedule uses it. Progress thread. */
+  uint8_t *scratch;
+  uint64_t scratch_bytes;
+  bool scratch_busy;
   int coll_poison;     /* sticky NEXAR_ERR_MISMATCH */
   uint64_t poison_seq; /* from this collective on */
   char poison_msg[NEXAR__ERRMSG_MAX];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "transport/shm_test.h"
 
 nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx) {
   nexar_comm_t *c = calloc(1, sizeof(*c));
@@ -24,6 +25,7 @@ void nexar__comm_free(nexar_comm_t *c) {
   pthread_mutex_destroy(&c->err_mu);
   free(c->world_ranks);
   free(c->hosts);
+  free(c->scratch);
   free(c);
 }
 
@@ -76,4 +78,25 @@ const char *nexar_comm_last_error(const nexar_comm_t *comm) {
 
 const char *nexar_last_error(void) {
   return nexar_comm_last_error(NULL);
+}
+
+/* ---- Test hook: a hostile same-host peer (transport/shm_test.h). */
+
+typedef struct forge_arg {
+  nexar_ctx_t *ctx;
+  int peer, kind;
+} forge_arg_t;
+
+static int forge_fn(nexar__req_t *req) {
+  forge_arg_t *f = req->cb_arg;
+  nexar_ctx_t *ctx = f->ctx;
+  if (f->peer < 0 || f->peer >= ctx->world || f->peer == ctx->rank)
+    return NEXAR_ERR_INVALID_ARG;
+  return nexar__shm_forge_link(ctx->peers ? ctx->peers[f->peer] : NULL,
+                               f->kind);
+}
+
+int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind) {
+  forge_arg_t f = {ctx, peer, kind};
+  return nexar__ep_call(&ctx->ep, forge_fn, &f, UINT64_MAX);
 }

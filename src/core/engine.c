@@ -64,6 +64,7 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
    * memory for a worker that knows its host. */
   ep->tps[ep->ntps++] = &nexar__tp_quic;
   ep->shm_lfd = -1;
+  ep->yield_every = 8;
   if (prm && ep->host && strcmp(prm->transport, "quic") != 0)
     ep->tps[ep->ntps++] = &nexar__tp_shm;
   for (int i = 0; i < ep->ntps; i++)
@@ -100,6 +101,14 @@ static void ep_leave(nexar__ep_t *ep) {
 }
 
 static uint64_t ep_pass(nexar__ep_t *ep);
+static bool ops_queued(nexar__ep_t *ep);
+
+/* Whether a transport may have input (a cheap look, no system call). */
+static bool ep_ready(nexar__ep_t *ep, uint64_t now) {
+  for (int i = 0; i < ep->ntps; i++)
+    if (!ep->tps[i]->ready || ep->tps[i]->ready(ep, now)) return true;
+  return false;
+}
 
 /* Before sleeping on epfd: false when a transport already has input. */
 static bool ep_arm(nexar__ep_t *ep) {
@@ -182,6 +191,7 @@ static bool data_waiting(nexar__ep_t *ep) {
 static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
   pthread_mutex_lock(&ep->emu);
   uint64_t spin_until = nexar__now() + ep->spin_ns;
+  unsigned polls = 0;
   for (;;) {
     ep_input(ep);
     if (req_done(req) && !ep->rx_more && !data_waiting(ep)) {
@@ -194,14 +204,21 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
     }
     ep->due = ep_output(ep);
     if (req_done(req) || atomic_load(&ep->stop)) break;
-    uint64_t now = nexar__now();
+    uint64_t now = ep->run.pass_end; /* read as the pass ended */
     if (now >= deadline) break;
     if (now < spin_until) {
       /* Poll without sleeping for a while: a reply that comes soon costs
-       * no wake-up. Yield so that an oversubscribed host runs others. */
-      pthread_mutex_unlock(&ep->emu);
-      sched_yield();
-      pthread_mutex_lock(&ep->emu);
+       * no wake-up. A poll runs no pass until something may have come (a
+       * ring has a record, a datagram may wait, an operation was posted, a
+       * timer is due), and yields every ep->yield_every polls so that an
+       * oversubscribed host runs the others. */
+      do {
+        pthread_mutex_unlock(&ep->emu);
+        if (++polls % ep->yield_every == 0) sched_yield();
+        pthread_mutex_lock(&ep->emu);
+        now = nexar__now();
+      } while (now < spin_until && now < ep->due && !req_done(req) &&
+               !ops_queued(ep) && !ep_ready(ep, now));
       continue;
     }
     uint64_t until = ep->due < deadline ? ep->due : deadline;
@@ -350,10 +367,12 @@ void nexar__req_expire(nexar__req_t *req) {
   req_kind(&req->comm->ctx->ep, req)->expire(req);
 }
 
-static void run_ops(nexar__ep_t *ep) {
+/* Starts the queued operations; true when there were some. */
+static bool run_ops(nexar__ep_t *ep) {
   drain_kick(ep);
   pthread_mutex_lock(&ep->qmu);
   nexar__req_t *q = ep->q_head;
+  bool any = q != NULL;
   ep->q_head = ep->q_tail = NULL;
   pthread_mutex_unlock(&ep->qmu);
   while (q) {
@@ -378,6 +397,7 @@ static void run_ops(nexar__ep_t *ep) {
       req_kind(ep, q)->start(q);
     q = next;
   }
+  return any;
 }
 
 static void reap_dead(nexar__ep_t *ep) {
@@ -466,20 +486,22 @@ static void run_settle(nexar__ep_t *ep, uint64_t now) {
   ep->run.pass_start = now;
 }
 
-static void run_pass_end(nexar__ep_t *ep) {
-  uint64_t now = nexar__now();
+/* |now|: a fresh reading of the clock (one system-clock read costs as
+ * much as a poll of a ring: a pass reads it only where time moved). */
+static void run_pass_end(nexar__ep_t *ep, uint64_t now) {
   run_settle(ep, now);
   ep->run.pass_end = now;
 }
 
-static bool run_paused(nexar__ep_t *ep) {
+static bool run_paused(nexar__ep_t *ep, uint64_t now) {
   if (!ep->pause_ns) return false;
-  run_settle(ep, nexar__now());
+  run_settle(ep, now);
   return ep->run.unrun > ep->pause_ns;
 }
 
 static void ep_check_run(nexar__ep_t *ep) {
-  if (!ep->resuming && run_paused(ep)) ep->resuming = ep->resume_due = true;
+  if (!ep->resuming && run_paused(ep, nexar__now()))
+    ep->resuming = ep->resume_due = true;
 }
 
 /* The process did not run for ep->run.unrun ns: read everything queued on
@@ -507,21 +529,21 @@ static void catch_up(nexar__ep_t *ep) {
  * datagrams, expired timers, the tick. A pause before or while reading
  * makes the reading a catch-up. */
 static void ep_input(nexar__ep_t *ep) {
-  run_pass_begin(ep, nexar__now());
-  if (run_paused(ep)) catch_up(ep);
-  run_ops(ep);
-  if (run_paused(ep)) catch_up(ep);
+  uint64_t now = ep->pass_now = nexar__now();
+  run_pass_begin(ep, now);
+  if (run_paused(ep, now)) catch_up(ep);
+  if (run_ops(ep) && run_paused(ep, nexar__now())) catch_up(ep);
   ep->rx_more = ep_read(ep);
-  if (ep->resume_due || run_paused(ep)) catch_up(ep);
+  now = nexar__now();
+  if (ep->resume_due || run_paused(ep, now)) catch_up(ep);
   ep->run.unrun = 0;
-  uint64_t now = nexar__now();
   for (int i = 0; i < ep->nconns; i++) {
     nexar__link_t *c = ep->conns[i];
     if (c->state != NEXAR__CS_DEAD && c->tp->expiry(c) <= now)
       c->tp->on_expiry(c, now);
   }
   if (ep->ops->on_tick) ep->ops->on_tick(ep, now);
-  run_pass_end(ep);
+  run_pass_end(ep, now);
 }
 
 /* Second half (emu held): writes, connection state. Returns when the next
@@ -531,7 +553,7 @@ static uint64_t ep_output(nexar__ep_t *ep) {
    * is still refused, the links of that transport wait for it (the
    * transport's file descriptor or retry time wakes the engine) rather
    * than spin on the writes it holds back. */
-  uint64_t next = nexar__now() + 50000000ull; /* ticks for deadlines */
+  uint64_t next = ep->pass_now + 50000000ull; /* ticks for deadlines */
   bool held[NEXAR__TP_MAX] = {false};
   for (int i = 0; i < ep->ntps; i++) held[i] = ep->tps[i]->output(ep, &next);
   /* More queued input (a receive pass stopped at its budget) or more to
@@ -546,7 +568,7 @@ static uint64_t ep_output(nexar__ep_t *ep) {
     busy |= c->want_write && !held[tp_index(ep, c->tp)];
   }
   reap_dead(ep);
-  run_pass_end(ep);
+  run_pass_end(ep, nexar__now());
   if (busy) return 0;
   for (int i = 0; i < ep->nconns; i++) {
     nexar__link_t *c = ep->conns[i];

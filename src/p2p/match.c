@@ -322,12 +322,34 @@ static void deliver(nexar__imsg_t *m) {
   maybe_free(m);
 }
 
+/* Payload bytes [off, off + n) of |m| (they come in order) into its
+ * request: copied, or for a folding receive combined element by element,
+ * a partial element kept in m->carry until its rest lands. */
 static void copy_in(nexar__imsg_t *m, uint64_t off, const uint8_t *d,
                     size_t n) {
   nexar__req_t *r = m->req;
   if (!r || off >= r->cap) return;
   size_t k = r->cap - off < n ? (size_t)(r->cap - off) : n;
-  memcpy(r->buf + off, d, k);
+  if (!r->fold) {
+    memcpy(r->buf + off, d, k);
+    return;
+  }
+  size_t es = r->fold_es;
+  if (m->carry_n) {
+    size_t t = es - m->carry_n < k ? es - m->carry_n : k;
+    memcpy(m->carry + m->carry_n, d, t);
+    m->carry_n += (uint32_t)t;
+    d += t;
+    k -= t;
+    off += t;
+    if (m->carry_n < es) return;
+    r->fold(r, r->buf + off - es, m->carry, es);
+    m->carry_n = 0;
+  }
+  size_t whole = k - k % es;
+  if (whole) r->fold(r, r->buf + off, d, whole);
+  memcpy(m->carry, d + whole, k - whole);
+  m->carry_n = (uint32_t)(k - whole);
 }
 
 /* Lets the rest of |m| arrive and drops it (credit is returned as for a

@@ -27,6 +27,7 @@
 #define Q(l) nexar__quic(l)
 
 #define SCID_LEN 16
+#define IDLE_READ_NS 1000000ull /* 1 ms */
 #define GSO_MAX_BYTES 65000
 #define GSO_MAX_SEGS 64
 
@@ -779,9 +780,24 @@ static void quic_fini(nexar__ep_t *ep) {
   ep->fd = -1;
 }
 
+/* Whether a QUIC link is up or coming up. */
+static bool quic_links(const nexar__ep_t *ep) {
+  for (int i = 0; i < ep->nconns; i++)
+    if (ep->conns[i]->tp == &nexar__tp_quic &&
+        ep->conns[i]->state != NEXAR__CS_DEAD)
+      return true;
+  return false;
+}
+
 /* Reads a pass of datagrams, then replays Initials held until the roster
- * was known. */
+ * was known. With no QUIC link (every peer over shared memory) the socket
+ * carries only strangers, ICMP reports and late packets: it is then read
+ * at most every IDLE_READ_NS while the engine polls, not on every pass (a
+ * system call per message otherwise), and at once after a sleep (quic_arm). */
 static bool quic_input(nexar__ep_t *ep) {
+  uint64_t now = ep->pass_now;
+  if (!ep->resuming && now < ep->udp_read_at && !quic_links(ep)) return false;
+  ep->udp_read_at = now + IDLE_READ_NS;
   nexar__udp_recv_all(ep, nexar__quic_on_datagram);
   if (ep->accept_mesh && ep->nstash) {
     int n = ep->nstash;
@@ -798,6 +814,15 @@ static bool quic_input(nexar__ep_t *ep) {
 /* A batch the socket refused goes out before anything new; while the
  * socket stays full, sleep until EPOLLOUT (or the ENOBUFS retry time)
  * rather than spin on the writes it holds back. */
+static bool quic_ready(nexar__ep_t *ep, uint64_t now) {
+  return now >= ep->udp_read_at || quic_links(ep);
+}
+
+static bool quic_arm(nexar__ep_t *ep) {
+  ep->udp_read_at = 0; /* whatever woke the engine is read first */
+  return true;
+}
+
 static bool quic_output(nexar__ep_t *ep, uint64_t *next) {
   if (!ep->tx_blocked) return false;
   int rc = nexar__udp_resume(ep);
@@ -815,6 +840,8 @@ const nexar__tp_t nexar__tp_quic = {
     .fini = quic_fini,
     .input = quic_input,
     .output = quic_output,
+    .arm = quic_arm,
+    .ready = quic_ready,
     .dial = quic_dial,
     .flush = quic_flush,
     .expiry = quic_expiry,

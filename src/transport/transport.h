@@ -34,8 +34,9 @@
 
 #include "base/base.h"
 
-#define NEXAR__TP_MAX 4    /* transports of one endpoint */
-#define NEXAR__REQ_KINDS 5 /* request kinds (enum nexar__req_kind) */
+#define NEXAR__TP_MAX 4       /* transports of one endpoint */
+#define NEXAR__FOLD_MAX_ES 32 /* largest element a receive folds in */
+#define NEXAR__REQ_KINDS 5    /* request kinds (enum nexar__req_kind) */
 /* Receive batch: datagrams per recvmmsg, bytes per (GRO) datagram. */
 #define NEXAR__RX_BATCH 32
 #define NEXAR__RX_BUF 65536
@@ -134,7 +135,9 @@ struct nexar__imsg {
   uint8_t hdrbuf[NEXAR__HDR_BYTES];
   size_t hdr_got;
   nexar__hdr_t hdr;
-  uint64_t got;      /* payload bytes received */
+  uint64_t got;                      /* payload bytes received */
+  uint8_t carry[NEXAR__FOLD_MAX_ES]; /* a folding receive's partial element */
+  uint32_t carry_n;
   uint8_t *buf;      /* unexpected prefix (<= eager bytes) */
   uint64_t buf_len;  /* bytes held in buf */
   nexar__req_t *req; /* matched request */
@@ -288,6 +291,8 @@ struct nexar__ep {
   const nexar__host_id_t *host; /* where this process runs; NULL: unknown */
   int shm_lfd;            /* the shared-memory rendezvous listener, or -1 */
   uint64_t shm_accept_at; /* when it is next looked at (shm.c) */
+  uint64_t udp_read_at;   /* with no QUIC link: next read of it (quic.c) */
+  uint64_t pass_now; /* when the running pass began (ns; transports' timers) */
   /* Transports, in the order their input is read (engine.c). */
   const struct nexar__tp *tps[NEXAR__TP_MAX];
   int ntps;
@@ -309,6 +314,8 @@ struct nexar__ep {
   uint64_t linger_ns;    /* NEXAR_PROGRESS_LINGER_US in ns */
   uint64_t tmr_at;       /* when tfd is armed to fire; 0: not armed (emu) */
   uint64_t spin_ns;      /* NEXAR_SPIN_US in ns */
+  unsigned yield_every;  /* polls between yields while spinning: 1 on an
+                            oversubscribed host (cluster/host.c), else 8 */
   /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
   nexar__req_t *q_head, *q_tail;
@@ -440,6 +447,10 @@ typedef struct nexar__tp {
   /* Before the engine sleeps on ep->epfd: arranges to be woken by new
    * input; false when input is already there (do not sleep). Optional. */
   bool (*arm)(nexar__ep_t *ep);
+  /* Whether input may be waiting, looked at without a system call (a
+   * caller that polls runs a pass only then). Optional: without it, a
+   * pass runs on every poll. */
+  bool (*ready)(nexar__ep_t *ep, uint64_t now);
   /* ---- Links. */
   int (*dial)(nexar__ep_t *ep, const nexar__dial_t *d, nexar__link_t **out);
   /* Writes what its queues and protocol allow (want_write was set). */

@@ -1,0 +1,83 @@
+/*
+ * Shared-memory links (shm.c: streams and records; shm_setup.c: the
+ * rendezvous, the socket, closes). Private to src/transport.
+ */
+#ifndef NEXAR_SHM_H
+#define NEXAR_SHM_H
+
+#include "transport/shm_ring.h"
+#include "transport/transport.h"
+
+#define HELLO_MAGIC 0x314f4c4c45484e58ull /* "XNHELLO1" */
+#define CHUNK_BYTES (256u << 10)          /* payload of one DATA record */
+#define RX_PASS_BYTES (1u << 20)          /* per link and pass */
+#define SOCK_CHECK_NS 20000000ull         /* 20 ms */
+#define SETUP_NS 10000000000ull           /* 10 s to finish the rendezvous */
+#define ACCEPT_MAX 64                     /* links not yet identified */
+#define ACCEPT_EVERY_NS 2000000ull        /* 2 ms between looks */
+
+enum { R_DATA = 1, R_CREDIT = 2, R_RESET = 3, R_STREAMS = 4, R_HB = 5 };
+enum { F_FIN = 1 };
+enum { M_HELLO = 1, M_WELCOME = 2, M_CLOSE = 3 };
+
+/* The rendezvous and close messages on the socket (host order: same host). */
+typedef struct shm_msg {
+  uint64_t magic;
+  uint32_t type;
+  uint32_t code;    /* M_CLOSE: application close code */
+  uint64_t window;  /* stream bytes the sender grants a new stream */
+  uint64_t streams; /* streams the sender lets the peer open at once */
+  uint8_t fp[NEXAR__FP_BYTES];
+  char reason[128]; /* M_CLOSE */
+} shm_msg_t;
+
+typedef struct rstream {
+  int64_t sid;
+  nexar__imsg_t *m;
+  uint64_t got, max; /* bytes received; bytes allowed */
+  uint64_t max_sent; /* the limit the peer was last told */
+  bool orphan;       /* its message was dropped: the rest is read unseen */
+} rstream_t;
+
+typedef struct nexar__shm {
+  nexar__link_t l;
+  int sock, efd_mine, efd_peer;
+  nexar__shm_seg_t seg;
+  bool attached;
+  uint64_t setup_deadline;
+  uint64_t sock_check_at;
+  uint64_t tx_at;        /* when a record was last written */
+  int64_t next_sid;      /* the next stream this side opens */
+  int64_t last_rsid;     /* the highest stream the peer opened */
+  uint64_t window;       /* what the peer grants each new stream */
+  uint64_t streams_left; /* streams this side may still open */
+  uint64_t streams_max;  /* the peer's limit */
+  uint64_t streams_owed; /* delivered streams not yet returned */
+  uint64_t rstreams_max; /* this side's limit */
+  rstream_t *rs;         /* open remote streams */
+  int nrs;
+  bool tx_full; /* the tx ring had no room: wait for a kick */
+  /* The peer may have written efd_mine: a sleep flag went up since it was
+   * last read. */
+  bool may_kick;
+} nexar__shm_t;
+
+#define S(l) ((nexar__shm_t *)(l))
+
+/* shm_setup.c */
+void nexar__shm_fail(nexar__link_t *l, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void nexar__shm_kick(nexar__shm_t *s); /* writes the peer's eventfd */
+int nexar__shm_watch(nexar__ep_t *ep, int fd, bool add);
+uint64_t nexar__shm_window(const nexar__ep_t *ep); /* a new stream's */
+int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
+                    nexar__link_t **out);
+void nexar__shm_on_hello(nexar__shm_t *s);   /* acceptor: the HELLO */
+void nexar__shm_on_welcome(nexar__shm_t *s); /* dialer: the answer */
+void nexar__shm_check_sock(nexar__shm_t *s); /* a close, or the end */
+void nexar__shm_accept_new(nexar__ep_t *ep, uint64_t now);
+void nexar__shm_send_close(nexar__link_t *l);
+/* shm.c: reads the link's records (bounded); true when more wait. */
+bool nexar__shm_drain(nexar__shm_t *s);
+
+#endif

@@ -1,0 +1,360 @@
+/*
+ * Shared-memory links: the rendezvous (dial, HELLO, WELCOME), the socket
+ * kept for the link's life (a close with its reason; the peer's end) and
+ * the test hook that plays a hostile peer. See shm.c for the design.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/shm.h"
+
+void nexar__shm_fail(nexar__link_t *l, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void nexar__shm_fail(nexar__link_t *l, int err, const char *fmt, ...) {
+  char why[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  if (l->state == NEXAR__CS_DEAD) return;
+  NEXAR__WARN(NEXAR__SUB_NET, "rank %d: shared-memory link to rank %d (%s): %s",
+              l->ep->local_rank, l->peer, l->remote_str, why);
+  nexar__link_fail(l, err, why);
+}
+
+void nexar__shm_kick(nexar__shm_t *s) {
+  uint64_t one = 1;
+  ssize_t r = write(s->efd_peer, &one, sizeof(one));
+  (void)r;
+}
+
+int nexar__shm_watch(nexar__ep_t *ep, int fd, bool add) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+  return epoll_ctl(ep->epfd, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd,
+                   add ? &ev : NULL);
+}
+
+static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
+                               const struct sockaddr_storage *remote,
+                               socklen_t rlen) {
+  nexar__shm_t *s = calloc(1, sizeof(*s));
+  if (!s) return NULL;
+  nexar__link_init(&s->l, ep, &nexar__tp_shm, NEXAR__ROLE_MESH, server, remote,
+                   rlen);
+  s->sock = sock;
+  s->efd_mine = s->efd_peer = -1;
+  s->seg.fd = -1;
+  s->last_rsid = -4;
+  s->rstreams_max = ep->prm ? (uint64_t)ep->prm->max_streams : 128;
+  s->setup_deadline = nexar__now() + SETUP_NS;
+  s->rs = calloc(s->rstreams_max, sizeof(*s->rs));
+  if (!s->rs || nexar__ep_add_conn(ep, &s->l) < 0) {
+    free(s->rs);
+    free(s);
+    return NULL;
+  }
+  nexar__shm_watch(ep, sock, true);
+  return s;
+}
+
+uint64_t nexar__shm_window(const nexar__ep_t *ep) {
+  return (uint64_t)(ep->prm ? ep->prm->eager_bytes : 131072) + NEXAR__HDR_BYTES;
+}
+
+static void fill_msg(nexar__shm_t *s, shm_msg_t *m, uint32_t type) {
+  memset(m, 0, sizeof(*m));
+  m->magic = HELLO_MAGIC;
+  m->type = type;
+  m->window = nexar__shm_window(s->l.ep);
+  m->streams = s->rstreams_max;
+  memcpy(m->fp, s->l.ep->id.fingerprint, NEXAR__FP_BYTES);
+}
+
+/* The peer's window and stream limit, bounded so that nothing it says
+ * can make this side do more than a sane peer would ask. */
+static int take_limits(nexar__shm_t *s, const shm_msg_t *m) {
+  if (m->window < NEXAR__HDR_BYTES || m->window > (1ull << 40) ||
+      m->streams < 4 || m->streams > 4096)
+    return NEXAR_ERR_PROTO;
+  s->window = m->window;
+  s->streams_max = s->streams_left = m->streams;
+  return 0;
+}
+
+static void ready(nexar__shm_t *s) {
+  s->l.state = NEXAR__CS_READY;
+  s->l.last_rx = s->tx_at = nexar__now();
+  nexar__shm_watch(s->l.ep, s->efd_mine, true);
+  NEXAR__INFO(NEXAR__SUB_NET, "rank %d: shared-memory link to rank %d ready",
+              s->l.ep->local_rank, s->l.peer);
+  if (s->l.ep->ops->on_ready) s->l.ep->ops->on_ready(&s->l);
+  s->l.want_write = true;
+}
+
+/* ---- Dial (the lower rank). */
+
+int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
+                    nexar__link_t **out) {
+  if (!d->host || !d->host->key || !d->host->pid) return NEXAR_ERR_UNSUPPORTED;
+  int sock = -1, fds[3] = {-1, -1, -1}, rc;
+  nexar__shm_seg_t seg = {.fd = -1};
+  rc = nexar__shm_connect(d->host->nonce, &sock);
+  if (rc < 0) return rc == NEXAR__SHM_AGAIN ? NEXAR_ERR_TRANSPORT : rc;
+  nexar__shm_cred_t cred;
+  NEXAR__CHECK_GOTO(nexar__shm_peer_cred(sock, &cred), rc, fail);
+  if ((uint32_t)cred.pid != d->host->pid || cred.uid != geteuid()) {
+    NEXAR__INFO(NEXAR__SUB_NET,
+                "rank %d: the shared-memory socket of rank %d belongs to pid "
+                "%d uid %d, not the roster's pid %u: not used",
+                ep->local_rank, d->peer, (int)cred.pid, (int)cred.uid,
+                d->host->pid);
+    rc = NEXAR_ERR_AUTH;
+    goto fail;
+  }
+  size_t ring = (size_t)(ep->prm ? ep->prm->shm_ring_kib : 4096) << 10;
+  NEXAR__CHECK_GOTO(nexar__shm_seg_create(ring, &seg), rc, fail);
+  fds[0] = seg.fd;
+  fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* ours */
+  fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* the peer's */
+  if (fds[1] < 0 || fds[2] < 0) {
+    rc = NEXAR_ERR_SYS;
+    goto fail;
+  }
+  nexar__shm_t *s = shm_alloc(ep, sock, false, d->to, d->tolen);
+  if (!s) {
+    rc = NEXAR_ERR_NOMEM;
+    goto fail;
+  }
+  s->l.peer = d->peer;
+  s->seg = seg;
+  s->attached = true;
+  s->efd_mine = fds[1];
+  s->efd_peer = fds[2];
+  shm_msg_t m;
+  fill_msg(s, &m, M_HELLO);
+  rc = nexar__shm_send_fds(sock, fds, 3, &m, sizeof(m));
+  if (rc < 0) {
+    /* The link owns everything now; it fails like any other. */
+    nexar__shm_fail(
+        &s->l, NEXAR_ERR_TRANSPORT, "cannot send the rendezvous: %s",
+        nexar_strerror(rc == NEXAR__SHM_AGAIN ? NEXAR_ERR_TRANSPORT : rc));
+  }
+  *out = &s->l;
+  return 0;
+fail:
+  nexar__shm_seg_close(&seg); /* closes fds[0] */
+  if (fds[1] >= 0) close(fds[1]);
+  if (fds[2] >= 0) close(fds[2]);
+  if (sock >= 0) close(sock);
+  return rc;
+}
+
+/* ---- Accept (the higher rank). */
+
+static bool is_eventfd(int fd) {
+  char path[64], link[64];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(path, link, sizeof(link) - 1);
+  if (n <= 0) return false;
+  link[n] = 0;
+  return strcmp(link, "anon_inode:[eventfd]") == 0;
+}
+
+/* A dialer's HELLO: who it is (its fingerprint, vouched for by its pid),
+ * the segment and the two eventfds. */
+void nexar__shm_on_hello(nexar__shm_t *s) {
+  nexar__link_t *l = &s->l;
+  nexar__ep_t *ep = l->ep;
+  shm_msg_t m;
+  int fds[NEXAR__SHM_MAX_FDS], nfds = 0;
+  nexar__shm_cred_t cred;
+  int n = nexar__shm_recv_fds(s->sock, fds, 3, &nfds, &m, sizeof(m), &cred);
+  if (n == NEXAR__SHM_AGAIN) return;
+  if (n < 0) {
+    nexar__shm_fail(l, NEXAR_ERR_PROTO, "rendezvous: %s", nexar_strerror(n));
+    return;
+  }
+  const char *bad = NULL;
+  int peer = -1;
+  if ((size_t)n != sizeof(m) || m.magic != HELLO_MAGIC || m.type != M_HELLO ||
+      nfds != 3)
+    bad = "not a rendezvous message";
+  else if (cred.uid != geteuid())
+    bad = "a process of another user";
+  else if (!ep->ops->verify_local ||
+           (peer = ep->ops->verify_local(ep, m.fp, (uint32_t)cred.pid)) < 0)
+    bad = "its pid and certificate are no member's on this host";
+  else if (!is_eventfd(fds[1]) || !is_eventfd(fds[2]))
+    bad = "the descriptors are not eventfds";
+  else if (take_limits(s, &m) < 0)
+    bad = "its stream limits are out of range";
+  else if (nexar__shm_seg_attach(fds[0], &s->seg) < 0)
+    bad = "the segment is not a sealed nexar segment";
+  if (bad) {
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    nexar__shm_fail(l, NEXAR_ERR_AUTH, "refused a same-host peer (pid %d): %s",
+                    (int)cred.pid, bad);
+    return;
+  }
+  s->attached = true;
+  s->efd_peer = fds[1];
+  s->efd_mine = fds[2];
+  l->peer = peer;
+  snprintf(l->remote_str, sizeof(l->remote_str), "pid %d on this host",
+           (int)cred.pid);
+  shm_msg_t w;
+  fill_msg(s, &w, M_WELCOME);
+  if (nexar__shm_send_fds(s->sock, NULL, 0, &w, sizeof(w)) < 0) {
+    nexar__shm_fail(l, NEXAR_ERR_TRANSPORT, "cannot answer the rendezvous");
+    return;
+  }
+  ready(s);
+}
+
+void nexar__shm_on_welcome(nexar__shm_t *s) {
+  shm_msg_t m;
+  int nfds = 0, fds[1];
+  nexar__shm_cred_t cred;
+  int n = nexar__shm_recv_fds(s->sock, fds, 0, &nfds, &m, sizeof(m), &cred);
+  if (n == NEXAR__SHM_AGAIN) return;
+  if (n < 0 || (size_t)n != sizeof(m) || m.magic != HELLO_MAGIC ||
+      m.type != M_WELCOME || take_limits(s, &m) < 0) {
+    nexar__shm_fail(
+        &s->l, n == NEXAR_ERR_PEER_FAILED ? NEXAR_ERR_AUTH : NEXAR_ERR_PROTO,
+        "rank %d refused the shared-memory rendezvous", s->l.peer);
+    return;
+  }
+  ready(s);
+}
+
+/* The socket: a close message, or the peer's end. */
+void nexar__shm_check_sock(nexar__shm_t *s) {
+  nexar__link_t *l = &s->l;
+  shm_msg_t m;
+  int nfds = 0, fds[1];
+  nexar__shm_cred_t cred;
+  int n = nexar__shm_recv_fds(s->sock, fds, 0, &nfds, &m, sizeof(m), &cred);
+  if (n == NEXAR__SHM_AGAIN) return;
+  /* What it wrote before it closed comes first. */
+  nexar__shm_drain(s);
+  if (n >= 0 && (size_t)n == sizeof(m) && m.magic == HELLO_MAGIC &&
+      m.type == M_CLOSE) {
+    l->close_code = (int)m.code;
+    l->peer_closed = true;
+    m.reason[sizeof(m.reason) - 1] = 0;
+    for (char *p = m.reason; *p; p++)
+      if (*p < 32 || *p > 126) *p = '?';
+    nexar__link_fail(l, NEXAR_ERR_PEER_FAILED,
+                     m.reason[0] ? m.reason : "peer closed");
+    return;
+  }
+  if (n == NEXAR_ERR_PEER_FAILED) {
+    /* The peer's end of the socket closed without a word: its process is
+     * gone (as good a proof as a closed UDP port). */
+    l->port_closed = true;
+    nexar__shm_fail(l, NEXAR_ERR_PEER_FAILED,
+                    "its process is gone (the shared-memory socket closed)");
+    return;
+  }
+  nexar__shm_fail(l, NEXAR_ERR_PROTO, "unexpected message on the socket");
+}
+
+/* New connections on the rendezvous socket, looked for at most every
+ * ACCEPT_EVERY_NS (a system call a pass would cost every message). */
+void nexar__shm_accept_new(nexar__ep_t *ep, uint64_t now) {
+  if (ep->shm_lfd < 0 || now < ep->shm_accept_at) return;
+  ep->shm_accept_at = now + ACCEPT_EVERY_NS;
+  for (int i = 0; i < ACCEPT_MAX; i++) {
+    int fd;
+    if (nexar__shm_accept(ep->shm_lfd, &fd) != 0) return;
+    int pending = 0;
+    for (int k = 0; k < ep->nconns; k++)
+      pending += ep->conns[k]->tp == &nexar__tp_shm && ep->conns[k]->peer < 0;
+    struct sockaddr_storage none = {.ss_family = AF_UNSPEC};
+    nexar__shm_t *s =
+        pending < ACCEPT_MAX ? shm_alloc(ep, fd, true, &none, 0) : NULL;
+    if (!s) close(fd);
+  }
+}
+
+void nexar__shm_send_close(nexar__link_t *l) {
+  nexar__shm_t *s = S(l);
+  if (s->sock < 0) return;
+  shm_msg_t m;
+  fill_msg(s, &m, M_CLOSE);
+  m.code = (uint32_t)l->tx_code;
+  snprintf(m.reason, sizeof(m.reason), "%s", l->tx_reason);
+  (void)nexar__shm_send_fds(s->sock, NULL, 0, &m, sizeof(m));
+}
+
+/* ---- Test hook: a hostile same-host peer (shm_test.h). */
+
+#include "transport/shm_test.h"
+
+/* One raw record of |len| zero bytes; 0 or NEXAR_ERR_TRANSPORT (no room). */
+static int forge_put(nexar__shm_t *s, uint16_t type, uint64_t a, uint64_t b,
+                     uint32_t len) {
+  void *p;
+  if (nexar__shm_ring_reserve(&s->seg.tx, len, &p) != 0)
+    return NEXAR_ERR_TRANSPORT;
+  memset(p, 0, len);
+  nexar__shm_ring_commit(&s->seg.tx, type, 0, a, b, len);
+  return 0;
+}
+
+int nexar__shm_forge_link(nexar__link_t *l, int kind) {
+  if (!l || l->tp != &nexar__tp_shm || l->state != NEXAR__CS_READY)
+    return NEXAR_ERR_UNSUPPORTED;
+  nexar__shm_t *s = S(l);
+  const uint64_t far = 1ull << 40; /* a stream id nobody opens */
+  int64_t sid = s->next_sid;
+  int rc = 0;
+  switch (kind) {
+    case NEXAR__SHM_FORGE_SID_JUMP:
+      rc = forge_put(s, R_DATA, (uint64_t)sid + 4, 0, 64);
+      break;
+    case NEXAR__SHM_FORGE_OFFSET:
+    case NEXAR__SHM_FORGE_WINDOW:
+      s->next_sid += 4;
+      s->streams_left--;
+      if (kind == NEXAR__SHM_FORGE_WINDOW)
+        rc = forge_put(s, R_DATA, (uint64_t)sid, 0, (uint32_t)s->window + 64);
+      else if ((rc = forge_put(s, R_DATA, (uint64_t)sid, 0, 0)) == 0)
+        rc = forge_put(s, R_DATA, (uint64_t)sid, 64, 64);
+      break;
+    case NEXAR__SHM_FORGE_TYPE:
+      rc = forge_put(s, 0x7e57, 0, 0, 0);
+      break;
+    case NEXAR__SHM_FORGE_STREAMS:
+      rc = forge_put(s, R_STREAMS, s->rstreams_max + 1, 0, 0);
+      break;
+    case NEXAR__SHM_FORGE_CREDIT:
+    case NEXAR__SHM_FORGE_RESET: {
+      /* A far id, and -1: the id of the peer's messages not yet opened. */
+      uint16_t t = kind == NEXAR__SHM_FORGE_CREDIT ? R_CREDIT : R_RESET;
+      if ((rc = forge_put(s, t, far, far, 0)) == 0)
+        rc = forge_put(s, t, UINT64_MAX, far, 0);
+      break;
+    }
+    case NEXAR__SHM_FORGE_RING:
+      /* The shared head (the first word of the producer line) far ahead
+       * of what was published; this side then stops producing. */
+      atomic_store_explicit((_Atomic uint64_t *)(void *)s->seg.tx.ctl,
+                            s->seg.tx.head + 3 * s->seg.tx.cap,
+                            memory_order_release);
+      s->seg.tx.broken = 1;
+      break;
+    default:
+      return NEXAR_ERR_INVALID_ARG;
+  }
+  nexar__shm_kick(s);
+  return rc;
+}

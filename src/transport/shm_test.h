@@ -1,0 +1,40 @@
+/*
+ * Test hook of the shared-memory transport (shm.c): a hostile same-host
+ * peer. Not part of the public API; tests/test_shm_hostile.c uses it.
+ */
+#ifndef NEXAR_SHM_TEST_H
+#define NEXAR_SHM_TEST_H
+
+#include "nexar.h"
+
+/* What nexar__shm_test_forge writes into the ring to a peer. */
+enum nexar__shm_forge {
+  NEXAR__SHM_FORGE_SID_JUMP = 1, /* DATA for a stream never opened */
+  NEXAR__SHM_FORGE_OFFSET,       /* a new stream, then DATA at a gap */
+  NEXAR__SHM_FORGE_WINDOW,       /* DATA past the stream's window */
+  NEXAR__SHM_FORGE_TYPE,         /* a record of unknown type */
+  NEXAR__SHM_FORGE_STREAMS,      /* STREAMS returning more than opened */
+  NEXAR__SHM_FORGE_CREDIT,       /* CREDIT for unknown streams (harmless) */
+  NEXAR__SHM_FORGE_RESET,        /* RESET for unknown streams (harmless) */
+  NEXAR__SHM_FORGE_RING,         /* the producer counter scribbled */
+  NEXAR__SHM_FORGE_COUNT
+};
+
+/*
+ * Writes one hostile record of |kind| (enum nexar__shm_forge) into the
+ * ring to world rank |peer| and kicks it, on the progress thread; this
+ * process's own stream state stays what it was, except that a kind that
+ * opens a stream uses up its id. After NEXAR__SHM_FORGE_RING this side
+ * writes nothing more on that ring. Returns 0; NEXAR_ERR_INVALID_ARG for a
+ * bad |kind| or |peer|; NEXAR_ERR_UNSUPPORTED when no shared-memory link
+ * to |peer| is ready; NEXAR_ERR_TRANSPORT when the ring has no room now.
+ * Thread-safe (any user thread).
+ */
+int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind);
+/* The transport's half (shm_setup.c; engine, emu held): the record on link
+ * |l|; NEXAR_ERR_UNSUPPORTED when |l| is not a ready shared-memory link.
+ * nexar__shm_test_forge (core/ctx.c) finds the link of |peer|. */
+struct nexar__link;
+int nexar__shm_forge_link(struct nexar__link *l, int kind);
+
+#endif /* NEXAR_SHM_TEST_H */
