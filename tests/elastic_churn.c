@@ -21,7 +21,7 @@
 
 #include "harness.h"
 #include "nexar.h"
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 #define LIVED 3   /* long-lived members: workers 0..2 */
 #define FACTORY 4 /* the worker that forks the joiners */

@@ -42,10 +42,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "nexar.h"
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 #ifndef NEXAR_SEED_BIN
 #error "NEXAR_SEED_BIN (the path of nexar-seed) comes from tests/tests.cmake"

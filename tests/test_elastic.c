@@ -53,7 +53,7 @@
 #include "elastic_churn.h"
 #include "harness.h"
 #include "nexar.h"
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 #define MEMBERS 4
 #define MAXW 6

@@ -28,7 +28,7 @@
 
 #include "harness.h"
 #include "nexar.h"
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 #include "transport/transport.h"
 
 #define MEMBERS 4

@@ -24,7 +24,7 @@
 
 #include "harness.h"
 #include "nexar.h"
-#include "transport/transport.h" /* (d) drives a second, non-member endpoint */
+#include "p2p/p2p.h" /* (d) drives a second, non-member endpoint */
 
 /* (a) */
 static int worker_wrong_secret(int index, void *arg) {

@@ -15,7 +15,7 @@
 
 #include "harness.h"
 #include "nexar.h"
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 typedef struct {
   const char *topo;

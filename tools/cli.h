@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../src/core/param.h"
+#include "../src/base/param.h"
 #include "nexar.h"
 
 /* Parses a whole decimal integer in [lo, hi] into *out as the library

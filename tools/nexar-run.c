@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/core/param.h"
+#include "../src/base/param.h"
 #include "cli.h"
 #include "launch.h"
 #include "nexar.h"

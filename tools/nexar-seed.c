@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/core/param.h"
+#include "../src/base/param.h"
 #include "cli.h"
 #include "nexar.h"
 

@@ -45,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 typedef struct nexar__agree {
   struct nexar__agree *next;

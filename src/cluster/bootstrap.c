@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cluster/seed_int.h"
-#include "transport/transport.h"
+#include "cluster/cluster.h"
 
 enum { BOOT_SEED = 1, BOOT_MESH = 2, BOOT_DONE = 3, BOOT_FAILED = 4 };
 
@@ -382,8 +382,9 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
     nexar__ft_tick(ctx, now);
-    if (ctx->world_comm) nexar__coll_tick(ctx->world_comm, now);
-    for (int i = 0; i < ctx->ncomms; i++) nexar__coll_tick(ctx->comms[i], now);
+    if (ctx->world_comm) ctx->hooks->coll_tick(ctx->world_comm, now);
+    for (int i = 0; i < ctx->ncomms; i++)
+      ctx->hooks->coll_tick(ctx->comms[i], now);
     return;
   }
   if (ctx->boot_state == BOOT_SEED && now < ctx->boot_deadline)

@@ -33,7 +33,7 @@
 #include <time.h>
 
 #include "cluster/seed_int.h"
-#include "transport/transport.h"
+#include "cluster/cluster.h"
 
 /* ---- Stable ids. */
 

@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/transport.h"
+#include "cluster/cluster.h"
 
 static const char *reason_text(int reason) {
   switch (reason) {
@@ -122,9 +122,7 @@ static void record(nexar_ctx_t *ctx, int id, int reason, int reporter) {
     atomic_store(&ctx->nfail, n + 1);
   }
   pthread_mutex_unlock(&ctx->fmu);
-  pthread_mutex_lock(&ctx->rpc.mu);
-  pthread_cond_broadcast(&ctx->rpc.cv);
-  pthread_mutex_unlock(&ctx->rpc.mu);
+  ctx->hooks->rpc_wake(ctx);
 }
 
 /* Applies |fn| to the world and every registered communicator. */

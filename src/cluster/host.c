@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 #define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
 #define NETNS_PATH "/proc/self/ns/net"

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 #define MAX_RANK ((1 << 20) - 1)
 

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/param.h"
+#include "base/param.h"
 
 struct nexar_config;
 struct nexar_seed;

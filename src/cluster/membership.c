@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/sched.h"
-#include "transport/transport.h"
+#include "cluster/cluster.h"
 
 void nexar__comm_revoke(nexar_comm_t *comm, int code, const char *why) {
   if (atomic_load(&comm->revoked)) return;
@@ -23,24 +22,9 @@ void nexar__comm_revoke(nexar_comm_t *comm, int code, const char *why) {
   NEXAR__INFO(NEXAR__SUB_INIT, "rank %d: communicator %llu epoch %u: %s",
               ctx->rank, (unsigned long long)comm->id, comm->epoch, why);
   /* Collectives first: each is failed (its steps end below with the rest,
-   * and it finishes once none is in flight). Cancelling one may finish
-   * and free others, so start over after each. */
-  for (bool again = true; again;) {
-    again = false;
-    for (nexar__sched_t *s = comm->active; s; s = s->next) {
-      if (s->rc) continue; /* already failing */
-      nexar__coll_cancel(s->user, code);
-      again = true;
-      break;
-    }
-  }
+   * and it finishes once none is in flight). */
+  ctx->hooks->coll_fail_comm(comm, code);
   nexar__p2p_fail_comm(ctx, comm, code);
-}
-
-int nexar__comm_rank_of(const nexar_comm_t *comm, int id) {
-  for (int k = 0; k < comm->size; k++)
-    if (comm->world_ranks[k] == id) return k;
-  return -1;
 }
 
 int nexar__comm_rebuild(nexar_ctx_t *ctx, nexar_comm_t *comm, const int *ids,

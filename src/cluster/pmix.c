@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cluster/launcher.h"
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 #ifndef NEXAR_HAVE_PMIX
 

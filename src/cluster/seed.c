@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "cluster/seed_int.h"
-#include "transport/transport.h"
+#include "cluster/cluster.h"
 
 typedef struct worker {
   nexar__link_t *conn;

@@ -2,7 +2,7 @@
 #ifndef NEXAR_SEED_INT_H
 #define NEXAR_SEED_INT_H
 
-#include "nexar_int.h"
+#include "cluster/cluster.h"
 
 typedef int (*nexar__seed_frame_fn)(nexar__link_t *c, uint8_t type,
                                     const uint8_t *body, size_t len);

@@ -649,3 +649,70 @@ int nexar_barrier(nexar_comm_t *comm) {
   nexar__req_t *r = NULL;
   return wait_one(nexar_ibarrier(comm, &r), &r);
 }
+
+/* ---- Local reduction ---- */
+
+int nexar_reduce_local(nexar_ctx_t *ctx, const void *src, void *dst,
+                       size_t count, nexar_dtype_t dtype, nexar_op_t op) {
+  if (!ctx) return NEXAR_ERR_INVALID_ARG;
+  nexar_comm_t *comm = ctx->world_comm;
+  int rc = nexar__reduce_check(dtype, op);
+  if (rc == 0 && op == NEXAR_AVG) rc = NEXAR_ERR_UNSUPPORTED;
+  size_t es = nexar_dtype_size(dtype);
+  if (rc == 0 && (count > UINT64_MAX / (es ? es : 1) || (count && !src) ||
+                  (count && !dst)))
+    rc = NEXAR_ERR_INVALID_ARG;
+  if (rc < 0) {
+    nexar__comm_set_error(comm,
+                          "rank %d: reduce_local: invalid arguments or "
+                          "unsupported (dtype %d, op %d) pair, or NEXAR_AVG: "
+                          "%s",
+                          comm->rank, (int)dtype, (int)op, nexar_err_name(rc));
+    return rc;
+  }
+  if (!count) return NEXAR_OK;
+  nexar__dev_t *dev = &ctx->dev;
+  if (nexar__dev_host_only(dev)) {
+    nexar__reduce(dst, src, count, dtype, op);
+    return NEXAR_OK;
+  }
+  const char *what = "reduce_local";
+  uint64_t bytes = (uint64_t)count * es;
+  int ks = nexar__dev_classify(dev, comm, what, "source", src, bytes);
+  if (ks < 0) return ks;
+  int kd = nexar__dev_classify(dev, comm, what, "destination", dst, bytes);
+  if (kd < 0) return kd;
+  const nexar_device_ops_t *ops = &dev->ops;
+  if (ks == NEXAR_MEM_DEVICE && kd == NEXAR_MEM_DEVICE && ops->reduce) {
+    rc = ops->reduce(dev->ud, dst, src, count, dtype, op);
+    if (rc == 0 && ops->synchronize) rc = ops->synchronize(dev->ud);
+    if (rc != NEXAR_ERR_UNSUPPORTED) {
+      if (rc < 0) {
+        int code = nexar__dev_adapter_rc(rc);
+        nexar__comm_set_error(comm,
+                              "rank %d: %s: device adapter '%s': reduce of "
+                              "%zu elements (dtype %d, op %d) failed: %s (%d)",
+                              comm->rank, what, nexar__dev_ops_name(ops), count,
+                              (int)dtype, (int)op, nexar_err_name(code), rc);
+        return code;
+      }
+      return NEXAR_OK;
+    }
+  }
+  /* Staged: device operands through host memory, host kernels. */
+  nexar__stage_t *st = NULL;
+  nexar__region_t all = {0, bytes};
+  uint8_t *hs = (uint8_t *)(uintptr_t)src, *hd = dst;
+  if (ks == NEXAR_MEM_DEVICE)
+    rc = nexar__stage_add(&st, dev, comm, what, "source", (void *)hs, bytes,
+                          &all, 1, NULL, 0, &hs);
+  if (rc == 0 && kd == NEXAR_MEM_DEVICE)
+    rc = nexar__stage_add(&st, dev, comm, what, "destination", dst, bytes, &all,
+                          1, &all, 1, &hd);
+  if (rc < 0) {
+    nexar__stage_abort(st);
+    return rc;
+  }
+  nexar__reduce(hd, hs, count, dtype, op);
+  return st ? nexar__stage_finish(st, NEXAR_OK, UINT64_MAX) : NEXAR_OK;
+}

@@ -466,6 +466,35 @@ void nexar__coll_start(nexar__req_t *u) {
   run(s);
 }
 
+void nexar__coll_fail_comm(nexar_comm_t *comm, int rc) {
+  /* Cancelling one may finish and free others, so start over after each. */
+  for (bool again = true; again;) {
+    again = false;
+    for (nexar__sched_t *s = comm->active; s; s = s->next) {
+      if (s->rc) continue; /* already failing */
+      nexar__coll_cancel(s->user, rc);
+      again = true;
+      break;
+    }
+  }
+}
+
+void nexar__coll_expire(nexar__req_t *r) {
+  nexar_ctx_t *ctx = r->comm->ctx;
+  nexar__sched_t *s = r->sched;
+  char missing[256];
+  nexar__sched_missing(s, missing, sizeof missing);
+  nexar__comm_set_error(
+      r->comm,
+      "rank %d: %s (collective #%llu of comm %llu) did not finish within "
+      "NEXAR_OP_TIMEOUT_MS=%lld; ranks that have not contributed: %s; "
+      "receive buffers are unspecified",
+      ctx->rank, nexar__coll_name(s->a.coll),
+      (unsigned long long)s->tmpl.coll_seq, (unsigned long long)r->comm->id,
+      (long long)ctx->prm.op_timeout_ms, missing);
+  nexar__coll_cancel(r, NEXAR_ERR_TIMEOUT);
+}
+
 void nexar__coll_cancel(nexar__req_t *u, int rc) {
   nexar__sched_t *s = u->sched;
   if (!s || atomic_load(&u->done)) return;

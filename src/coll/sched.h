@@ -21,7 +21,45 @@
 #ifndef NEXAR_SCHED_H
 #define NEXAR_SCHED_H
 
-#include "nexar_int.h"
+#include "p2p/p2p.h"
+
+/* ---------------- coll ---------------- */
+void nexar__coll_start(nexar__req_t *req);
+/* Fails a running collective with |rc|; the error text names the ranks it
+ * still waits for when rc is NEXAR_ERR_TIMEOUT. */
+void nexar__coll_cancel(nexar__req_t *req, int rc);
+/* A collective ran past NEXAR_OP_TIMEOUT_MS: its error text names the
+ * ranks it still waits for, and it is cancelled with NEXAR_ERR_TIMEOUT. */
+void nexar__coll_expire(nexar__req_t *req);
+void nexar__sched_free(nexar__sched_t *s);
+/* Fails every collective running on |comm| with |rc| (a revoke). */
+void nexar__coll_fail_comm(nexar_comm_t *comm, int rc);
+/* Mismatch detection (coll/mismatch.c), progress thread. started: records
+ * the call's fingerprint and checks messages that arrived early; returns 0
+ * or NEXAR_ERR_MISMATCH. finished: forgets a schedule. */
+int nexar__coll_started(nexar__sched_t *s);
+void nexar__coll_finished(nexar__sched_t *s);
+/* Whether two collective headers carry the same call fingerprint
+ * (collective, dtype, op, count, root, algorithm). */
+bool nexar__coll_same_call(const nexar__hdr_t *a, const nexar__hdr_t *b);
+/* A collective message header |h| with no posted receive: returns true
+ * when it must be discarded (mismatched or stale). */
+bool nexar__coll_screen(nexar_comm_t *comm, const nexar__hdr_t *h);
+/* Fingerprints of |h| and the local call |mine| disagree (or the payload
+ * length does): fails the comm's collectives and notifies every member. */
+void nexar__coll_mismatch_hdr(nexar_comm_t *comm, const nexar__hdr_t *mine,
+                              const nexar__hdr_t *h, uint64_t want_bytes);
+/* Progress thread, every loop: collectives running longer than
+ * NEXAR_COLL_PROBE_MS send their fingerprint to every member once. */
+void nexar__coll_tick(nexar_comm_t *comm, uint64_t now);
+/* A mismatch notice arrived from |from| (comm rank). */
+void nexar__coll_on_notice(nexar_comm_t *comm, int from, const uint8_t *payload,
+                           size_t len);
+/* The barrier of nexar_finalize: numbered outside the collective sequence
+ * and run even on a communicator poisoned by a mismatch. */
+int nexar__coll_final_barrier(nexar_comm_t *comm);
+/* Checks the NEXAR_ALGO_* settings; 0 or NEXAR_ERR_INVALID_ARG. */
+int nexar__coll_params_check(const nexar__params_t *p, char *err, size_t len);
 
 enum nexar__step_kind {
   NEXAR__ST_SEND,     /* send buf[off, off+len) to peer */

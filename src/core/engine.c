@@ -25,7 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/transport.h"
+#include "core/core.h"
+
+static void ep_check_run(nexar__ep_t *ep);
 
 int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    socklen_t len, const nexar__ep_ops_t *ops, void *owner,
@@ -38,6 +40,8 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   ep->prm = prm;
   ep->host = host;
   ep->local_rank = -1;
+  ep->check_run = ep_check_run;
+  ep->complete = nexar__req_complete;
   pthread_mutex_init(&ep->emu, NULL);
   pthread_mutex_init(&ep->qmu, NULL);
   pthread_mutex_init(&ep->cmu, NULL);
@@ -76,27 +80,6 @@ static bool ep_read(nexar__ep_t *ep) {
   bool more = false;
   for (int i = 0; i < ep->ntps; i++) more |= ep->tps[i]->input(ep);
   return more;
-}
-
-int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c) {
-  if (ep->nconns == ep->cap_conns) {
-    int cap = ep->cap_conns ? ep->cap_conns * 2 : 16;
-    nexar__link_t **n = realloc(ep->conns, (size_t)cap * sizeof(*n));
-    if (!n) return NEXAR_ERR_NOMEM;
-    ep->conns = n;
-    ep->cap_conns = cap;
-  }
-  ep->conns[ep->nconns++] = c;
-  return 0;
-}
-
-void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c) {
-  for (int i = 0; i < ep->nconns; i++) {
-    if (ep->conns[i] == c) {
-      ep->conns[i] = ep->conns[--ep->nconns];
-      return;
-    }
-  }
 }
 
 static void kick(nexar__ep_t *ep) {
@@ -348,6 +331,42 @@ static bool ops_queued(nexar__ep_t *ep) {
   return any;
 }
 
+/* The operations of |req|'s kind; an unregistered kind ends the request
+ * with NEXAR_ERR_INTERNAL. */
+static void kind_missing(nexar__req_t *req) {
+  nexar__req_complete(req, NEXAR_ERR_INTERNAL);
+}
+static void kind_missing_cancel(nexar__req_t *req, int rc) {
+  nexar__req_complete(req, rc);
+}
+static void kind_missing_expire(nexar__req_t *req) {
+  nexar__req_complete(req, NEXAR_ERR_TIMEOUT);
+}
+static const nexar__req_ops_t kind_none = {kind_missing, kind_missing_cancel,
+                                           kind_missing_expire};
+
+static const nexar__req_ops_t *req_kind(const nexar__ep_t *ep,
+                                        const nexar__req_t *req) {
+  const nexar__req_ops_t *k = req->kind >= 0 && req->kind < NEXAR__REQ_KINDS
+                                  ? ep->kinds[req->kind]
+                                  : NULL;
+  return k ? k : &kind_none;
+}
+
+void nexar__ep_set_kind(nexar__ep_t *ep, int kind,
+                        const nexar__req_ops_t *ops) {
+  if (kind >= 0 && kind < NEXAR__REQ_KINDS && kind != NEXAR__REQ_CTRL)
+    ep->kinds[kind] = ops;
+}
+
+void nexar__req_cancel(nexar__req_t *req, int rc) {
+  req_kind(&req->comm->ctx->ep, req)->cancel(req, rc);
+}
+
+void nexar__req_expire(nexar__req_t *req) {
+  req_kind(&req->comm->ctx->ep, req)->expire(req);
+}
+
 /* Starts the queued operations; true when there were some. */
 static bool run_ops(nexar__ep_t *ep) {
   drain_kick(ep);
@@ -372,21 +391,10 @@ static bool run_ops(nexar__ep_t *ep) {
       q = next;
       continue;
     }
-    switch (q->kind) {
-      case NEXAR__REQ_CTRL:
-        nexar__req_complete(q, q->ctrl(q));
-        break;
-      case NEXAR__REQ_SEND:
-      case NEXAR__REQ_RECV:
-        nexar__p2p_start(q);
-        break;
-      case NEXAR__REQ_COLL:
-        nexar__coll_start(q);
-        break;
-      case NEXAR__REQ_RPC:
-        nexar__rpc_start(q);
-        break;
-    }
+    if (q->kind == NEXAR__REQ_CTRL)
+      nexar__req_complete(q, q->ctrl(q));
+    else
+      req_kind(ep, q)->start(q);
     q = next;
   }
   return any;
@@ -491,7 +499,7 @@ static bool run_paused(nexar__ep_t *ep, uint64_t now) {
   return ep->run.unrun > ep->pause_ns;
 }
 
-void nexar__ep_check_run(nexar__ep_t *ep) {
+static void ep_check_run(nexar__ep_t *ep) {
   if (!ep->resuming && run_paused(ep, nexar__now()))
     ep->resuming = ep->resume_due = true;
 }

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "device/device.h"
 
 #ifndef NEXAR_CUDART_PATH

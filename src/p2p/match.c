@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/transport.h"
+#include "p2p/p2p.h"
 
 /* The error text of a request failed by a peer's end: a revoked
  * communicator keeps the revocation's text (which names the failure and
@@ -392,7 +392,7 @@ static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
 
 static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   nexar_ctx_t *ctx = r->comm->ctx;
-  if (r->is_coll && (!nexar__coll_same_call(&m->hdr, &r->hdr) ||
+  if (r->is_coll && (!ctx->hooks->coll_same_call(&m->hdr, &r->hdr) ||
                      m->hdr.payload_len != r->cap)) {
     nexar__hdr_t h = m->hdr, mine = r->hdr;
     uint64_t want = r->cap;
@@ -400,7 +400,7 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
     /* Fails every running collective of the comm, |r|'s schedule among
      * them; |r| is out of the posted list, so cancelling it only completes
      * it. |r| may be freed by then: not touched again. */
-    nexar__coll_mismatch_hdr(r->comm, &mine, &h, want);
+    ctx->hooks->coll_mismatch_hdr(r->comm, &mine, &h, want);
     return;
   }
   m->req = r;
@@ -430,8 +430,8 @@ typedef struct {
 
 static void notice_done(nexar__req_t *r) {
   if (r->rc == NEXAR_OK)
-    nexar__coll_on_notice(r->comm, r->st.source, ((notice_rx_t *)r)->buf,
-                          (size_t)r->st.bytes);
+    r->comm->ctx->hooks->coll_on_notice(
+        r->comm, r->st.source, ((notice_rx_t *)r)->buf, (size_t)r->st.bytes);
   free(r);
 }
 
@@ -467,7 +467,7 @@ static void ctl_done(nexar__req_t *r) {
   ctl_rx_t *x = (ctl_rx_t *)r;
   nexar_ctx_t *ctx = r->comm->ctx;
   if (r->rc == NEXAR_OK)
-    nexar__ft_on_ctl(ctx, x->from, &x->hdr, x->buf, (size_t)r->st.bytes);
+    ctx->hooks->ctl(ctx, x->from, &x->hdr, x->buf, (size_t)r->st.bytes);
   free(x);
 }
 
@@ -541,7 +541,7 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     return;
   }
   if (m->hdr.kind == NEXAR__KIND_RPC) {
-    nexar__rpc_on_header(ctx, comm, m);
+    ctx->hooks->rpc_header(ctx, comm, m);
     return;
   }
   for (nexar__req_t *r = comm->posted; r; r = r->next) {
@@ -551,7 +551,8 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
       return;
     }
   }
-  if (m->hdr.kind == NEXAR__KIND_COLL && nexar__coll_screen(comm, &m->hdr)) {
+  if (m->hdr.kind == NEXAR__KIND_COLL &&
+      ctx->hooks->coll_screen(comm, &m->hdr)) {
     discard(ctx, m);
     return;
   }
@@ -566,15 +567,16 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
 }
 
 void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine) {
+  const nexar__hooks_t *hooks = comm->ctx->hooks;
   for (nexar__imsg_t *m = comm->unexp, *next; m; m = next) {
     next = m->next;
     if (m->hdr.kind != NEXAR__KIND_COLL || m->hdr.coll_seq != mine->coll_seq ||
-        nexar__coll_same_call(&m->hdr, mine))
+        hooks->coll_same_call(&m->hdr, mine))
       continue;
     nexar__hdr_t h = m->hdr;
     unexp_remove(comm, m);
     discard(comm->ctx, m);
-    nexar__coll_mismatch_hdr(comm, mine, &h, 0);
+    hooks->coll_mismatch_hdr(comm, mine, &h, 0);
     return;
   }
 }
@@ -639,7 +641,7 @@ void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
       return;
     }
     if (m->hdr.kind == NEXAR__KIND_AGREE &&
-        nexar__agree_gone(ctx, m->hdr.comm_id)) {
+        ctx->hooks->agree_gone(ctx, m->hdr.comm_id)) {
       discard(ctx, m); /* a finished agreement */
       return;
     }
@@ -915,6 +917,17 @@ static void omsg_end(nexar__omsg_t *m, int rc) {
   nexar__req_complete(r, rc);
 }
 
+void nexar__p2p_expire(nexar__req_t *r) {
+  nexar_ctx_t *ctx = r->comm->ctx;
+  nexar__comm_set_error(
+      r->comm,
+      "rank %d: %s did not finish within NEXAR_OP_TIMEOUT_MS=%lld (peer "
+      "rank %d); receive buffers are unspecified",
+      ctx->rank, r->kind == NEXAR__REQ_SEND ? "send" : "recv",
+      (long long)ctx->prm.op_timeout_ms, r->comm_peer);
+  nexar__p2p_cancel(r, NEXAR_ERR_TIMEOUT);
+}
+
 void nexar__p2p_cancel(nexar__req_t *r, int rc) {
   if (atomic_load(&r->done)) return;
   if (r->kind == NEXAR__REQ_RECV) {
@@ -961,7 +974,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
   char send_why[NEXAR__ERRMSG_MAX], recv_why[NEXAR__ERRMSG_MAX];
   snprintf(send_why, sizeof(send_why), "rank %d: send to %s", ctx->rank, why);
   snprintf(recv_why, sizeof(recv_why), "rank %d: recv from %s", ctx->rank, why);
-  nexar__rpc_fail_peer(ctx, peer, err, why);
+  ctx->hooks->rpc_fail_peer(ctx, peer, err, why);
   /* Pending sends to the peer, on whichever link they leave (relayed ones
    * on the first link of their route). */
   for (int id = 0; id < ctx->world; id++) {
@@ -1051,7 +1064,7 @@ int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm) {
 }
 
 void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm) {
-  if (comm->ag) nexar__agree_release(ctx, comm);
+  if (comm->ag) ctx->hooks->agree_release(ctx, comm);
   for (int i = 0; i < ctx->ncomms; i++) {
     if (ctx->comms[i] != comm) continue;
     ctx->comms[i] = ctx->comms[--ctx->ncomms];

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/transport.h"
+#include "p2p/p2p.h"
 
 struct nexar__fwd {
   nexar__imsg_t *in;  /* inbound stream, NULL once gone */

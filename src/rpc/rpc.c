@@ -70,6 +70,12 @@ void nexar__rpc_item_free(nexar__rpc_item_t *it) {
   free(it);
 }
 
+void nexar__rpc_wake(nexar_ctx_t *ctx) {
+  pthread_mutex_lock(&ctx->rpc.mu);
+  pthread_cond_broadcast(&ctx->rpc.cv);
+  pthread_mutex_unlock(&ctx->rpc.mu);
+}
+
 void nexar__rpc_fini(nexar_ctx_t *ctx) {
   nexar__rpc_t *p = &ctx->rpc;
   if (!p->inited) return;
@@ -459,6 +465,16 @@ void nexar__rpc_on_header(nexar_ctx_t *ctx, nexar_comm_t *comm,
     on_request(ctx, comm, m);
   else
     on_response(ctx, m);
+}
+
+void nexar__rpc_expire(nexar__req_t *r) {
+  nexar__comm_set_error(
+      r->comm,
+      "rank %d: rpc fn %d on rank %d (call %llu) got no response within "
+      "%llu ms; a late response is dropped",
+      r->comm->ctx->rank, r->tag, r->comm_peer, (unsigned long long)r->rpc_id,
+      (unsigned long long)((r->rpc_deadline - r->t_start) / 1000000ull));
+  nexar__rpc_cancel(r, NEXAR_ERR_TIMEOUT);
 }
 
 void nexar__rpc_cancel(nexar__req_t *r, int rc) {

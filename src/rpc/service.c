@@ -110,7 +110,7 @@ static void dispatch_failures(nexar_ctx_t *ctx, nexar__rpc_t *p) {
   p->dispatching = true;
   int seen = p->fseen;
   pthread_mutex_unlock(&p->mu);
-  nexar__ft_dispatch(ctx, &seen);
+  ctx->hooks->ft_dispatch(ctx, &seen);
   pthread_mutex_lock(&p->mu);
   p->fseen = seen;
   p->dispatching = false;

@@ -754,8 +754,7 @@ static void quic_done_in(nexar__link_t *c, nexar__imsg_t *m) {
   bool uni = (m->sid & 2) != 0;
   if (uni && !m->stream_closed)
     ngtcp2_conn_set_stream_user_data(q->qc, m->sid, NULL);
-  nexar_ctx_t *ctx = c->ep->owner;
-  uint32_t batch = (uint32_t)ctx->prm.max_streams / 4;
+  uint32_t batch = c->ep->prm ? (uint32_t)c->ep->prm->max_streams / 4 : 1;
   if (++q->streams_owed[!uni] >= (batch ? batch : 1)) {
     if (uni)
       ngtcp2_conn_extend_max_streams_uni(q->qc, q->streams_owed[0]);

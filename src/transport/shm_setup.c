@@ -310,11 +310,6 @@ void nexar__shm_send_close(nexar__link_t *l) {
 
 #include "transport/shm_test.h"
 
-typedef struct forge_arg {
-  nexar_ctx_t *ctx;
-  int peer, kind;
-} forge_arg_t;
-
 /* One raw record of |len| zero bytes; 0 or NEXAR_ERR_TRANSPORT (no room). */
 static int forge_put(nexar__shm_t *s, uint16_t type, uint64_t a, uint64_t b,
                      uint32_t len) {
@@ -326,19 +321,14 @@ static int forge_put(nexar__shm_t *s, uint16_t type, uint64_t a, uint64_t b,
   return 0;
 }
 
-static int forge_fn(nexar__req_t *req) {
-  forge_arg_t *f = req->cb_arg;
-  nexar_ctx_t *ctx = f->ctx;
-  if (f->peer < 0 || f->peer >= ctx->world || f->peer == ctx->rank)
-    return NEXAR_ERR_INVALID_ARG;
-  nexar__link_t *l = ctx->peers ? ctx->peers[f->peer] : NULL;
+int nexar__shm_forge_link(nexar__link_t *l, int kind) {
   if (!l || l->tp != &nexar__tp_shm || l->state != NEXAR__CS_READY)
     return NEXAR_ERR_UNSUPPORTED;
   nexar__shm_t *s = S(l);
   const uint64_t far = 1ull << 40; /* a stream id nobody opens */
   int64_t sid = s->next_sid;
   int rc = 0;
-  switch (f->kind) {
+  switch (kind) {
     case NEXAR__SHM_FORGE_SID_JUMP:
       rc = forge_put(s, R_DATA, (uint64_t)sid + 4, 0, 64);
       break;
@@ -346,7 +336,7 @@ static int forge_fn(nexar__req_t *req) {
     case NEXAR__SHM_FORGE_WINDOW:
       s->next_sid += 4;
       s->streams_left--;
-      if (f->kind == NEXAR__SHM_FORGE_WINDOW)
+      if (kind == NEXAR__SHM_FORGE_WINDOW)
         rc = forge_put(s, R_DATA, (uint64_t)sid, 0, (uint32_t)s->window + 64);
       else if ((rc = forge_put(s, R_DATA, (uint64_t)sid, 0, 0)) == 0)
         rc = forge_put(s, R_DATA, (uint64_t)sid, 64, 64);
@@ -360,7 +350,7 @@ static int forge_fn(nexar__req_t *req) {
     case NEXAR__SHM_FORGE_CREDIT:
     case NEXAR__SHM_FORGE_RESET: {
       /* A far id, and -1: the id of the peer's messages not yet opened. */
-      uint16_t t = f->kind == NEXAR__SHM_FORGE_CREDIT ? R_CREDIT : R_RESET;
+      uint16_t t = kind == NEXAR__SHM_FORGE_CREDIT ? R_CREDIT : R_RESET;
       if ((rc = forge_put(s, t, far, far, 0)) == 0)
         rc = forge_put(s, t, UINT64_MAX, far, 0);
       break;
@@ -378,9 +368,4 @@ static int forge_fn(nexar__req_t *req) {
   }
   nexar__shm_kick(s);
   return rc;
-}
-
-int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind) {
-  forge_arg_t f = {ctx, peer, kind};
-  return nexar__ep_call(&ctx->ep, forge_fn, &f, UINT64_MAX);
 }

@@ -31,5 +31,10 @@ enum nexar__shm_forge {
  * Thread-safe (any user thread).
  */
 int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind);
+/* The transport's half (shm_setup.c; engine, emu held): the record on link
+ * |l|; NEXAR_ERR_UNSUPPORTED when |l| is not a ready shared-memory link.
+ * nexar__shm_test_forge (core/ctx.c) finds the link of |peer|. */
+struct nexar__link;
+int nexar__shm_forge_link(struct nexar__link *l, int kind);
 
 #endif /* NEXAR_SHM_TEST_H */

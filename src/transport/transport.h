@@ -25,7 +25,393 @@
 #ifndef NEXAR_TRANSPORT_H
 #define NEXAR_TRANSPORT_H
 
-#include "nexar_int.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/uio.h>
+
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+
+#include "base/base.h"
+
+#define NEXAR__TP_MAX 4       /* transports of one endpoint */
+#define NEXAR__FOLD_MAX_ES 32 /* largest element a receive folds in */
+#define NEXAR__REQ_KINDS 5    /* request kinds (enum nexar__req_kind) */
+/* Receive batch: datagrams per recvmmsg, bytes per (GRO) datagram. */
+#define NEXAR__RX_BATCH 32
+#define NEXAR__RX_BUF 65536
+#define NEXAR__ALPN_MESH "nexar/1"
+#define NEXAR__ALPN_SEED "nexar-seed/1"
+
+/* Application error codes carried in QUIC CONNECTION_CLOSE. */
+enum nexar__close_code {
+  NEXAR__CLOSE_OK = 0,     /* finalize / normal end */
+  NEXAR__CLOSE_AUTH = 1,   /* authentication failed */
+  NEXAR__CLOSE_PROTO = 2,  /* protocol violation */
+  NEXAR__CLOSE_REJECT = 3, /* seed refused the worker */
+  NEXAR__CLOSE_ABORT = 4,  /* process aborted */
+  NEXAR__CLOSE_FENCED = 5, /* the receiver was declared failed (fenced) */
+  NEXAR__CLOSE_LEFT = 6    /* the sender left the job gracefully */
+};
+
+typedef struct nexar__ep nexar__ep_t;
+typedef struct nexar__link nexar__link_t;
+typedef struct nexar__omsg nexar__omsg_t;
+typedef struct nexar__imsg nexar__imsg_t;
+typedef struct nexar_req nexar__req_t;
+typedef struct nexar__sched nexar__sched_t;
+
+/* ---- Local identity: a key pair and self-signed certificate generated in
+ * this process; only the certificate's fingerprint leaves it. */
+typedef struct nexar__identity {
+  gnutls_certificate_credentials_t cred;
+  uint8_t fingerprint[NEXAR__FP_BYTES];
+  /* The certificate (DER), sent in HELLO so that the roster binds the
+   * relay key below to the fingerprint. */
+  uint8_t cert[NEXAR__CERT_MAX];
+  uint16_t cert_len;
+  /* X25519 key pair for relay pair keys (docs/topology.md); the public
+   * half is in the certificate's subjectAltName. Never leaves the process
+   * otherwise. */
+  uint8_t relay_sk[32], relay_pk[32];
+} nexar__identity_t;
+
+typedef struct nexar__fwd nexar__fwd_t;
+
+/* ---- Outgoing message: one stream carrying hdr, then pre, then data
+ * (a frame forwarded for others carries hdr, then bytes of fwd's ring). */
+struct nexar__omsg {
+  nexar__omsg_t *next;
+  uint8_t hdr[NEXAR__HDR_BYTES];
+  const uint8_t *data; /* payload: the user's buffer or |owned| */
+  uint8_t *owned;      /* eager copy, freed when the stream closes */
+  uint64_t len;        /* payload bytes */
+  uint8_t *pre;        /* relay envelope + inner header (owned), or NULL */
+  uint32_t pre_len;
+  uint64_t sent;  /* stream bytes handed to ngtcp2 (header included) */
+  uint64_t acked; /* stream bytes acknowledged */
+  int64_t sid;    /* -1 until opened */
+  int lane;
+  int dest;            /* stable id of the final destination */
+  nexar__link_t *conn; /* the link it is queued on (nexar__link_send) */
+  nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
+  bool blocked;        /* stream flow control blocked */
+  bool stop;           /* the stream is to be cut (transports that queue it) */
+  uint64_t tx_max;     /* stream bytes the receiver allows (transports that
+                          keep stream credit here) */
+  uint64_t tx_out; /* stream bytes handed on (by transports that track it) */
+  bool tx_fin;     /* nothing more of it will be written (same) */
+  /* Ended (failed or cancelled) while ngtcp2 may still resend bytes of
+   * the caller's buffer (a reset stream's lost frames): the request
+   * completes with end_rc once those end_at stream bytes are acknowledged
+   * or the stream or link is gone (p2p/match.c omsg_end). */
+  bool ending;
+  int end_rc;
+  uint64_t end_at;
+  nexar__req_t *req; /* completed when acked; NULL when already done */
+};
+
+/* Stream bytes of |m|: header, relay prefix and payload. */
+static inline uint64_t nexar__omsg_total(const nexar__omsg_t *m) {
+  return NEXAR__HDR_BYTES + m->pre_len + m->len;
+}
+
+/* ---- Incoming message: one remote unidirectional stream. */
+enum nexar__imsg_state {
+  NEXAR__IM_HDR,        /* reading the 64-byte header */
+  NEXAR__IM_RELAY,      /* reading a relay envelope and inner header */
+  NEXAR__IM_FWD,        /* a relay frame flowing on to the next hop */
+  NEXAR__IM_ORDER,      /* header read, waiting for earlier seq numbers */
+  NEXAR__IM_UNEXPECTED, /* in the unexpected store (prefix buffered) */
+  NEXAR__IM_MATCHED,    /* payload flows into a request's buffer */
+  NEXAR__IM_DONE        /* delivered; waiting for the stream to close */
+};
+
+struct nexar__imsg {
+  nexar__imsg_t *next; /* in the reorder list or the unexpected list */
+  nexar__imsg_t *prev;
+  nexar__imsg_t *anext, *aprev; /* every live imsg of the connection */
+  nexar__link_t *conn;
+  int64_t sid;
+  int state;
+  uint8_t hdrbuf[NEXAR__HDR_BYTES];
+  size_t hdr_got;
+  nexar__hdr_t hdr;
+  uint64_t got;                      /* payload bytes received */
+  uint8_t carry[NEXAR__FOLD_MAX_ES]; /* a folding receive's partial element */
+  uint32_t carry_n;
+  uint8_t *buf;      /* unexpected prefix (<= eager bytes) */
+  uint64_t buf_len;  /* bytes held in buf */
+  nexar__req_t *req; /* matched request */
+  bool fin;          /* stream finished */
+  bool stream_closed;
+  bool credited; /* stream window extended to the whole message */
+  /* The sender: the link's peer, or a relayed message's origin (stable
+   * id); this process for a message to itself. */
+  int origin;
+  /* Relay frames (p2p/relay.c): bytes between the first header and the
+   * payload (the envelope and inner header), read into rbuf. */
+  uint32_t pre, pre_got;
+  uint8_t rbuf[NEXAR__RELAY_PRE_BYTES];
+  bool relayed;   /* delivered here from a relay frame (hdr is the inner) */
+  bool unordered; /* relayed FAILED/AGREE: idempotent, taken as they come */
+  bool bad_hash;  /* the payload does not match the authenticated digest */
+  gnutls_hash_hd_t hash; /* relayed: digest of the payload so far */
+  uint8_t want[32];      /* relayed: the authenticated digest */
+  nexar__fwd_t *fwd;     /* forwarded to the next hop, or NULL */
+};
+
+/* ---- Links (to a peer rank, to the seed, or from a worker). */
+enum nexar__link_role { NEXAR__ROLE_MESH = 0, NEXAR__ROLE_SEED = 1 };
+enum nexar__link_state {
+  NEXAR__CS_HANDSHAKE,
+  NEXAR__CS_READY,
+  NEXAR__CS_CLOSING,
+  NEXAR__CS_DEAD
+};
+
+/* A link: this process's channel to one other process (a peer rank, the
+ * seed, or a worker at the seed) over one transport. The engine's peer
+ * table holds links; what a transport keeps besides (QUIC's connection and
+ * TLS session, shared memory's rings) lives in the transport's own struct,
+ * which starts with this one (src/transport/transport.h). */
+struct nexar__link {
+  nexar__ep_t *ep;
+  const struct nexar__tp *tp; /* the transport carrying it */
+  struct sockaddr_storage remote;
+  socklen_t remote_len;
+  char remote_str[64];
+  int role;
+  int state;
+  bool is_server; /* accepted (not dialled) by this process */
+  bool want_write;
+  int peer;         /* world rank of the peer, -1 if not a mesh peer */
+  int close_code;   /* why it closed (application code) */
+  bool peer_closed; /* close_code came in the peer's CONNECTION_CLOSE */
+  char close_reason[128];
+  int err; /* NEXAR_ERR_* that ended it */
+  /* Closing and failure are recorded inside transport callbacks and
+   * carried out by the progress loop (nexar__link_settle), never
+   * re-entrantly. */
+  bool close_req, close_sent, notified;
+  int tx_code;
+  char tx_reason[128];
+  /* Outgoing messages per lane, FIFO; streams are opened in order. */
+  nexar__omsg_t *outq[NEXAR__LANE_COUNT];
+  nexar__omsg_t *outq_tail[NEXAR__LANE_COUNT];
+  size_t eager_bytes; /* bytes of eager copies not yet acknowledged */
+  /* Receive side. */
+  nexar__imsg_t *imsgs; /* all live incoming messages (for teardown) */
+  /* Seed role: frame reassembly on the single remote stream. */
+  uint8_t *sbuf;
+  size_t sbuf_len, sbuf_cap;
+  void *role_data;  /* seed: per-worker record */
+  uint64_t last_rx; /* when a packet from the peer was last processed (ns) */
+  /* Sends to the peer failing (no route, ...): since when (ns; 0: they
+   * work) and the last errno. The detector declares the peer failed when
+   * this lasts a heartbeat timeout. */
+  uint64_t tx_err_since;
+  int tx_errno;
+  bool port_closed; /* an ICMP port unreachable came back from its address */
+};
+
+/* ---- Endpoint: one UDP socket, one progress thread, many connections. */
+typedef struct nexar__ep_ops {
+  /* A connection finished its handshake. */
+  void (*on_ready)(nexar__link_t *c);
+  /* Bytes on a remote stream of a seed-role connection. */
+  void (*on_seed_data)(nexar__link_t *c, const uint8_t *d, size_t n);
+  /* A connection is gone (closed by either side, failed, timed out). */
+  void (*on_closed)(nexar__link_t *c);
+  /* Called each loop iteration with the current time (deadlines). */
+  void (*on_tick)(nexar__ep_t *ep, uint64_t now);
+  /* Server side: verify a client certificate fingerprint; return the peer
+   * rank (>= 0), -1 to refuse, or -2 to accept as a non-mesh (seed)
+   * client. */
+  int (*verify_client)(nexar__ep_t *ep, const uint8_t *fp);
+  /* A same-host transport's peer presented certificate fingerprint |fp|
+   * and the kernel vouches for its process id |pid|: returns the peer
+   * rank when the roster says that rank has this host key and pid, else
+   * -1 (optional). */
+  int (*verify_local)(nexar__ep_t *ep, const uint8_t *fp, uint32_t pid);
+  /* An ICMP destination-unreachable report came back for a datagram sent
+   * to |to|; |err| is its errno, ECONNREFUSED for "port unreachable"
+   * (optional). */
+  void (*on_unreachable)(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                         int err);
+  /* The process did not run for |idle_ns| (longer than ep->pause_ns);
+   * everything queued on the socket has been read since (optional). */
+  void (*on_resume)(nexar__ep_t *ep, uint64_t idle_ns);
+  /* A mesh connection ended and was reported (on_closed): returns true
+   * when it may be freed now, having detached it from the owner's tables
+   * (optional; without it mesh connections live until ep_fini). */
+  bool (*peer_release)(nexar__link_t *c);
+  /* ---- Frames: what a transport calls on mesh links (p2p installs
+   * them; src/transport/transport.h). */
+  /* Bytes on remote stream |sid|; |m| is what attach_in attached, or
+   * NULL for a new stream. */
+  void (*on_stream_data)(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
+                         const uint8_t *d, size_t n, bool fin);
+  /* The remote stream of |m| closed (completed, or cut). */
+  void (*on_stream_close)(nexar__link_t *c, nexar__imsg_t *m);
+  /* |n| more stream bytes of outgoing |m| were acknowledged. */
+  void (*on_acked)(nexar__link_t *c, nexar__omsg_t *m, uint64_t n);
+  /* The stream of |m| closed; the transport took it off the queue. */
+  void (*on_out_closed)(nexar__link_t *c, nexar__omsg_t *m);
+  /* |c| is being freed: its incoming messages end. */
+  void (*on_teardown)(nexar__link_t *c);
+  /* What of |m| is ready to write from m->sent on: up to |max| pieces in
+   * |v|; *fin when they reach its end. */
+  size_t (*frame_vecs)(const nexar__omsg_t *m, struct iovec *v, size_t max,
+                       bool *fin);
+  /* Whether |m| has bytes ready to write beyond m->sent. */
+  bool (*frame_more)(const nexar__omsg_t *m);
+  /* Where the next |n| payload bytes of |m| go when they may be written
+   * there directly (matched, copied as is, room for all of them); NULL
+   * otherwise (optional). */
+  uint8_t *(*frame_sink)(nexar__link_t *c, nexar__imsg_t *m, size_t n);
+  void (*frame_free)(nexar__omsg_t *m);
+} nexar__ep_ops_t;
+
+struct nexar__ep {
+  int fd, epfd, evfd, tfd; /* socket, epoll, kick eventfd, linger timer */
+  struct sockaddr_storage local;
+  socklen_t local_len;
+  char local_str[64];
+  bool gso;
+  nexar__identity_t id;
+  const nexar__ep_ops_t *ops;
+  /* What the engine installs (engine.c) for the transports and links:
+   * check_run is called by a transport before it judges what it read (ICMP
+   * reports): when this process did not run for longer than pause_ns since
+   * the socket was last read, the rest of the reading is a catch-up
+   * (resuming, resume_due; the engine ends it); complete ends a request
+   * (emu held). */
+  void (*check_run)(nexar__ep_t *ep);
+  void (*complete)(nexar__req_t *req, int rc);
+  /* Per request kind: how the engine starts and cancels it (core.h,
+   * nexar__ep_set_kind). */
+  const struct nexar__req_ops *kinds[NEXAR__REQ_KINDS];
+  void *owner;                  /* nexar_ctx_t or nexar_seed_t */
+  const nexar__params_t *prm;   /* the owner's settings; NULL: the seed's */
+  const nexar__host_id_t *host; /* where this process runs; NULL: unknown */
+  int shm_lfd;            /* the shared-memory rendezvous listener, or -1 */
+  uint64_t shm_accept_at; /* when it is next looked at (shm.c) */
+  uint64_t udp_read_at;   /* with no QUIC link: next read of it (quic.c) */
+  uint64_t pass_now; /* when the running pass began (ns; transports' timers) */
+  /* Transports, in the order their input is read (engine.c). */
+  const struct nexar__tp *tps[NEXAR__TP_MAX];
+  int ntps;
+  bool server_alpn_seed; /* accepts seed connections (the seed) */
+  nexar__link_t **conns;
+  int nconns, cap_conns;
+  pthread_t thread;
+  bool thread_started;
+  atomic_bool stop;
+  /* The engine lock: whoever holds it may run a progress pass (the
+   * progress thread, a caller that waits, a caller that posts). */
+  pthread_mutex_t emu;
+  uint64_t due;          /* when the next pass must run (emu) */
+  uint64_t wake_at;      /* when a sleeper (progress thread or driving caller)
+                            next enters the engine (emu) */
+  atomic_bool driving;   /* a caller drives progress in a wait (one at a
+                            time; the others wait on ccv) */
+  atomic_ullong drv_end; /* when the last of them stopped (ns) */
+  uint64_t linger_ns;    /* NEXAR_PROGRESS_LINGER_US in ns */
+  uint64_t tmr_at;       /* when tfd is armed to fire; 0: not armed (emu) */
+  uint64_t spin_ns;      /* NEXAR_SPIN_US in ns */
+  unsigned yield_every;  /* polls between yields while spinning: 1 on an
+                            oversubscribed host (cluster/host.c), else 8 */
+  /* Operation queue from threads that found the engine busy. */
+  pthread_mutex_t qmu;
+  nexar__req_t *q_head, *q_tail;
+  atomic_bool ev_armed; /* evfd was written and not yet read */
+  /* Completion signalling to user threads that do not drive. */
+  pthread_mutex_t cmu;
+  pthread_cond_t ccv;
+  int waiters;
+  /* Datagrams from unknown clients held until the roster is known. */
+  struct {
+    uint8_t *data;
+    size_t len;
+    struct sockaddr_storage from;
+    socklen_t fromlen;
+  } stash[32];
+  int nstash;
+  bool accept_mesh; /* roster known: mesh clients may connect */
+  int local_rank;   /* for log lines */
+  uint8_t *txbuf;   /* GSO batch buffer */
+  uint8_t *rxbuf;   /* GRO receive buffers */
+  /* Transport settings and send back-pressure (udp.c, quic.c). */
+  bool gro;     /* UDP_GRO is on for the socket */
+  bool errq;    /* the socket's error queue needs reading */
+  bool rx_more; /* the last receive pass stopped at its budget */
+  /* "The process did not run" (engine.c catch_up): not running for longer
+   * than pause_ns (0: never checked) since the socket was last read makes
+   * the engine read it empty before anything else and then call
+   * ops->on_resume. */
+  uint64_t pause_ns;
+  struct {
+    uint64_t unrun;      /* not running since the last read (ns) */
+    uint64_t pass_start; /* start of the pass, or of its unaccounted rest */
+    uint64_t pass_end;   /* when the last pass (or half of one) ended */
+    uint64_t s_wall;     /* a sample of the passing thread's CPU clock: */
+    uint64_t s_cpu;      /*   when, its value, */
+    uint64_t s_gaps;     /*   gaps between passes since, already counted */
+    pthread_t s_tid;     /*   and the thread */
+    bool s_ok;
+  } run;
+  bool resuming;         /* inside that catch-up read */
+  bool resume_due;       /* a pause was seen while reading (udp.c) */
+  size_t rcvbuf_bytes;   /* the socket's receive buffer (udp.c) */
+  size_t rx_pass_bytes;  /* bytes the last receive pass read */
+  int rx_batch;          /* datagrams per recvmmsg call */
+  int64_t data_inflight; /* data-lane bytes-in-flight floor; 0: none */
+  /* A batch in txbuf the socket refused (EAGAIN/ENOBUFS): bytes
+   * [tx_off, tx_len) of datagrams of tx_seg bytes to tx_to, sent by
+   * nexar__udp_resume. While tx_blocked nothing else is written. */
+  bool tx_blocked;
+  bool tx_pollout; /* EPOLLOUT is armed on the socket */
+  size_t tx_off, tx_len, tx_seg;
+  struct sockaddr_storage tx_to;
+  socklen_t tx_tolen;
+  uint64_t tx_since;    /* when the batch was refused (ns) */
+  uint64_t tx_retry_at; /* ENOBUFS: next attempt (ns); 0: wait EPOLLOUT */
+};
+
+/* ---------------- tls.c ---------------- */
+int nexar__identity_init(nexar__identity_t *id);
+void nexar__identity_fini(nexar__identity_t *id);
+void nexar__mac(const uint8_t key[32], const char *label,
+                const uint8_t exporter[32], uint8_t out[32]);
+int nexar__ct_equal(const uint8_t *a, const uint8_t *b, size_t n);
+/* Checks that SHA-256(|der|) is |fp| and reads the relay public key from
+ * the certificate (subjectAltName URI NEXAR__RELAY_KEY_URI + 64 hex
+ * digits). Returns 0, NEXAR_ERR_AUTH when the digest differs,
+ * NEXAR_ERR_PROTO when the certificate does not parse or has no key. */
+#define NEXAR__RELAY_KEY_URI "urn:nexar:relay-x25519:"
+int nexar__cert_relay_key(const uint8_t *der, size_t len, const uint8_t fp[32],
+                          uint8_t pub[32]);
+/* Pair keys of this process (|me|) with |peer| whose relay public key is
+ * |pub|: X25519 of the two static keys, HKDF-SHA256 (RFC 5869) with salt
+ * "nexar pair v1", expanded to one key per direction (info "nexar relay v1"
+ * || u32 from || u32 to). Returns 0, or NEXAR_ERR_AUTH when the shared
+ * secret is all zero (a low-order public key). */
+int nexar__pair_keys(const nexar__identity_t *id, uint32_t me, uint32_t peer,
+                     const uint8_t pub[32], uint8_t tx[32], uint8_t rx[32]);
+/* The relay tag: HMAC-SHA256(key, "nexar relay v1" || u32 origin ||
+ * u32 dest || inner header || payload hash). */
+void nexar__relay_tag(const uint8_t key[32], uint32_t origin, uint32_t dest,
+                      const uint8_t hdr[NEXAR__HDR_BYTES],
+                      const uint8_t hash[32], uint8_t tag[32]);
+
+/* How long a caller whose request completed may leave the writes of that
+ * pass (ACKs, credit) for its next call (engine.c): the ACK delay we
+ * advertise. */
+#define NEXAR__WRITE_DEFER_NS 1000000ull
+/* The endpoint's table of links (link.c), which the engine walks. */
+int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c);
+void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c);
 
 /* Capability flags. */
 enum {
@@ -103,7 +489,7 @@ typedef struct nexar__tp {
 extern const nexar__tp_t nexar__tp_quic;
 extern const nexar__tp_t nexar__tp_shm;
 
-/* ---- Links: what the upper layers call (core/link.c). */
+/* ---- Links: what the upper layers call (link.c). */
 
 /* Dials the peer with the transport the engine chose for it: shared
  * memory for a same-host peer that offers it, else QUIC

@@ -388,7 +388,7 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
   }
   ep->rx_pass_bytes = bytes;
   if (ep->errq) {
-    nexar__ep_check_run(ep); /* a pause: the reports are only recorded */
+    ep->check_run(ep); /* a pause: the reports are only recorded */
     drain_errors(ep);
   }
   return total;

@@ -76,8 +76,7 @@ void nexar__link_free(nexar__link_t *c) {
     nexar__omsg_t *m = c->outq[lane];
     while (m) {
       nexar__omsg_t *next = m->next;
-      if (m->req)
-        nexar__req_complete(m->req, c->err ? c->err : NEXAR_ERR_CLOSED);
+      if (m->req) c->ep->complete(m->req, c->err ? c->err : NEXAR_ERR_CLOSED);
       m->req = NULL;
       ops->frame_free(m);
       m = next;
@@ -190,4 +189,25 @@ bool nexar__link_idle(const nexar__link_t *c) {
       if (m->sid >= 0 || m->req || m->fwd || m->sent < nexar__omsg_total(m))
         return false; /* not a cancelled, never-opened leftover */
   return true;
+}
+
+int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c) {
+  if (ep->nconns == ep->cap_conns) {
+    int cap = ep->cap_conns ? ep->cap_conns * 2 : 16;
+    nexar__link_t **n = realloc(ep->conns, (size_t)cap * sizeof(*n));
+    if (!n) return NEXAR_ERR_NOMEM;
+    ep->conns = n;
+    ep->cap_conns = cap;
+  }
+  ep->conns[ep->nconns++] = c;
+  return 0;
+}
+
+void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c) {
+  for (int i = 0; i < ep->nconns; i++) {
+    if (ep->conns[i] == c) {
+      ep->conns[i] = ep->conns[--ep->nconns];
+      return;
+    }
+  }
 }

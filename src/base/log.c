@@ -1,5 +1,5 @@
 /* Debug logging to stderr (or NEXAR_DEBUG_FILE), NCCL style. */
-#include "core/log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* The declarative NEXAR_* parameter table: defaults, parsing, validation. */
-#include "core/param.h"
+#include "base/param.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "nexar.h"
-#include "nexar_int.h"
+#include "base/base.h"
 
 static const char *keep_str(nexar__params_t *p, const char *s) {
   size_t n = strlen(s) + 1;

@@ -1,15 +1,13 @@
 /*
- * Device adapters: the active adapter of a context, the cache of bounce
- * buffers, and the staging of device buffers (see device.h).
+ * Device buffers in the core: the active device adapter of a context, the
+ * cache of bounce buffers, and the staging of device buffers through host
+ * memory (core.h; the adapters themselves are in src/device/).
  */
-#include "device/device.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/reduce.h"
-#include "nexar_int.h"
+#include "core/core.h"
 
 /* A host bounce buffer, with what is needed to free it. */
 struct nexar__bounce {
@@ -45,13 +43,11 @@ struct nexar__stage {
   nexar__stage_buf_t b[NEXAR__STAGE_BUFS];
 };
 
-static const char *ops_name(const nexar_device_ops_t *ops) {
+const char *nexar__dev_ops_name(const nexar_device_ops_t *ops) {
   return ops->name ? ops->name : "(unnamed)";
 }
 
-/* An adapter's negative result as a result code of the API: known codes
- * pass through, anything else is NEXAR_ERR_DEVICE. */
-static int adapter_rc(int rc) {
+int nexar__dev_adapter_rc(int rc) {
   if (rc >= 0) return NEXAR_OK;
   if (rc >= NEXAR_ERR_DEVICE || rc == NEXAR_ERR_INTERNAL) return rc;
   return NEXAR_ERR_DEVICE;
@@ -196,7 +192,7 @@ int nexar__dev_init(nexar__dev_t *dev, const char *which, uint64_t cache_max,
     return NEXAR_ERR_INVALID_ARG;
   }
   dev_install(dev, ops, NULL);
-  NEXAR__INFO(NEXAR__SUB_INIT, "device adapter: %s", ops_name(ops));
+  NEXAR__INFO(NEXAR__SUB_INIT, "device adapter: %s", nexar__dev_ops_name(ops));
   return 0;
 }
 
@@ -223,12 +219,12 @@ int nexar_device_adapter_set(nexar_ctx_t *ctx, const nexar_device_ops_t *ops,
   if (why) {
     nexar__comm_set_error(ctx->world_comm,
                           "rank %d: nexar_device_adapter_set(%s): %s",
-                          ctx->rank, ops_name(ops), why);
+                          ctx->rank, nexar__dev_ops_name(ops), why);
     return NEXAR_ERR_INVALID_ARG;
   }
   dev_install(&ctx->dev, ops, user_data);
   NEXAR__INFO(NEXAR__SUB_INIT, "rank %d: device adapter: %s", ctx->rank,
-              ops_name(ops));
+              nexar__dev_ops_name(ops));
   return NEXAR_OK;
 }
 
@@ -267,12 +263,13 @@ int nexar__dev_classify(nexar__dev_t *dev, nexar_comm_t *comm, const char *what,
                         const char *role, const void *ptr, uint64_t bytes) {
   int kind = dev->ops.classify(dev->ud, ptr, (size_t)bytes);
   if (kind == NEXAR_MEM_HOST || kind == NEXAR_MEM_DEVICE) return kind;
-  int rc = kind < 0 ? adapter_rc(kind) : NEXAR_ERR_DEVICE;
+  int rc = kind < 0 ? nexar__dev_adapter_rc(kind) : NEXAR_ERR_DEVICE;
   nexar__comm_set_error(comm,
                         "rank %d: %s: device adapter '%s' cannot classify "
                         "the %s buffer %p (%llu bytes): %s (%d)",
-                        comm->rank, what, ops_name(&dev->ops), role, ptr,
-                        (unsigned long long)bytes, nexar_err_name(rc), kind);
+                        comm->rank, what, nexar__dev_ops_name(&dev->ops), role,
+                        ptr, (unsigned long long)bytes, nexar_err_name(rc),
+                        kind);
   return rc;
 }
 
@@ -357,14 +354,15 @@ int nexar__stage_add(nexar__stage_t **pst, nexar__dev_t *dev,
     int crc = st->ops.copy_to_host(st->ud, h + ins[i].off, sb->dev + ins[i].off,
                                    (size_t)ins[i].len);
     if (crc < 0) {
-      rc = adapter_rc(crc);
-      nexar__comm_set_error(
-          comm,
-          "rank %d: %s: device adapter '%s': copy_to_host "
-          "of %llu bytes from the %s buffer (%p + %llu) "
-          "failed: %s (%d)",
-          comm->rank, what, ops_name(&st->ops), (unsigned long long)ins[i].len,
-          role, ptr, (unsigned long long)ins[i].off, nexar_err_name(rc), crc);
+      rc = nexar__dev_adapter_rc(crc);
+      nexar__comm_set_error(comm,
+                            "rank %d: %s: device adapter '%s': copy_to_host "
+                            "of %llu bytes from the %s buffer (%p + %llu) "
+                            "failed: %s (%d)",
+                            comm->rank, what, nexar__dev_ops_name(&st->ops),
+                            (unsigned long long)ins[i].len, role, ptr,
+                            (unsigned long long)ins[i].off, nexar_err_name(rc),
+                            crc);
     }
   }
   free(ins);
@@ -410,15 +408,15 @@ int nexar__stage_finish(nexar__stage_t *st, int rc, uint64_t limit) {
       int crc =
           st->ops.copy_from_host(st->ud, sb->dev + off, h + off, (size_t)len);
       if (crc < 0) {
-        err = adapter_rc(crc);
-        nexar__comm_set_error(comm,
-                              "rank %d: %s: device adapter '%s': "
-                              "copy_from_host of %llu bytes to the %s buffer "
-                              "(%p + %llu) failed: %s (%d)",
-                              comm->rank, st->what, ops_name(&st->ops),
-                              (unsigned long long)len, sb->role,
-                              (void *)sb->dev, (unsigned long long)off,
-                              nexar_err_name(err), crc);
+        err = nexar__dev_adapter_rc(crc);
+        nexar__comm_set_error(
+            comm,
+            "rank %d: %s: device adapter '%s': "
+            "copy_from_host of %llu bytes to the %s buffer "
+            "(%p + %llu) failed: %s (%d)",
+            comm->rank, st->what, nexar__dev_ops_name(&st->ops),
+            (unsigned long long)len, sb->role, (void *)sb->dev,
+            (unsigned long long)off, nexar_err_name(err), crc);
       }
     }
   }
@@ -427,81 +425,14 @@ int nexar__stage_finish(nexar__stage_t *st, int rc, uint64_t limit) {
   if (issued && st->ops.synchronize) {
     int src = st->ops.synchronize(st->ud);
     if (src < 0 && !err) {
-      err = adapter_rc(src);
+      err = nexar__dev_adapter_rc(src);
       nexar__comm_set_error(comm,
                             "rank %d: %s: device adapter '%s': synchronize "
                             "failed: %s (%d)",
-                            comm->rank, st->what, ops_name(&st->ops),
+                            comm->rank, st->what, nexar__dev_ops_name(&st->ops),
                             nexar_err_name(err), src);
     }
   }
   stage_release(st, err == 0);
   return err ? err : rc;
-}
-
-/* ---- Local reduction ---- */
-
-int nexar_reduce_local(nexar_ctx_t *ctx, const void *src, void *dst,
-                       size_t count, nexar_dtype_t dtype, nexar_op_t op) {
-  if (!ctx) return NEXAR_ERR_INVALID_ARG;
-  nexar_comm_t *comm = ctx->world_comm;
-  int rc = nexar__reduce_check(dtype, op);
-  if (rc == 0 && op == NEXAR_AVG) rc = NEXAR_ERR_UNSUPPORTED;
-  size_t es = nexar_dtype_size(dtype);
-  if (rc == 0 && (count > UINT64_MAX / (es ? es : 1) || (count && !src) ||
-                  (count && !dst)))
-    rc = NEXAR_ERR_INVALID_ARG;
-  if (rc < 0) {
-    nexar__comm_set_error(comm,
-                          "rank %d: reduce_local: invalid arguments or "
-                          "unsupported (dtype %d, op %d) pair, or NEXAR_AVG: "
-                          "%s",
-                          comm->rank, (int)dtype, (int)op, nexar_err_name(rc));
-    return rc;
-  }
-  if (!count) return NEXAR_OK;
-  nexar__dev_t *dev = &ctx->dev;
-  if (nexar__dev_host_only(dev)) {
-    nexar__reduce(dst, src, count, dtype, op);
-    return NEXAR_OK;
-  }
-  const char *what = "reduce_local";
-  uint64_t bytes = (uint64_t)count * es;
-  int ks = nexar__dev_classify(dev, comm, what, "source", src, bytes);
-  if (ks < 0) return ks;
-  int kd = nexar__dev_classify(dev, comm, what, "destination", dst, bytes);
-  if (kd < 0) return kd;
-  const nexar_device_ops_t *ops = &dev->ops;
-  if (ks == NEXAR_MEM_DEVICE && kd == NEXAR_MEM_DEVICE && ops->reduce) {
-    rc = ops->reduce(dev->ud, dst, src, count, dtype, op);
-    if (rc == 0 && ops->synchronize) rc = ops->synchronize(dev->ud);
-    if (rc != NEXAR_ERR_UNSUPPORTED) {
-      if (rc < 0) {
-        int code = adapter_rc(rc);
-        nexar__comm_set_error(comm,
-                              "rank %d: %s: device adapter '%s': reduce of "
-                              "%zu elements (dtype %d, op %d) failed: %s (%d)",
-                              comm->rank, what, ops_name(ops), count,
-                              (int)dtype, (int)op, nexar_err_name(code), rc);
-        return code;
-      }
-      return NEXAR_OK;
-    }
-  }
-  /* Staged: device operands through host memory, host kernels. */
-  nexar__stage_t *st = NULL;
-  nexar__region_t all = {0, bytes};
-  uint8_t *hs = (uint8_t *)(uintptr_t)src, *hd = dst;
-  if (ks == NEXAR_MEM_DEVICE)
-    rc = nexar__stage_add(&st, dev, comm, what, "source", (void *)hs, bytes,
-                          &all, 1, NULL, 0, &hs);
-  if (rc == 0 && kd == NEXAR_MEM_DEVICE)
-    rc = nexar__stage_add(&st, dev, comm, what, "destination", dst, bytes, &all,
-                          1, &all, 1, &hd);
-  if (rc < 0) {
-    nexar__stage_abort(st);
-    return rc;
-  }
-  nexar__reduce(hd, hs, count, dtype, op);
-  return st ? nexar__stage_finish(st, NEXAR_OK, UINT64_MAX) : NEXAR_OK;
 }

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nexar_int.h"
+#include "base/base.h"
 
 uint64_t nexar__now(void) {
   struct timespec ts;

@@ -1,9 +1,8 @@
-/* Result codes, their text, and per-communicator last-error strings. */
-#include <stdarg.h>
+/* Result codes and their text. */
 #include <stdio.h>
 #include <string.h>
 
-#include "nexar_int.h"
+#include "base/base.h"
 
 #define NEXAR__ERRORS(X)                                               \
   X(NEXAR_OK, "success")                                               \
@@ -65,43 +64,4 @@ int nexar_err_is_fatal(int code) {
 
 const char *nexar_version(void) {
   return NEXAR_VERSION_STRING;
-}
-
-static _Thread_local char tl_init_error[NEXAR__ERRMSG_MAX];
-static _Thread_local char tl_copy[NEXAR__ERRMSG_MAX];
-
-void nexar__set_init_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(tl_init_error, sizeof(tl_init_error), fmt, ap);
-  va_end(ap);
-  NEXAR__INFO(NEXAR__SUB_INIT, "%s", tl_init_error);
-}
-
-void nexar__comm_set_error(nexar_comm_t *comm, const char *fmt, ...) {
-  char tmp[NEXAR__ERRMSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(tmp, sizeof(tmp), fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&comm->err_mu);
-  memcpy(comm->last_error, tmp, sizeof(tmp));
-  pthread_mutex_unlock(&comm->err_mu);
-  NEXAR__INFO(NEXAR__SUB_P2P, "%s", tmp);
-}
-
-const char *nexar_comm_last_error(const nexar_comm_t *comm) {
-  if (!comm) {
-    memcpy(tl_copy, tl_init_error, sizeof(tl_copy));
-    return tl_copy;
-  }
-  nexar_comm_t *c = (nexar_comm_t *)comm;
-  pthread_mutex_lock(&c->err_mu);
-  memcpy(tl_copy, c->last_error, sizeof(tl_copy));
-  pthread_mutex_unlock(&c->err_mu);
-  return tl_copy;
-}
-
-const char *nexar_last_error(void) {
-  return nexar_comm_last_error(NULL);
 }

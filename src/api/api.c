@@ -9,26 +9,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/reduce.h"
+#include "cluster/cluster.h"
 #include "coll/sched.h"
-#include "transport/transport.h"
+#include "rpc/rpc_int.h"
 
-nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx) {
-  nexar_comm_t *c = calloc(1, sizeof(*c));
-  if (!c) return NULL;
-  c->ctx = ctx;
-  pthread_mutex_init(&c->err_mu, NULL);
-  return c;
-}
-
-void nexar__comm_free(nexar_comm_t *c) {
-  if (!c) return;
-  pthread_mutex_destroy(&c->err_mu);
-  free(c->world_ranks);
-  free(c->hosts);
-  free(c->scratch);
-  free(c);
-}
+/* The upper parts plugged into the engine: how each request kind starts and
+ * is cancelled, and the handlers p2p and cluster call (core/core.h). */
+static const nexar__req_ops_t p2p_kind = {nexar__p2p_start, nexar__p2p_cancel,
+                                          nexar__p2p_expire};
+static const nexar__req_ops_t coll_kind = {
+    nexar__coll_start, nexar__coll_cancel, nexar__coll_expire};
+static const nexar__req_ops_t rpc_kind = {nexar__rpc_start, nexar__rpc_cancel,
+                                          nexar__rpc_expire};
+static const nexar__hooks_t hooks = {
+    .rpc_header = nexar__rpc_on_header,
+    .rpc_fail_peer = nexar__rpc_fail_peer,
+    .rpc_wake = nexar__rpc_wake,
+    .coll_same_call = nexar__coll_same_call,
+    .coll_screen = nexar__coll_screen,
+    .coll_mismatch_hdr = nexar__coll_mismatch_hdr,
+    .coll_on_notice = nexar__coll_on_notice,
+    .coll_tick = nexar__coll_tick,
+    .coll_fail_comm = nexar__coll_fail_comm,
+    .ctl = nexar__ft_on_ctl,
+    .agree_gone = nexar__agree_gone,
+    .after = nexar__ft_after,
+    .rpc_lend = nexar__rpc_lend,
+    .rpc_unlend = nexar__rpc_unlend,
+    .ft_dispatch = nexar__ft_dispatch,
+    .agree_release = nexar__agree_release,
+};
 
 /* Frees the unexpected messages of the self channel (no connection) left
  * on |c| once the endpoint is gone. */
@@ -60,7 +70,7 @@ static bool same_host(const nexar__roster_entry_t *a,
 /* The local rank and size: NEXAR_LOCAL_*, else the launcher's, else the
  * ranks of the roster at this process's address. */
 static void local_ranks(nexar_ctx_t *ctx) {
-  const nexar__launch_t *l = &ctx->launch;
+  const nexar__launch_t *l = ctx->launch;
   int lr = ctx->prm.local_rank >= 0 ? (int)ctx->prm.local_rank : l->local_rank;
   int ls = ctx->prm.local_size > 0 ? (int)ctx->prm.local_size : l->local_size;
   if ((lr < 0 || ls <= 0) && ctx->roster) {
@@ -89,7 +99,7 @@ static void launch_log(const nexar__launch_t *l, const nexar__params_t *p) {
 }
 
 static void ctx_free(nexar_ctx_t *ctx) {
-  nexar__launch_stop(&ctx->launch);
+  nexar__launch_stop(ctx->launch);
   nexar__rpc_stop(ctx);
   nexar__ep_fini(&ctx->ep);
   nexar__relay_fini(ctx);
@@ -113,6 +123,7 @@ static void ctx_free(nexar_ctx_t *ctx) {
   nexar__topo_fini(ctx);
   nexar__ft_fini(ctx);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
+  free(ctx->launch);
   free(ctx);
 }
 
@@ -122,6 +133,12 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   *out = NULL;
   nexar_ctx_t *ctx = calloc(1, sizeof(*ctx));
   if (!ctx) return NEXAR_ERR_NOMEM;
+  ctx->hooks = &hooks;
+  ctx->launch = calloc(1, sizeof(*ctx->launch));
+  if (!ctx->launch) {
+    free(ctx);
+    return NEXAR_ERR_NOMEM;
+  }
   char err[NEXAR__ERRMSG_MAX];
   bool ft_ready = false;
   struct sockaddr_storage ss;
@@ -134,7 +151,7 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   /* Rank, world size and rendezvous from the launcher, where the NEXAR_*
    * settings leave them open (docs/launching.md). */
   if (rc == 0)
-    rc = nexar__launch_detect(&ctx->prm, cfg, &ctx->launch, err, sizeof(err));
+    rc = nexar__launch_detect(&ctx->prm, cfg, ctx->launch, err, sizeof(err));
   if (rc == 0) rc = nexar__params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0) rc = nexar__coll_params_check(&ctx->prm, err, sizeof(err));
   if (rc == 0)
@@ -149,9 +166,9 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     rc = nexar__topo_parse(ctx->prm.topology, (int)ctx->prm.world_size,
                            &ctx->topo, err, sizeof(err));
   if (rc < 0) goto fail_early;
-  launch_log(&ctx->launch, &ctx->prm);
+  launch_log(ctx->launch, &ctx->prm);
   nexar__params_dump(&ctx->prm);
-  rc = nexar__launch_start(&ctx->launch, &ctx->prm, err, sizeof(err));
+  rc = nexar__launch_start(ctx->launch, &ctx->prm, err, sizeof(err));
   if (rc < 0) goto fail_early;
   if (!ctx->prm.seed_addr) {
     snprintf(err, sizeof(err),
@@ -196,6 +213,10 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     return rc;
   }
   ctx->ep.pause_ns = nexar__ft_pause_ns(ctx);
+  nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_SEND, &p2p_kind);
+  nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_RECV, &p2p_kind);
+  nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_COLL, &coll_kind);
+  nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_RPC, &rpc_kind);
   rc = nexar__ep_start(&ctx->ep);
   if (rc < 0) {
     ctx_free(ctx);
@@ -205,8 +226,8 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
   if (rc == 0) {
     /* Every rank's mesh includes rank 0's: each has its welcome, and the
      * embedded seed has nothing left to do. */
-    if (ctx->launch.seed_run) nexar_seed_wait(ctx->launch.seed_run, 2000);
-    nexar__launch_stop(&ctx->launch);
+    if (ctx->launch->seed_run) nexar_seed_wait(ctx->launch->seed_run, 2000);
+    nexar__launch_stop(ctx->launch);
     local_ranks(ctx);
     rc = nexar__rpc_start_service(ctx);
   }
@@ -223,8 +244,9 @@ fail_early:
    * need undoing. */
   nexar__set_init_error("nexar_init: %s", err);
   if (ft_ready) nexar__ft_fini(ctx);
-  nexar__launch_stop(&ctx->launch);
+  nexar__launch_stop(ctx->launch);
   gnutls_memset(ctx->secret_key, 0, sizeof(ctx->secret_key));
+  free(ctx->launch);
   free(ctx);
   return rc;
 }
@@ -263,12 +285,6 @@ static int unregister_fn(nexar__req_t *ctl) {
   nexar_comm_t *c = ctl->cb_arg;
   nexar__comm_unregister(c->ctx, c);
   return 0;
-}
-
-void nexar__bump_next_id(nexar_ctx_t *ctx, uint64_t v) {
-  uint64_t cur = atomic_load(&ctx->next_free_id);
-  while (cur < v && !atomic_compare_exchange_weak(&ctx->next_free_id, &cur, v))
-    ;
 }
 
 typedef struct {
@@ -383,124 +399,6 @@ int nexar_comm_free(nexar_comm_t **pcomm) {
 }
 
 /* ---- Requests ---- */
-
-static int req_finish(nexar__req_t **preq, nexar_status_t *status) {
-  nexar__req_t *r = *preq;
-  int rc = r->rc;
-  if (r->stage) {
-    /* Device buffers: the result goes back before the call returns. A
-     * receive defines the bytes of the message only. */
-    uint64_t limit = UINT64_MAX;
-    if (r->kind == NEXAR__REQ_RECV)
-      limit = r->st.bytes < r->cap ? r->st.bytes : r->cap;
-    rc = nexar__stage_finish(r->stage, rc, limit);
-    r->stage = NULL;
-    r->st.error = rc;
-  }
-  if (status) *status = r->st;
-  nexar_comm_t *comm = r->comm;
-  free(r);
-  *preq = NULL;
-  /* Under NEXAR_RECOVERY=automatic a failed operation leaves its
-   * communicator rebuilt. */
-  return comm ? nexar__ft_after(comm, rc) : rc;
-}
-
-/* Progress thread: ends |r| with NEXAR_ERR_TIMEOUT. A collective names the
- * ranks it still waits for. */
-static int cancel_fn(nexar__req_t *ctl) {
-  nexar__req_t *r = ctl->cb_arg;
-  nexar_ctx_t *ctx = r->comm->ctx;
-  if (atomic_load(&r->done)) return 0;
-  if (r->kind == NEXAR__REQ_COLL) {
-    nexar__sched_t *s = r->sched;
-    char missing[256];
-    nexar__sched_missing(s, missing, sizeof missing);
-    nexar__comm_set_error(
-        r->comm,
-        "rank %d: %s (collective #%llu of comm %llu) did not finish within "
-        "NEXAR_OP_TIMEOUT_MS=%lld; ranks that have not contributed: %s; "
-        "receive buffers are unspecified",
-        ctx->rank, nexar__coll_name(s->a.coll),
-        (unsigned long long)s->tmpl.coll_seq, (unsigned long long)r->comm->id,
-        (long long)ctx->prm.op_timeout_ms, missing);
-    nexar__coll_cancel(r, NEXAR_ERR_TIMEOUT);
-  } else if (r->kind == NEXAR__REQ_RPC) {
-    nexar__comm_set_error(
-        r->comm,
-        "rank %d: rpc fn %d on rank %d (call %llu) got no response within "
-        "%llu ms; a late response is dropped",
-        ctx->rank, r->tag, r->comm_peer, (unsigned long long)r->rpc_id,
-        (unsigned long long)((r->rpc_deadline - r->t_start) / 1000000ull));
-    nexar__rpc_cancel(r, NEXAR_ERR_TIMEOUT);
-  } else {
-    nexar__comm_set_error(
-        r->comm,
-        "rank %d: %s did not finish within NEXAR_OP_TIMEOUT_MS=%lld (peer "
-        "rank %d); receive buffers are unspecified",
-        ctx->rank, r->kind == NEXAR__REQ_SEND ? "send" : "recv",
-        (long long)ctx->prm.op_timeout_ms, r->comm_peer);
-    nexar__p2p_cancel(r, NEXAR_ERR_TIMEOUT);
-  }
-  return 0;
-}
-
-/* Deadline of |r|: NEXAR_OP_TIMEOUT_MS after it started (an RPC call:
- * its own). */
-static uint64_t req_deadline(const nexar__req_t *r) {
-  if (r->kind == NEXAR__REQ_RPC) return r->rpc_deadline;
-  return r->t_start + (uint64_t)r->comm->ctx->prm.op_timeout_ms * 1000000ull;
-}
-
-static void expire(nexar__req_t *r) {
-  nexar_ctx_t *ctx = r->comm->ctx;
-  nexar__ep_call(&ctx->ep, cancel_fn, r, UINT64_MAX);
-  /* A collective finishes once its cancelled steps have completed. */
-  nexar__req_wait(&ctx->ep, r, UINT64_MAX);
-}
-
-int nexar_wait(nexar__req_t **preq, nexar_status_t *status) {
-  if (!preq) return NEXAR_ERR_INVALID_ARG;
-  nexar__req_t *r = *preq;
-  if (!r) return NEXAR_OK;
-  /* A handler waiting for a nested call lends its place (rpc.c). */
-  nexar_ctx_t *ctx = r->comm->ctx;
-  bool lent = r->kind == NEXAR__REQ_RPC && !atomic_load(&r->done) &&
-              nexar__rpc_lend(ctx);
-  if (nexar__req_wait(&ctx->ep, r, req_deadline(r)) < 0) expire(r);
-  if (lent) nexar__rpc_unlend(ctx);
-  return req_finish(preq, status);
-}
-
-int nexar_test(nexar__req_t **preq, int *done, nexar_status_t *status) {
-  if (!preq || !done) return NEXAR_ERR_INVALID_ARG;
-  if (!*preq) {
-    *done = 1;
-    return NEXAR_OK;
-  }
-  /* Polling makes progress, as in MPI: one pass if the engine is free. */
-  if (!atomic_load_explicit(&(*preq)->done, memory_order_acquire))
-    nexar__ep_progress(&(*preq)->comm->ctx->ep);
-  if (!atomic_load_explicit(&(*preq)->done, memory_order_acquire)) {
-    if (nexar__now() < req_deadline(*preq)) {
-      *done = 0;
-      return NEXAR_OK;
-    }
-    expire(*preq);
-  }
-  *done = 1;
-  return req_finish(preq, status);
-}
-
-int nexar_waitall(size_t n, nexar__req_t **reqs, nexar_status_t *statuses) {
-  if (n && !reqs) return NEXAR_ERR_INVALID_ARG;
-  int first = NEXAR_OK;
-  for (size_t i = 0; i < n; i++) {
-    int rc = nexar_wait(&reqs[i], statuses ? &statuses[i] : NULL);
-    if (rc < 0 && first == NEXAR_OK) first = rc;
-  }
-  return first;
-}
 
 /* ---- Point-to-point ---- */
 

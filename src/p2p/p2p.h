@@ -1,0 +1,152 @@
+/*
+ * Point-to-point (private to the parts from p2p up): incoming messages,
+ * matching and ordering (match.c), relays (relay.c). What p2p hands to the
+ * parts above (RPC headers, collective screening, control messages) goes
+ * through the handlers they register (ctx->hooks, core/core.h).
+ */
+#ifndef NEXAR_P2P_H
+#define NEXAR_P2P_H
+
+#include "core/core.h"
+
+/* Per (comm, lane) sequence numbers of one peer. */
+typedef struct nexar__seqs {
+  uint64_t comm_id;
+  uint64_t next_tx[NEXAR__LANE_COUNT];
+  uint64_t next_rx[NEXAR__LANE_COUNT];
+} nexar__seqs_t;
+
+/* End-to-end state of this process with one other process (by stable id),
+ * whichever links its messages take: sequence numbers are assigned by the
+ * origin and checked by the destination, so the order per (sender,
+ * receiver, comm, lane) holds across relays and reroutes. */
+typedef struct nexar__peer {
+  nexar__seqs_t *seqs; /* one per live communicator shared with it */
+  int nseqs, cap_seqs;
+  nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
+} nexar__peer_t;
+
+/* ---------------- p2p/match.c ---------------- */
+/* Starts a send or receive on the progress thread. */
+void nexar__p2p_start(nexar__req_t *req);
+/* Data arrived on a remote mesh stream. */
+void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
+                               const uint8_t *d, size_t n, bool fin);
+/* Frees every incoming message of a connection being torn down. */
+void nexar__p2p_conn_teardown(nexar__link_t *c);
+/* Delivers a message a rank sends to itself. */
+int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req);
+void nexar__p2p_on_stream_close(nexar__link_t *c, nexar__imsg_t *m);
+/* Fails every request that depends on world rank |peer|. */
+void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);
+/* Checks the unexpected collective messages of the call |mine| (its
+ * header template) against its fingerprint, as the call starts. */
+void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine);
+/* Cancels a pending request (progress thread). */
+void nexar__p2p_cancel(nexar__req_t *req, int rc);
+/* A send or receive ran past NEXAR_OP_TIMEOUT_MS (error text, then
+ * cancelled with NEXAR_ERR_TIMEOUT). */
+void nexar__p2p_expire(nexar__req_t *req);
+void nexar__omsg_acked(nexar__link_t *c, nexar__omsg_t *m);
+/* Transport upcalls (nexar__ep_ops_t): acknowledged bytes of |m|; the
+ * stream of |m| closed. */
+void nexar__p2p_on_acked(nexar__link_t *c, nexar__omsg_t *m, uint64_t n);
+void nexar__p2p_on_out_closed(nexar__link_t *c, nexar__omsg_t *m);
+uint8_t *nexar__p2p_sink(nexar__link_t *c, nexar__imsg_t *m, size_t n);
+/* The frame handlers every endpoint's ops table installs (a worker's
+ * also on_teardown = nexar__p2p_conn_teardown). */
+#define NEXAR__P2P_FRAME_OPS                                                  \
+  .on_stream_data = nexar__p2p_on_stream_data,                                \
+  .on_stream_close = nexar__p2p_on_stream_close,                              \
+  .on_acked = nexar__p2p_on_acked, .on_out_closed = nexar__p2p_on_out_closed, \
+  .frame_vecs = nexar__omsg_vecs, .frame_more = nexar__omsg_more,             \
+  .frame_free = nexar__omsg_free, .frame_sink = nexar__p2p_sink
+/* Ends the send waiting on |m|, if any, with |err|; |why| becomes its
+ * communicator's error text. */
+void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why);
+void nexar__omsg_free(nexar__omsg_t *m);
+/* Sequence state of (this process, stable id |peer|, comm |comm_id|), made
+ * on first use (the table grows); NULL when out of memory. */
+nexar__seqs_t *nexar__peer_seqs(nexar_ctx_t *ctx, int peer, uint64_t comm_id);
+/* Drops the sequence state of |id| with |peer| (a finished agreement). */
+void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id);
+/* Whether stable id |peer| can no longer be reached: known failed or gone,
+ * or a neighbour whose link is down. */
+bool nexar__peer_gone(nexar_ctx_t *ctx, int peer);
+/* Continues an incoming stream after its first header (relay.c hands a
+ * relayed message back here once it is authenticated): source checks,
+ * ordering, matching. */
+void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m);
+/* Refuses message |m| from link |c|: a direct message is a protocol error
+ * (the link closes); a relayed one is dropped and logged, since the link's
+ * peer may only have passed it on. */
+void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
+                       const char *why);
+/* Communicator registry (engine, emu held): add, remove (the comm's
+ * unexpected messages, waiting headers and per-connection sequence state are
+ * dropped). */
+int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm);
+nexar_comm_t *nexar__find_comm(nexar_ctx_t *ctx, uint64_t id);
+void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm);
+/* Fails every p2p request of |comm| (posted, matched, queued) with |err|. */
+void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err);
+/* Builds and enqueues a message to world rank |peer| for |req| (a send). */
+int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req);
+
+/* Binds message |m| to receive request |r| (its payload flows into r's
+ * buffer; r completes when it has all arrived). */
+void nexar__p2p_bind(nexar__imsg_t *m, nexar__req_t *r);
+/* Lets the rest of |m| arrive and drops it. */
+void nexar__p2p_discard(nexar_ctx_t *ctx, nexar__imsg_t *m);
+/* |m| needs nothing more: freed once its stream has ended (credit is
+ * returned to the peer then). */
+void nexar__imsg_release(nexar__imsg_t *m);
+/* Sends neighbour |to| an empty process-level HEARTBEAT message on the
+ * control lane; |req| (internal, comm = the world) completes when the peer's
+ * transport acknowledges it, or fails with the link. */
+int nexar__ctl_probe(nexar_ctx_t *ctx, int to, nexar__req_t *req);
+/* Engine: sends a control-lane message with a copy of |payload| to stable
+ * id |to| (header fields other than seq, lane and length come from |h|). */
+int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
+                    const void *payload, size_t len);
+
+/* ---------------- p2p/relay.c ---------------- */
+/* Turns |m| (hdr = the message's own header, pre NULL) into a relay frame
+ * for stable id |dest| with hop limit |limit|: the envelope (payload digest
+ * and the pair-key tag) and inner header go to m->pre, the outer header to
+ * m->hdr. |payload| is the |m->len| bytes to digest. Returns 0,
+ * NEXAR_ERR_AUTH (no usable key for |dest|), NEXAR_ERR_NOMEM. */
+int nexar__relay_wrap(nexar_ctx_t *ctx, int dest, int limit, nexar__omsg_t *m,
+                      const uint8_t *payload);
+/* A relay frame's envelope and inner header are in m->rbuf (m->hdr is the
+ * outer header): forwards it, or delivers it here after checking its tag,
+ * or drops it. */
+void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__link_t *c,
+                            nexar__imsg_t *m);
+/* Bytes of a frame being forwarded; returns false when |c| failed. */
+bool nexar__relay_fwd_data(nexar__link_t *c, nexar__imsg_t *m, const uint8_t *d,
+                           size_t n, bool fin);
+/* A relayed message's payload bytes in stream order (digest). */
+void nexar__relay_digest(nexar__imsg_t *m, const uint8_t *d, size_t n);
+/* Stream bytes of |m| from m->sent on, up to what is available: at most
+ * |max| vectors; *fin when they reach the end of the stream. */
+size_t nexar__omsg_vecs(const nexar__omsg_t *m, struct iovec *v, size_t max,
+                        bool *fin);
+/* Whether |m| has stream bytes available beyond m->sent. */
+bool nexar__omsg_more(const nexar__omsg_t *m);
+/* The downstream link acknowledged more of forwarded frame |m|. */
+void nexar__relay_acked(nexar__omsg_t *m);
+/* Cut the links between a forwarded frame and its streams as either side
+ * goes away (omsg freed, imsg freed). */
+void nexar__relay_out_gone(nexar__omsg_t *m);
+void nexar__relay_in_gone(nexar__imsg_t *m);
+/* Frames queued on failed links that the failed neighbour never
+ * acknowledged go out again along the new routes; the others are lost
+ * (their sends fail). */
+void nexar__relay_reroute(nexar_ctx_t *ctx);
+/* The link to neighbour |id| is up: frames parked for it are queued. */
+void nexar__relay_unpark(nexar_ctx_t *ctx, int id);
+/* Frees what is still parked (context teardown, before the endpoint). */
+void nexar__relay_fini(nexar_ctx_t *ctx);
+
+#endif /* NEXAR_P2P_H */
