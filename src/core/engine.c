@@ -542,6 +542,13 @@ static void ep_input(nexar__ep_t *ep) {
     if (c->state != NEXAR__CS_DEAD && c->tp->expiry(c) <= now)
       c->tp->on_expiry(c, now);
   }
+  /* A link that ended while reading (a same-host peer's exit is seen at
+   * once) is reported now: the verdict on its peer comes before an
+   * operation of the next pass can use the link, even when the caller
+   * leaves before this pass's output half. */
+  for (int i = 0; i < ep->nconns; i++)
+    if (ep->conns[i]->state == NEXAR__CS_DEAD && !ep->conns[i]->notified)
+      nexar__link_settle(ep->conns[i]);
   if (ep->ops->on_tick) ep->ops->on_tick(ep, now);
   run_pass_end(ep, now);
 }
