@@ -411,6 +411,9 @@ void fc_run_trial(const fc_plan_t *p, fc_shared_t *shared, fc_out_t *result,
     printf("  SKIP route-loss trial: no network namespace: %s\n", why);
     return;
   }
+  /* A cut route is a network fault: same-host shared memory would bypass
+   * it, so route-loss trials run their ranks over QUIC. */
+  if (p->fault == FC_ROUTE) setenv("NEXAR_TRANSPORT", "quic", 1);
   char secret[65];
   secret_hex(secret);
   proc_t seed = {0, 0, 0}, w[FC_MAXW];
