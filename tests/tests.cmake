@@ -162,6 +162,11 @@ endforeach()
 add_test(NAME test_transport_shm_cma COMMAND transport_conformance)
 set_tests_properties(test_transport_shm_cma PROPERTIES TIMEOUT ${t}
   ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_CMA_BYTES=65536")
+# The smallest rings (64 KiB): records smaller than a chunk, the ring full
+# at every turn.
+add_test(NAME test_transport_shm_small COMMAND transport_conformance)
+set_tests_properties(test_transport_shm_small PROPERTIES TIMEOUT ${t}
+  ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_RING_KIB=64")
 # A hostile same-host peer: well-formed shared-memory records with bad
 # contents (test hook src/transport/shm_test.h), one 3-rank world per kind.
 nexar_test(test_shm_hostile 120 test_shm_hostile.c)

@@ -172,6 +172,40 @@ static int case_lanes(nexar_comm_t *w, int r) {
   return 0;
 }
 
+/* ---- busy lanes: control traffic while the data lane keeps the
+ * transport's buffers full (the receive is posted, so nothing holds the
+ * data back but the transport itself). Barriers go on the control lane, so
+ * their messages open streams while data messages wait for room: the
+ * order in which streams reach the peer must stay consistent (a stream id
+ * handed out to a message that found no room once reached the peer after
+ * a younger one's). */
+#define BUSY_MSGS 96
+#define BUSY_BYTES ((size_t)1 << 20)
+static int case_busy_lanes(nexar_comm_t *w, int r) {
+  uint8_t *b = malloc(BUSY_MSGS * BUSY_BYTES);
+  nexar_req_t *q[BUSY_MSGS];
+  NT_CHECK(b);
+  for (int i = 0; i < BUSY_MSGS; i++) {
+    uint8_t *p = b + (size_t)i * BUSY_BYTES;
+    if (r == 0) {
+      fill(p, BUSY_BYTES, 100u + (unsigned)i);
+      NT_OKC(w, nexar_isend(w, p, BUSY_BYTES, NEXAR_BYTE, 1, 3, &q[i]));
+    } else {
+      NT_OKC(w, nexar_irecv(w, p, BUSY_BYTES, NEXAR_BYTE, 0, 3, &q[i]));
+    }
+  }
+  for (int i = 0; i < 40; i++) NT_OKC(w, nexar_barrier(w));
+  NT_OKC(w, nexar_waitall(BUSY_MSGS, q, NULL));
+  for (int i = 0; r == 1 && i < BUSY_MSGS; i++) {
+    size_t bad =
+        check(b + (size_t)i * BUSY_BYTES, BUSY_BYTES, 100u + (unsigned)i);
+    NT_CHECKF(bad == BUSY_BYTES, "message %d: mismatch at byte %zu", i, bad);
+  }
+  NT_OKC(w, nexar_barrier(w));
+  free(b);
+  return 0;
+}
+
 /* ---- sizes: 0 B and 1 GiB ---- */
 
 #define GIB ((size_t)1 << 30)
@@ -341,6 +375,7 @@ static int case_send_timeout(nexar_comm_t *w, int r) {
 enum {
   C_ORDER,
   C_LANES,
+  C_BUSY_LANES,
   C_SIZES,
   C_BACKPRESSURE,
   C_PEER_KILLED,
@@ -357,6 +392,7 @@ typedef struct conf_case {
 static const conf_case_t cases[] = {
     [C_ORDER] = {"order", 2, 60000, NULL},
     [C_LANES] = {"lanes", 2, 60000, NULL},
+    [C_BUSY_LANES] = {"busy_lanes", 2, 60000, NULL},
     [C_SIZES] = {"sizes", 2, 90000, "NEXAR_OP_TIMEOUT_MS=80000"},
     [C_BACKPRESSURE] = {"backpressure", 2, 60000, NULL},
     [C_PEER_KILLED] = {"peer_killed", 3, 30000, FT_ENV},
@@ -384,6 +420,9 @@ static int worker(int index, void *arg) {
       break;
     case C_LANES:
       rc = case_lanes(w, r);
+      break;
+    case C_BUSY_LANES:
+      rc = case_busy_lanes(w, r);
       break;
     case C_SIZES:
       rc = case_sizes(w, r);

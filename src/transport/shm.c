@@ -313,7 +313,7 @@ static bool shm_input(nexar__ep_t *ep) {
       s->may_kick = false;
     }
     more |= nexar__shm_drain(s);
-    if (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= CHUNK_BYTES)
+    if (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= s->seg.tx.cap / 2)
       l->want_write = true;
     if (now >= s->sock_check_at || ep->resuming) {
       s->sock_check_at = now + SOCK_CHECK_NS;
@@ -334,9 +334,11 @@ static bool put(nexar__shm_t *s, uint16_t type, uint16_t flags, uint64_t a,
     return true;
   }
   if (rc == NEXAR__SHM_AGAIN) {
+    size_t len = 0;
+    for (int i = 0; i < niov; i++) len += iov[i].iov_len;
     s->tx_full = true;
-    /* Sleep on the kick unless room came meanwhile. */
-    if (!nexar__shm_ring_producer_sleep(&s->seg.tx, CHUNK_BYTES))
+    /* Sleep on the kick unless room for this record came meanwhile. */
+    if (!nexar__shm_ring_producer_sleep(&s->seg.tx, (uint32_t)len))
       s->l.want_write = true;
     else
       s->may_kick = true;
@@ -381,7 +383,21 @@ static bool may_open(const nexar__shm_t *s, int lane) {
   return s->streams_left > keep;
 }
 
-/* Writes what |m| may: returns false when the ring is full. */
+/* Whether the data lane may write: only while at most half the ring is
+ * unread, so that a control message or an RPC written after it waits
+ * behind half a ring at most (the other half is theirs). Else it waits for
+ * the consumer's kick, as on a full ring. */
+static bool data_room(nexar__shm_t *s) {
+  nexar__shm_ring_t *r = &s->seg.tx;
+  if (nexar__shm_ring_free(r) >= r->cap / 2) return true;
+  s->tx_full = true;
+  if (!nexar__shm_ring_producer_sleep(r, nexar__shm_ring_max_payload(r)))
+    s->l.want_write = true;
+  else
+    s->may_kick = true;
+  return false;
+}
+
 /* |m| written whole (or cut): it ends once the peer has read every
  * descriptor of it. */
 static void written(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
@@ -406,6 +422,20 @@ static uint64_t desc_bytes(const nexar__shm_t *s, const nexar__omsg_t *m,
   return n > DESC_MAX_BYTES ? DESC_MAX_BYTES : n;
 }
 
+/* A stream's first record went out: its id and a stream are used. */
+static void opened(nexar__shm_t *s, bool *opening) {
+  if (!*opening) return;
+  *opening = false;
+  s->next_sid += 4;
+  s->streams_left--;
+}
+
+/* A stream's first record found no room: it is not open yet. */
+static bool unopen(nexar__omsg_t *m, bool opening) {
+  if (opening) m->sid = -1;
+  return false;
+}
+
 /* Writes what |m| may: returns false when the ring is full. */
 static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
   nexar__link_t *l = &s->l;
@@ -413,6 +443,7 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
   uint64_t total = nexar__omsg_total(m);
   *closed = false;
   if (m->tx_fin) return true; /* waiting for acknowledgements */
+  bool opening = false;
   if (m->stop) {
     /* Cut: the peer learns it (if it ever saw the stream), and it ends. */
     if (m->sid >= 0 && !put(s, R_RESET, 0, (uint64_t)m->sid, 0, NULL, 0))
@@ -421,11 +452,13 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
     return true;
   }
   while (ops->frame_more(m) && !m->blocked) {
+    if (m->lane == NEXAR__LANE_DATA && !data_room(s)) return false;
     if (m->sid < 0) {
+      /* Opened by its first record: ids reach the peer in order even when
+       * the ring is full now and another lane's message goes first. */
       m->sid = s->next_sid;
-      s->next_sid += 4;
-      s->streams_left--;
       m->tx_max = s->window;
+      opening = true;
     }
     uint64_t room = m->tx_max > m->sent ? m->tx_max - m->sent : 0;
     if (!room) {
@@ -439,7 +472,8 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
       struct iovec v = {&d, sizeof(d)};
       bool fin = m->sent + dn == total;
       if (!put(s, R_DESC, fin ? F_FIN : 0, (uint64_t)m->sid, m->sent, &v, 1))
-        return false;
+        return unopen(m, opening);
+      opened(s, &opening);
       m->sent += dn;
       m->tx_out += dn;
       if (fin) written(s, m, closed);
@@ -449,7 +483,11 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
     struct iovec v[4];
     bool fin;
     size_t nv = ops->frame_vecs(m, v, 4, &fin);
-    uint64_t cap = room < CHUNK_BYTES ? room : CHUNK_BYTES, len = 0;
+    /* A record carries at most a chunk, and never more than the ring's
+     * largest (a small NEXAR_SHM_RING_KIB). */
+    uint64_t chunk = nexar__shm_ring_max_payload(&s->seg.tx);
+    if (chunk > CHUNK_BYTES) chunk = CHUNK_BYTES;
+    uint64_t cap = room < chunk ? room : chunk, len = 0;
     size_t k = 0;
     for (; k < nv && len < cap; k++) {
       if (v[k].iov_len > cap - len) {
@@ -475,7 +513,8 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
       }
     }
     if (!put(s, R_DATA, fin ? F_FIN : 0, (uint64_t)m->sid, m->sent, v, (int)k))
-      return false;
+      return unopen(m, opening);
+    opened(s, &opening);
     m->sent += len;
     m->tx_out += len;
     ops->on_acked(l, m, len);
@@ -657,7 +696,7 @@ static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
     nexar__shm_rec_t r;
     if (l->state != NEXAR__CS_READY || now >= s->sock_check_at ||
         nexar__shm_ring_peek(&s->seg.rx, &r) != 0 ||
-        (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= CHUNK_BYTES))
+        (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= s->seg.tx.cap / 2))
       return true;
   }
   return false;
