@@ -21,15 +21,6 @@
 
 #include "p2p/p2p.h"
 
-/* The error text of a request failed by a peer's end: a revoked
- * communicator keeps the revocation's text (which names the failure and
- * says the buffers are unspecified), whatever ends its requests later. */
-#define FAIL_TEXT(comm, ...)                      \
-  do {                                            \
-    if (!atomic_load(&(comm)->revoked))           \
-      nexar__comm_set_error((comm), __VA_ARGS__); \
-  } while (0)
-
 #define EAGER_COPY_CAP (16u << 20) /* eager copies in flight per peer */
 
 /* Entries exist only for communicators this process has registered and
@@ -226,7 +217,7 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
 
 /* ---- Receive side ---- */
 
-static void unexp_remove(nexar_comm_t *comm, nexar__imsg_t *m) {
+void nexar__p2p_unexp_remove(nexar_comm_t *comm, nexar__imsg_t *m) {
   if (m->prev)
     m->prev->next = m->next;
   else
@@ -238,7 +229,7 @@ static void unexp_remove(nexar_comm_t *comm, nexar__imsg_t *m) {
   m->next = m->prev = NULL;
 }
 
-static void posted_remove(nexar_comm_t *comm, nexar__req_t *r) {
+void nexar__p2p_posted_remove(nexar_comm_t *comm, nexar__req_t *r) {
   if (r->prev)
     r->prev->next = r->next;
   else
@@ -471,6 +462,10 @@ static void ctl_done(nexar__req_t *r) {
   free(x);
 }
 
+bool nexar__p2p_is_ctl(const nexar__req_t *r) {
+  return r->cb == ctl_done;
+}
+
 static void ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   /* The header bounds the payload (wire.c): 8 bytes, or 12 + 4 per id. */
   ctl_rx_t *x = calloc(1, sizeof(*x) + m->hdr.payload_len);
@@ -546,7 +541,7 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   }
   for (nexar__req_t *r = comm->posted; r; r = r->next) {
     if (matches(r, m)) {
-      posted_remove(comm, r);
+      nexar__p2p_posted_remove(comm, r);
       bind_msg(m, r);
       return;
     }
@@ -574,7 +569,7 @@ void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine) {
         hooks->coll_same_call(&m->hdr, mine))
       continue;
     nexar__hdr_t h = m->hdr;
-    unexp_remove(comm, m);
+    nexar__p2p_unexp_remove(comm, m);
     discard(comm->ctx, m);
     hooks->coll_mismatch_hdr(comm, mine, &h, 0);
     return;
@@ -589,7 +584,7 @@ static void proto_error(nexar__link_t *c, const char *why) {
 }
 
 /* Unlinks |m| from the reorder list of its origin. */
-static void reorder_remove(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+void nexar__p2p_reorder_remove(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   nexar__peer_t *p = &ctx->ps[m->origin];
   if (m->prev)
     m->prev->next = m->next;
@@ -605,7 +600,7 @@ static void run_reorder(nexar_ctx_t *ctx, int origin) {
     for (nexar__imsg_t *m = ctx->ps[origin].reorder; m; m = m->next) {
       nexar__seqs_t *sq = nexar__peer_seqs(ctx, origin, m->hdr.comm_id);
       if (m->hdr.seq != sq->next_rx[m->hdr.lane]) continue;
-      reorder_remove(ctx, m);
+      nexar__p2p_reorder_remove(ctx, m);
       sq->next_rx[m->hdr.lane]++;
       on_header(ctx, m);
       progress = true;
@@ -849,7 +844,7 @@ static void start_recv(nexar__req_t *r) {
   nexar_comm_t *comm = r->comm;
   for (nexar__imsg_t *m = comm->unexp; m; m = m->next) {
     if (matches(r, m)) {
-      unexp_remove(comm, m);
+      nexar__p2p_unexp_remove(comm, m);
       bind_msg(m, r);
       return;
     }
@@ -865,7 +860,7 @@ static void start_recv(nexar__req_t *r) {
   nexar_ctx_t *ctx = comm->ctx;
   if (r->peer >= 0 && r->peer != ctx->rank && ctx->peers &&
       nexar__peer_gone(ctx, r->peer)) {
-    posted_remove(comm, r);
+    nexar__p2p_posted_remove(comm, r);
     FAIL_TEXT(comm, "rank %d: recv from rank %d: peer is gone", ctx->rank,
               r->peer);
     nexar__req_complete(r, gone_code(ctx->peers[r->peer]));
@@ -881,218 +876,4 @@ void nexar__p2p_start(nexar__req_t *req) {
   int rc = req->peer == ctx->rank ? nexar__p2p_self_send(ctx, req)
                                   : nexar__p2p_post_send(ctx, req);
   if (rc < 0) nexar__req_complete(req, rc);
-}
-
-/* Ends the request of queued message |m| with |rc| (an error) and stops
- * its stream: nothing more of it is written, and ngtcp2 drops the frames of
- * a reset stream instead of retransmitting them, so the request's buffer is
- * not read again once it has ended. */
-static void omsg_end(nexar__omsg_t *m, int rc) {
-  nexar__req_t *r = m->req;
-  nexar__link_t *c = m->conn;
-  bool live = c && c->state == NEXAR__CS_READY;
-  uint64_t written = m->ending ? m->end_at : m->sent;
-  if (live) {
-    if (m->sid >= 0 && !m->ending) nexar__link_stop_out(c, m);
-    /* The RESET_STREAM goes out; a message never opened leaves the queue
-     * (quic.c next_sendable). */
-    c->want_write = true;
-  }
-  bool user_buf = m->data && !m->owned;
-  m->sent = nexar__omsg_total(m);
-  m->data = NULL;
-  if (!r) return;
-  if (live && m->sid >= 0 && (user_buf || m->ending) && m->acked < written) {
-    /* Frames of the reset stream already lost may still be resent from
-     * the caller's buffer (ngtcp2 keeps pointers to it): the request ends
-     * once the bytes written so far are acknowledged, the stream closes
-     * or the link goes (omsg_fail, conn_free), an RTT or so later. */
-    m->ending = true;
-    m->end_rc = rc;
-    m->end_at = written;
-    return;
-  }
-  m->req = NULL;
-  r->omsg = NULL;
-  nexar__req_complete(r, rc);
-}
-
-void nexar__p2p_expire(nexar__req_t *r) {
-  nexar_ctx_t *ctx = r->comm->ctx;
-  nexar__comm_set_error(
-      r->comm,
-      "rank %d: %s did not finish within NEXAR_OP_TIMEOUT_MS=%lld (peer "
-      "rank %d); receive buffers are unspecified",
-      ctx->rank, r->kind == NEXAR__REQ_SEND ? "send" : "recv",
-      (long long)ctx->prm.op_timeout_ms, r->comm_peer);
-  nexar__p2p_cancel(r, NEXAR_ERR_TIMEOUT);
-}
-
-void nexar__p2p_cancel(nexar__req_t *r, int rc) {
-  if (atomic_load(&r->done)) return;
-  if (r->kind == NEXAR__REQ_RECV) {
-    if (r->msg) {
-      r->msg->req = NULL; /* the rest of the message is discarded */
-      r->msg = NULL;
-    } else if (r->prev || r->next || r->comm->posted == r) {
-      posted_remove(r->comm, r);
-    }
-  } else if (r->omsg) {
-    omsg_end(r->omsg, rc); /* completes r */
-    return;
-  }
-  nexar__req_complete(r, rc);
-}
-
-static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
-                        const char *why) {
-  /* Completing a receive may end its collective, which frees its other
-   * receives: start over from the head after each one. */
-  for (bool again = true; again;) {
-    again = false;
-    for (nexar__req_t *r = comm->posted; r; r = r->next) {
-      if (r->peer != peer && r->comm_peer != NEXAR_ANY_SOURCE) continue;
-      posted_remove(comm, r);
-      FAIL_TEXT(comm, "rank %d: recv from %s", ctx->rank, why);
-      nexar__req_complete(r, err);
-      again = true;
-      break;
-    }
-  }
-}
-
-void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why) {
-  nexar__req_t *r = m->req;
-  if (!r) return;
-  FAIL_TEXT(r->comm, "%s", why);
-  /* A relayed message leaves on a live link: stop it there too. */
-  omsg_end(m, err);
-}
-
-void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
-                          const char *why) {
-  char send_why[NEXAR__ERRMSG_MAX], recv_why[NEXAR__ERRMSG_MAX];
-  snprintf(send_why, sizeof(send_why), "rank %d: send to %s", ctx->rank, why);
-  snprintf(recv_why, sizeof(recv_why), "rank %d: recv from %s", ctx->rank, why);
-  ctx->hooks->rpc_fail_peer(ctx, peer, err, why);
-  /* Pending sends to the peer, on whichever link they leave (relayed ones
-   * on the first link of their route). */
-  for (int id = 0; id < ctx->world; id++) {
-    nexar__link_t *c = id == ctx->rank ? NULL : ctx->peers[id];
-    for (int lane = 0; c && lane < NEXAR__LANE_COUNT; lane++)
-      for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
-        if (m->dest == peer) nexar__omsg_fail(m, err, send_why);
-  }
-  /* Receives that wait on the peer (ANY_SOURCE included: it could have
-   * been the sender), on every communicator. A communicator the peer is
-   * not a member of has no receive naming it; ANY_SOURCE receives there
-   * fail too only when the peer is a member. */
-  fail_posted(ctx, ctx->world_comm, peer, err, why);
-  for (int i = 0; i < ctx->ncomms; i++) {
-    nexar_comm_t *cm = ctx->comms[i];
-    if (nexar__comm_rank_of(cm, peer) >= 0)
-      fail_posted(ctx, cm, peer, err, why);
-  }
-  /* Messages from the peer still arriving (through relays too). */
-  for (int id = 0; id < ctx->world; id++) {
-    nexar__link_t *c = id == ctx->rank ? NULL : ctx->peers[id];
-    for (nexar__imsg_t *m = c ? c->imsgs : NULL; m; m = m->anext) {
-      nexar__req_t *r = m->req;
-      if (!r || m->origin != peer) continue;
-      m->req = NULL;
-      r->msg = NULL;
-      FAIL_TEXT(r->comm, "%s", recv_why);
-      nexar__req_complete(r, err);
-    }
-  }
-}
-
-static void ctl_done(nexar__req_t *r);
-
-void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
-  while (comm->posted) nexar__p2p_cancel(comm->posted, err);
-  /* Every link: a member's messages may travel on any of them. */
-  for (int w = 0; ctx->peers && w < ctx->world; w++) {
-    nexar__link_t *c = w == ctx->rank ? NULL : ctx->peers[w];
-    if (!c) continue;
-    /* Cancelling stops the stream, so nothing reads a user buffer after
-     * its request has ended. */
-    for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
-      for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
-        if (m->req && m->req->comm == comm) nexar__p2p_cancel(m->req, err);
-    for (nexar__imsg_t *m = c->imsgs; m; m = m->anext)
-      if (m->req && m->req->comm == comm && m->req->cb != ctl_done)
-        nexar__p2p_cancel(m->req, err);
-  }
-}
-
-void nexar__p2p_conn_teardown(nexar__link_t *c) {
-  nexar_ctx_t *ctx = c->ep->owner;
-  while (c->imsgs) {
-    nexar__imsg_t *m = c->imsgs;
-    nexar_comm_t *cm = nexar__find_comm(ctx, m->hdr.comm_id);
-    if (m->state == NEXAR__IM_UNEXPECTED && cm) unexp_remove(cm, m);
-    if (m->state == NEXAR__IM_ORDER) reorder_remove(ctx, m);
-    if (m->fwd) nexar__relay_in_gone(m);
-    if (m->hash) gnutls_hash_deinit(m->hash, NULL);
-    m->hash = NULL;
-    if (m->req) {
-      m->req->msg = NULL;
-      nexar__req_complete(m->req, NEXAR_ERR_CLOSED);
-    }
-    m->stream_closed = false; /* no credit to return */
-    m->conn = NULL;
-    c->imsgs = m->anext;
-    free(m->buf);
-    free(m);
-  }
-}
-
-/* ---- Communicator registry (engine, emu held) ---- */
-
-int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm) {
-  if (ctx->ncomms == ctx->cap_comms) {
-    int cap = ctx->cap_comms ? 2 * ctx->cap_comms : 8;
-    nexar_comm_t **n = realloc(ctx->comms, (size_t)cap * sizeof(*n));
-    if (!n) return NEXAR_ERR_NOMEM;
-    ctx->comms = n;
-    ctx->cap_comms = cap;
-  }
-  ctx->comms[ctx->ncomms++] = comm;
-  if (comm->id + 1 > ctx->comm_hwm) ctx->comm_hwm = comm->id + 1;
-  return 0;
-}
-
-void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm) {
-  if (comm->ag) ctx->hooks->agree_release(ctx, comm);
-  for (int i = 0; i < ctx->ncomms; i++) {
-    if (ctx->comms[i] != comm) continue;
-    ctx->comms[i] = ctx->comms[--ctx->ncomms];
-    break;
-  }
-  /* Messages nobody will receive: dropped (their streams still drain). */
-  while (comm->unexp) {
-    nexar__imsg_t *m = comm->unexp;
-    unexp_remove(comm, m);
-    discard(ctx, m);
-  }
-  /* Receives still posted (a user error: free with requests pending). */
-  while (comm->posted) {
-    nexar__req_t *r = comm->posted;
-    posted_remove(comm, r);
-    nexar__req_complete(r, NEXAR_ERR_CLOSED);
-  }
-  /* End-to-end state of the comm with each member: waiting headers and
-   * sequences. */
-  for (int k = 0; ctx->ps && k < comm->size; k++) {
-    int w = comm->world_ranks[k];
-    if (w == ctx->rank) continue;
-    for (nexar__imsg_t *m = ctx->ps[w].reorder, *next; m; m = next) {
-      next = m->next;
-      if (m->hdr.comm_id != comm->id) continue;
-      reorder_remove(ctx, m);
-      discard(ctx, m);
-    }
-    nexar__peer_forget_seqs(ctx, w, comm->id);
-  }
 }

@@ -149,4 +149,20 @@ void nexar__relay_unpark(nexar_ctx_t *ctx, int id);
 /* Frees what is still parked (context teardown, before the endpoint). */
 void nexar__relay_fini(nexar_ctx_t *ctx);
 
+/* The error text of a request failed by a peer's end: a revoked
+ * communicator keeps the revocation's text (which names the failure and
+ * says the buffers are unspecified), whatever ends its requests later. */
+#define FAIL_TEXT(comm, ...)                      \
+  do {                                            \
+    if (!atomic_load(&(comm)->revoked))           \
+      nexar__comm_set_error((comm), __VA_ARGS__); \
+  } while (0)
+
+/* match.c internals shared with fail.c. */
+void nexar__p2p_unexp_remove(nexar_comm_t *comm, nexar__imsg_t *m);
+void nexar__p2p_posted_remove(nexar_comm_t *comm, nexar__req_t *r);
+void nexar__p2p_reorder_remove(nexar_ctx_t *ctx, nexar__imsg_t *m);
+/* Whether |r| is a control-message receive (it ends with its link). */
+bool nexar__p2p_is_ctl(const nexar__req_t *r);
+
 #endif /* NEXAR_P2P_H */
