@@ -3,39 +3,10 @@
  * each field before anything is copied to the caller, and write the output
  * struct only when the whole input is valid. See docs/wire-protocol.md.
  */
-#include "wire.h"
+#include "wire/wire_int.h"
 
 #include <stdbool.h>
 #include <string.h>
-
-/* Size of an address on the wire: family, port, 16 address bytes. */
-#define WADDR_BYTES 19u
-/* Size of one roster entry in a WELCOME body. */
-#define ENTRY_BYTES (WADDR_BYTES + NEXAR__FP_BYTES)
-/* Fixed part of a HELLO body, before the host bytes. */
-#define HELLO_FIXED \
-  (NEXAR__MAC_BYTES + 4u + 4u + 1u + WADDR_BYTES + NEXAR__FP_BYTES + 4u + 1u)
-/* Fixed part of the HELLO identity extension: u16 cert_len, u8 topo_len. */
-#define HELLO_EXT_FIXED 3u
-/* One host id in a host section: u64 key, u32 pid, nonce. */
-#define HOST_BYTES (8u + 4u + NEXAR__NONCE_BYTES)
-/* The HELLO host extension: u64 key, nonce. */
-#define HELLO_HOST_BYTES (8u + NEXAR__NONCE_BYTES)
-/* First two bytes of a WELCOME host section. */
-#define HOST_MARK 0xffffu
-/* Fixed part of a WELCOME body, before the entries. */
-#define WELCOME_FIXED 8u
-/* Fixed part of a REJECT body, before the reason bytes. */
-#define REJECT_FIXED 6u
-/* Bound on ranks and world sizes carried in HELLO. */
-#define RANK_LIMIT (1 << 24)
-/* Bits of the HELLO flags byte: has_addr, join. */
-#define HELLO_FLAGS 3u
-/* Fixed parts of the elastic bodies, before their lists. */
-#define ADMIT_FIXED (NEXAR__MAC_BYTES + 8u + 4u + 4u + 4u)
-#define ADMITTED_FIXED 8u
-#define JOINER_BYTES (4u + ENTRY_BYTES)
-#define JOIN_FIXED 24u
 
 /* Header field offsets. */
 enum {
@@ -264,8 +235,8 @@ int nexar__seed_frame_next(const uint8_t *in, size_t len, uint8_t *type,
  * writes the frame header. Returns the frame length or
  * NEXAR_ERR_INVALID_ARG.
  */
-static int frame_begin(uint8_t *out, size_t cap, uint8_t type,
-                       size_t body_len) {
+int nexar__wire_frame_begin(uint8_t *out, size_t cap, uint8_t type,
+                            size_t body_len) {
   if (!out || body_len > NEXAR__SEED_MAX_BODY ||
       cap < NEXAR__SEED_FRAME_HDR + body_len)
     return NEXAR_ERR_INVALID_ARG;
@@ -292,7 +263,7 @@ static int printable(const uint8_t *s, size_t n) {
 }
 
 /* 1 when |a| can be put on the wire: a known family. */
-static int waddr_valid(const nexar__waddr_t *a) {
+int nexar__wire_waddr_valid(const nexar__waddr_t *a) {
   return a->family == 4 || a->family == 6;
 }
 
@@ -340,7 +311,7 @@ static void host_get(nexar__host_id_t *h, const uint8_t *sec, uint32_t i) {
 }
 
 /* 1 when one of the |n| host ids at |sec| has a non-zero key. */
-static int hosts_known(const uint8_t *sec, uint32_t n) {
+int nexar__wire_hosts_known(const uint8_t *sec, uint32_t n) {
   for (uint32_t i = 0; i < n; i++)
     if (nexar__get_u64(sec + (size_t)i * HOST_BYTES) != 0) return 1;
   return 0;
@@ -355,23 +326,23 @@ static const nexar__host_id_t *host_at(const nexar__roster_entry_t *e,
 }
 
 /* Whether the host section of |n| entries |stride| bytes apart is sent. */
-static int hosts_sent(const nexar__roster_entry_t *e, uint32_t n,
-                      size_t stride) {
+int nexar__wire_hosts_sent(const nexar__roster_entry_t *e, uint32_t n,
+                           size_t stride) {
   for (uint32_t i = 0; i < n; i++)
     if (host_at(e, i, stride)->key) return 1;
   return 0;
 }
 
 /* Writes the host section of |n| entries |stride| bytes apart at |p|. */
-static void hosts_put(uint8_t *p, const nexar__roster_entry_t *e, uint32_t n,
-                      size_t stride) {
+void nexar__wire_hosts_put(uint8_t *p, const nexar__roster_entry_t *e,
+                           uint32_t n, size_t stride) {
   for (uint32_t i = 0; i < n; i++)
     host_put(p + (size_t)i * HOST_BYTES, host_at(e, i, stride));
 }
 
 /* Writes |n| roster entries (address, fingerprint) at |p|. */
-static void entries_put(uint8_t *p, const nexar__roster_entry_t *e,
-                        uint32_t n) {
+void nexar__wire_entries_put(uint8_t *p, const nexar__roster_entry_t *e,
+                             uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     waddr_put(p, &e[i].addr);
     memcpy(p + WADDR_BYTES, e[i].fingerprint, NEXAR__FP_BYTES);
@@ -381,8 +352,8 @@ static void entries_put(uint8_t *p, const nexar__roster_entry_t *e,
 
 /* Reads one roster entry and its host, id |i| of the host section |hosts|
  * (NULL: none); |e| is written only when it is valid. */
-static int entry_get(nexar__roster_entry_t *e, const uint8_t *p,
-                     const uint8_t *hosts, uint32_t i) {
+int nexar__wire_entry_get(nexar__roster_entry_t *e, const uint8_t *p,
+                          const uint8_t *hosts, uint32_t i) {
   nexar__roster_entry_t d;
   memset(&d, 0, sizeof d);
   if (waddr_get(&d.addr, p) != 0) return NEXAR_ERR_PROTO;
@@ -393,7 +364,7 @@ static int entry_get(nexar__roster_entry_t *e, const uint8_t *p,
 }
 
 /* 1 when each of the |n| entries at |p| has a valid address. */
-static int entries_valid(const uint8_t *p, uint32_t n) {
+int nexar__wire_entries_valid(const uint8_t *p, uint32_t n) {
   nexar__waddr_t a;
   for (uint32_t i = 0; i < n; i++)
     if (waddr_get(&a, p + (size_t)i * ENTRY_BYTES) != 0) return 0;
@@ -401,7 +372,7 @@ static int entries_valid(const uint8_t *p, uint32_t n) {
 }
 
 /* 1 when the |n| ids at |p| are below |limit| (<= MAX_IDS) and distinct. */
-static int ids_valid(const uint8_t *p, uint32_t n, uint32_t limit) {
+int nexar__wire_ids_valid(const uint8_t *p, uint32_t n, uint32_t limit) {
   uint8_t seen[NEXAR__ELASTIC_MAX_IDS / 8];
   memset(seen, 0, sizeof seen);
   for (uint32_t i = 0; i < n; i++) {
@@ -417,7 +388,7 @@ int nexar__seed_proof_encode(const uint8_t mac[NEXAR__MAC_BYTES], uint8_t *out,
   int n;
 
   if (!mac) return NEXAR_ERR_INVALID_ARG;
-  n = frame_begin(out, cap, NEXAR__SEED_PROOF, NEXAR__MAC_BYTES);
+  n = nexar__wire_frame_begin(out, cap, NEXAR__SEED_PROOF, NEXAR__MAC_BYTES);
   if (n < 0) return n;
   memcpy(out + NEXAR__SEED_FRAME_HDR, mac, NEXAR__MAC_BYTES);
   return n;
@@ -442,7 +413,8 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
   if (h->world_size < 0 || h->world_size > RANK_LIMIT)
     return NEXAR_ERR_INVALID_ARG;
   if (h->has_addr > 1 || h->join > 1) return NEXAR_ERR_INVALID_ARG;
-  if (h->has_addr && !waddr_valid(&h->advertise)) return NEXAR_ERR_INVALID_ARG;
+  if (h->has_addr && !nexar__wire_waddr_valid(&h->advertise))
+    return NEXAR_ERR_INVALID_ARG;
   host_len = bounded_len(h->host, NEXAR__HOST_MAX);
   if (host_len > NEXAR__HOST_MAX ||
       !printable((const uint8_t *)h->host, host_len))
@@ -462,7 +434,8 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
   size_t ext = h->cert_len ? HELLO_EXT_FIXED + h->cert_len + topo_len : 0;
   if (h->host_key) ext += HELLO_HOST_BYTES;
 
-  n = frame_begin(out, cap, NEXAR__SEED_HELLO, HELLO_FIXED + host_len + ext);
+  n = nexar__wire_frame_begin(out, cap, NEXAR__SEED_HELLO,
+                              HELLO_FIXED + host_len + ext);
   if (n < 0) return n;
   p = out + NEXAR__SEED_FRAME_HDR;
   memcpy(p, h->proof, NEXAR__MAC_BYTES);
@@ -592,18 +565,19 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
     body_len += 2u + cert_len[i];
     if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
   }
-  int hosts = hosts_sent(entries, world_size, sizeof(*entries));
+  int hosts = nexar__wire_hosts_sent(entries, world_size, sizeof(*entries));
   if (hosts) body_len += 2u + (uint64_t)world_size * HOST_BYTES;
   if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
   for (uint32_t i = 0; i < world_size; i++)
-    if (!waddr_valid(&entries[i].addr)) return NEXAR_ERR_INVALID_ARG;
+    if (!nexar__wire_waddr_valid(&entries[i].addr))
+      return NEXAR_ERR_INVALID_ARG;
 
-  n = frame_begin(out, cap, NEXAR__SEED_WELCOME, (size_t)body_len);
+  n = nexar__wire_frame_begin(out, cap, NEXAR__SEED_WELCOME, (size_t)body_len);
   if (n < 0) return n;
   p = out + NEXAR__SEED_FRAME_HDR;
   nexar__put_u32(p, rank);
   nexar__put_u32(p + 4, world_size);
-  entries_put(p + WELCOME_FIXED, entries, world_size);
+  nexar__wire_entries_put(p + WELCOME_FIXED, entries, world_size);
   p += WELCOME_FIXED + (size_t)world_size * ENTRY_BYTES;
   for (uint32_t i = 0; certs && i < world_size; i++) {
     nexar__put_u16(p, cert_len[i]);
@@ -612,7 +586,7 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
   }
   if (hosts) {
     nexar__put_u16(p, HOST_MARK);
-    hosts_put(p + 2, entries, world_size, sizeof(*entries));
+    nexar__wire_hosts_put(p + 2, entries, world_size, sizeof(*entries));
   }
   return n;
 }
@@ -644,13 +618,14 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
   if (o != len) {
     if (len - o != 2u + (uint64_t)world_size * HOST_BYTES ||
         nexar__get_u16(body + o) != HOST_MARK ||
-        !hosts_known(body + o + 2, world_size))
+        !nexar__wire_hosts_known(body + o + 2, world_size))
       return NEXAR_ERR_PROTO;
     hosts = body + o + 2;
   }
   /* Validate every entry now, so that nexar__welcome_entry() cannot fail on
    * a welcome this function accepted. */
-  if (!entries_valid(body + WELCOME_FIXED, world_size)) return NEXAR_ERR_PROTO;
+  if (!nexar__wire_entries_valid(body + WELCOME_FIXED, world_size))
+    return NEXAR_ERR_PROTO;
   w->rank = rank;
   w->world_size = world_size;
   w->entries = body + WELCOME_FIXED;
@@ -690,7 +665,8 @@ int nexar__welcome_entry(const nexar__seed_welcome_t *w, uint32_t i,
                          nexar__roster_entry_t *e) {
   if (!w || !e || !w->entries) return NEXAR_ERR_INVALID_ARG;
   if (i >= w->world_size) return NEXAR_ERR_INVALID_ARG;
-  return entry_get(e, w->entries + (size_t)i * ENTRY_BYTES, w->hosts, i);
+  return nexar__wire_entry_get(e, w->entries + (size_t)i * ENTRY_BYTES,
+                               w->hosts, i);
 }
 
 int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
@@ -706,7 +682,8 @@ int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
       !printable((const uint8_t *)reason, reason_len))
     return NEXAR_ERR_INVALID_ARG;
 
-  n = frame_begin(out, cap, NEXAR__SEED_REJECT, REJECT_FIXED + reason_len);
+  n = nexar__wire_frame_begin(out, cap, NEXAR__SEED_REJECT,
+                              REJECT_FIXED + reason_len);
   if (n < 0) return n;
   p = out + NEXAR__SEED_FRAME_HDR;
   nexar__put_u32(p, (uint32_t)code);
@@ -732,203 +709,4 @@ int nexar__seed_reject_decode(nexar__seed_reject_t *r, const uint8_t *body,
   memcpy(r->reason, body + REJECT_FIXED, reason_len);
   r->reason[reason_len] = '\0';
   return 0;
-}
-
-/* ---- Elastic membership: ADMIT, ADMITTED, JOIN. */
-
-int nexar__seed_admit_encode(const nexar__seed_admit_t *a, const uint32_t *ids,
-                             uint8_t *out, size_t cap) {
-  uint8_t *p;
-  int n;
-
-  if (!a || !ids || a->nstay < 1 || a->nstay > NEXAR__ELASTIC_MAX_IDS ||
-      a->comm_id < 1 || a->epoch < 1)
-    return NEXAR_ERR_INVALID_ARG;
-  n = frame_begin(out, cap, NEXAR__SEED_ADMIT,
-                  ADMIT_FIXED + 4u * (size_t)a->nstay);
-  if (n < 0) return n;
-  p = out + NEXAR__SEED_FRAME_HDR;
-  memcpy(p, a->proof, NEXAR__MAC_BYTES);
-  p += NEXAR__MAC_BYTES;
-  nexar__put_u64(p, a->comm_id);
-  nexar__put_u32(p + 8, a->epoch);
-  nexar__put_u32(p + 12, a->max_joiners);
-  nexar__put_u32(p + 16, a->nstay);
-  p += 20;
-  for (uint32_t i = 0; i < a->nstay; i++) nexar__put_u32(p + 4 * i, ids[i]);
-  /* Checked after writing, on the canonical form the decoder will see. */
-  if (!ids_valid(p, a->nstay, NEXAR__ELASTIC_MAX_IDS))
-    return NEXAR_ERR_INVALID_ARG;
-  return n;
-}
-
-int nexar__seed_admit_decode(nexar__seed_admit_t *a, const uint8_t *body,
-                             size_t len) {
-  nexar__seed_admit_t d;
-  const uint8_t *p = body;
-
-  if (!a || (!body && len)) return NEXAR_ERR_INVALID_ARG;
-  if (len < ADMIT_FIXED) return NEXAR_ERR_PROTO;
-  memset(&d, 0, sizeof d);
-  memcpy(d.proof, p, NEXAR__MAC_BYTES);
-  p += NEXAR__MAC_BYTES;
-  d.comm_id = nexar__get_u64(p);
-  d.epoch = nexar__get_u32(p + 8);
-  d.max_joiners = nexar__get_u32(p + 12);
-  d.nstay = nexar__get_u32(p + 16);
-  d.ids = p + 20;
-  if (d.comm_id < 1 || d.epoch < 1) return NEXAR_ERR_PROTO;
-  if (d.nstay < 1 || d.nstay > NEXAR__ELASTIC_MAX_IDS) return NEXAR_ERR_PROTO;
-  if (len != ADMIT_FIXED + 4u * (size_t)d.nstay) return NEXAR_ERR_PROTO;
-  if (!ids_valid(d.ids, d.nstay, NEXAR__ELASTIC_MAX_IDS))
-    return NEXAR_ERR_PROTO;
-  *a = d;
-  return 0;
-}
-
-int nexar__seed_admitted_encode(uint32_t nids, const nexar__joiner_t *j,
-                                uint32_t njoin, uint8_t *out, size_t cap) {
-  uint8_t *p;
-  int n;
-
-  if ((njoin && !j) || nids > NEXAR__ELASTIC_MAX_IDS || njoin > nids)
-    return NEXAR_ERR_INVALID_ARG;
-  for (uint32_t i = 0; i < njoin; i++)
-    if (j[i].id >= nids || (i && j[i].id <= j[i - 1].id) ||
-        !waddr_valid(&j[i].e.addr))
-      return NEXAR_ERR_INVALID_ARG;
-  int hosts = njoin && hosts_sent(&j[0].e, njoin, sizeof(*j));
-  n = frame_begin(out, cap, NEXAR__SEED_ADMITTED,
-                  ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES +
-                      (hosts ? (size_t)njoin * HOST_BYTES : 0));
-  if (n < 0) return n;
-  p = out + NEXAR__SEED_FRAME_HDR;
-  nexar__put_u32(p, nids);
-  nexar__put_u32(p + 4, njoin);
-  p += ADMITTED_FIXED;
-  for (uint32_t i = 0; i < njoin; i++, p += JOINER_BYTES) {
-    nexar__put_u32(p, j[i].id);
-    entries_put(p + 4, &j[i].e, 1);
-  }
-  if (hosts) hosts_put(p, &j[0].e, njoin, sizeof(*j));
-  return n;
-}
-
-int nexar__seed_admitted_decode(nexar__seed_admitted_t *a, const uint8_t *body,
-                                size_t len) {
-  uint32_t nids, njoin, prev = 0;
-
-  if (!a || (!body && len)) return NEXAR_ERR_INVALID_ARG;
-  if (len < ADMITTED_FIXED) return NEXAR_ERR_PROTO;
-  nids = nexar__get_u32(body);
-  njoin = nexar__get_u32(body + 4);
-  if (nids > NEXAR__ELASTIC_MAX_IDS || njoin > nids) return NEXAR_ERR_PROTO;
-  size_t base = ADMITTED_FIXED + (size_t)njoin * JOINER_BYTES;
-  const uint8_t *hosts = len > base ? body + base : NULL;
-  if (len != base &&
-      (len != base + (size_t)njoin * HOST_BYTES || !hosts_known(hosts, njoin)))
-    return NEXAR_ERR_PROTO;
-  for (uint32_t i = 0; i < njoin; i++) {
-    const uint8_t *p = body + ADMITTED_FIXED + (size_t)i * JOINER_BYTES;
-    uint32_t id = nexar__get_u32(p);
-    if (id >= nids || (i && id <= prev) || !entries_valid(p + 4, 1))
-      return NEXAR_ERR_PROTO;
-    prev = id;
-  }
-  a->nids = nids;
-  a->njoin = njoin;
-  a->entries = body + ADMITTED_FIXED;
-  a->hosts = hosts;
-  return 0;
-}
-
-int nexar__admitted_entry(const nexar__seed_admitted_t *a, uint32_t i,
-                          nexar__joiner_t *j) {
-  const uint8_t *p;
-
-  if (!a || !j || !a->entries || i >= a->njoin) return NEXAR_ERR_INVALID_ARG;
-  p = a->entries + (size_t)i * JOINER_BYTES;
-  if (entry_get(&j->e, p + 4, a->hosts, i) != 0) return NEXAR_ERR_PROTO;
-  j->id = nexar__get_u32(p);
-  return 0;
-}
-
-/* 1 when |id| is one of the |n| ids at |p|. */
-static int ids_have(const uint8_t *p, uint32_t n, uint32_t id) {
-  for (uint32_t i = 0; i < n; i++)
-    if (nexar__id_at(p, i) == id) return 1;
-  return 0;
-}
-
-int nexar__seed_join_encode(const nexar__seed_join_t *j,
-                            const nexar__roster_entry_t *roster,
-                            const uint32_t *members, uint8_t *out, size_t cap) {
-  uint8_t *p;
-  int n;
-
-  if (!j || !roster || !members || j->nids < 1 ||
-      j->nids > NEXAR__ELASTIC_MAX_IDS || j->id >= j->nids || j->nmembers < 1 ||
-      j->nmembers > j->nids || j->comm_id < 1 || j->epoch < 1)
-    return NEXAR_ERR_INVALID_ARG;
-  for (uint32_t i = 0; i < j->nids; i++)
-    if (!waddr_valid(&roster[i].addr)) return NEXAR_ERR_INVALID_ARG;
-  int hosts = hosts_sent(roster, j->nids, sizeof(*roster));
-  n = frame_begin(out, cap, NEXAR__SEED_JOIN,
-                  JOIN_FIXED + (size_t)j->nids * ENTRY_BYTES +
-                      4u * (size_t)j->nmembers +
-                      (hosts ? (size_t)j->nids * HOST_BYTES : 0));
-  if (n < 0) return n;
-  p = out + NEXAR__SEED_FRAME_HDR;
-  nexar__put_u32(p, j->id);
-  nexar__put_u32(p + 4, j->nids);
-  nexar__put_u64(p + 8, j->comm_id);
-  nexar__put_u32(p + 16, j->epoch);
-  nexar__put_u32(p + 20, j->nmembers);
-  p += JOIN_FIXED;
-  entries_put(p, roster, j->nids);
-  p += (size_t)j->nids * ENTRY_BYTES;
-  for (uint32_t i = 0; i < j->nmembers; i++)
-    nexar__put_u32(p + 4 * i, members[i]);
-  if (!ids_valid(p, j->nmembers, j->nids) || !ids_have(p, j->nmembers, j->id))
-    return NEXAR_ERR_INVALID_ARG;
-  if (hosts)
-    hosts_put(p + 4u * (size_t)j->nmembers, roster, j->nids, sizeof(*roster));
-  return n;
-}
-
-int nexar__seed_join_decode(nexar__seed_join_t *j, const uint8_t *body,
-                            size_t len) {
-  nexar__seed_join_t d;
-
-  if (!j || (!body && len)) return NEXAR_ERR_INVALID_ARG;
-  if (len < JOIN_FIXED) return NEXAR_ERR_PROTO;
-  memset(&d, 0, sizeof d);
-  d.id = nexar__get_u32(body);
-  d.nids = nexar__get_u32(body + 4);
-  d.comm_id = nexar__get_u64(body + 8);
-  d.epoch = nexar__get_u32(body + 16);
-  d.nmembers = nexar__get_u32(body + 20);
-  if (d.nids < 1 || d.nids > NEXAR__ELASTIC_MAX_IDS || d.id >= d.nids ||
-      d.nmembers < 1 || d.nmembers > d.nids || d.comm_id < 1 || d.epoch < 1)
-    return NEXAR_ERR_PROTO;
-  size_t base =
-      JOIN_FIXED + (size_t)d.nids * ENTRY_BYTES + 4u * (size_t)d.nmembers;
-  d.hosts = len > base ? body + base : NULL;
-  if (len != base && (len != base + (size_t)d.nids * HOST_BYTES ||
-                      !hosts_known(d.hosts, d.nids)))
-    return NEXAR_ERR_PROTO;
-  d.entries = body + JOIN_FIXED;
-  d.members = d.entries + (size_t)d.nids * ENTRY_BYTES;
-  if (!entries_valid(d.entries, d.nids) ||
-      !ids_valid(d.members, d.nmembers, d.nids) ||
-      !ids_have(d.members, d.nmembers, d.id))
-    return NEXAR_ERR_PROTO;
-  *j = d;
-  return 0;
-}
-
-int nexar__join_entry(const nexar__seed_join_t *j, uint32_t i,
-                      nexar__roster_entry_t *e) {
-  if (!j || !e || !j->entries || i >= j->nids) return NEXAR_ERR_INVALID_ARG;
-  return entry_get(e, j->entries + (size_t)i * ENTRY_BYTES, j->hosts, i);
 }
