@@ -7,10 +7,8 @@
  * client's Initials before it learns our SCID are matched by their original
  * DCID.
  *
- * Sending: each message is one local stream; a connection writes its
- * control lane first, then its RPC lane, then its data lane, and packets
- * are batched for UDP GSO (pitfall list in
- * ../shared/reference/quic-ngtcp2.md, section 6).
+ * Sending (quic_tx.c): each message is one local stream, the control lane
+ * written first, then RPC, then data, packets batched for UDP GSO.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -28,8 +26,6 @@
 
 #define SCID_LEN 16
 #define IDLE_READ_NS 1000000ull /* 1 ms */
-#define GSO_MAX_BYTES 65000
-#define GSO_MAX_SEGS 64
 
 static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref) {
   nexar__link_t *c = ref->user_data;
@@ -424,231 +420,6 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
   c->want_write = true;
 }
 
-/* ---- Sending ---- */
-
-/* Whether |m| has bytes to write that flow control does not hold back. */
-static bool unsent(const nexar__link_t *c, const nexar__omsg_t *m) {
-  return c->ep->ops->frame_more(m) && !m->blocked;
-}
-
-/* Unlinks and frees a queued message that never got a stream. */
-static void drop_unopened(nexar__link_t *c, nexar__omsg_t *m) {
-  nexar__link_unqueue(c, m);
-  if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
-    c->eager_bytes -= m->len;
-  c->ep->ops->frame_free(m);
-}
-
-/* The lanes in the order they are written. */
-static const int lane_order[NEXAR__LANE_COUNT] = {
-    NEXAR__LANE_CONTROL, NEXAR__LANE_RPC, NEXAR__LANE_DATA};
-
-/* Whether a new stream of |lane| may open now. Every message of a mesh
- * link has a bidirectional stream of its own (used one way; the receiver
- * shuts the other direction, so both ends close it: ngtcp2 0.12 never
- * closes a remote unidirectional stream, and each one kept its state for
- * the life of the connection). The lanes share the peer's MAX_STREAMS
- * credit, so each keeps a share the lanes after it cannot take: data opens
- * only while more than half of it is left, RPC while more than a quarter
- * is, control while any is. Undelivered data can never hold back a call, a
- * barrier or a heartbeat, and a burst of calls cannot hold back a barrier. */
-static bool may_open(nexar__link_t *c, int lane) {
-  if (lane == NEXAR__LANE_CONTROL || c->role != NEXAR__ROLE_MESH) return true;
-  const ngtcp2_transport_params *tp =
-      ngtcp2_conn_get_remote_transport_params(Q(c)->qc);
-  uint64_t quarter = tp ? tp->initial_max_streams_bidi / 4 : 0;
-  uint64_t keep = lane == NEXAR__LANE_DATA ? 2 * quarter : quarter;
-  return ngtcp2_conn_get_streams_bidi_left(Q(c)->qc) > keep;
-}
-
-/* The first message with bytes to write, the lanes taken in lane_order;
- * only the first |nlanes| of them may write. */
-static nexar__omsg_t *next_sendable(nexar__link_t *c, int nlanes, int *err) {
-  for (int k = 0; k < nlanes; k++) {
-    int lane = lane_order[k];
-    for (nexar__omsg_t *m = c->outq[lane], *next; m; m = next) {
-      next = m->next;
-      if (m->sid < 0 && !m->req && !m->fwd && m->sent >= nexar__omsg_total(m)) {
-        /* Cancelled before its stream opened: ngtcp2 never saw it. */
-        drop_unopened(c, m);
-        continue;
-      }
-      if (!unsent(c, m)) continue;
-      if (m->sid < 0) {
-        if (!may_open(c, lane)) break; /* keep FIFO order */
-        int rv = c->role == NEXAR__ROLE_MESH
-                     ? ngtcp2_conn_open_bidi_stream(Q(c)->qc, &m->sid, m)
-                     : ngtcp2_conn_open_uni_stream(Q(c)->qc, &m->sid, m);
-        if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) break; /* keep FIFO order */
-        if (rv != 0) {
-          *err = rv;
-          return NULL;
-        }
-      }
-      return m;
-    }
-  }
-  return NULL;
-}
-
-static void account(nexar__omsg_t *m, ngtcp2_ssize n) {
-  if (m && n > 0) m->sent += (uint64_t)n;
-}
-
-/* How many lanes of lane_order may write now. Data waits while the
- * connection has more than cap = max(data_inflight, 2 x bandwidth-delay
- * product) bytes in flight: without that bound the congestion window
- * (inflated by batched ACKs) lets several MB of data queue in the
- * receiver's socket, and a control message sent after it waits until the
- * receiver has decrypted all of it, behind data of any peer since all share
- * one socket. The RPC lane has an allowance of its own on top: it waits
- * only above 2 x cap, so a call never waits for data to drain, and a burst
- * of large calls is bounded as data is. Control is never held back. */
-static int writable_lanes(nexar__link_t *c) {
-  int64_t floor = c->ep->data_inflight;
-  if (floor <= 0 || c->role != NEXAR__ROLE_MESH) return NEXAR__LANE_COUNT;
-  ngtcp2_conn_stat cs;
-  ngtcp2_conn_get_conn_stat(Q(c)->qc, &cs);
-  uint64_t cap = (uint64_t)floor;
-  if (cs.min_rtt != UINT64_MAX && cs.delivery_rate_sec) {
-    /* Rates above 1 TB/s or RTTs above 1 s saturate rather than wrap. */
-    uint64_t rate = cs.delivery_rate_sec < (1ull << 40) ? cs.delivery_rate_sec
-                                                        : (1ull << 40);
-    uint64_t rtt = cs.min_rtt < NGTCP2_SECONDS ? cs.min_rtt : NGTCP2_SECONDS;
-    uint64_t bdp2 = 2 * (rate >> 10) * rtt / (NGTCP2_SECONDS >> 10);
-    if (bdp2 > cap) cap = bdp2;
-  }
-  if (cs.bytes_in_flight < cap) return NEXAR__LANE_COUNT;
-  return cs.bytes_in_flight < 2 * cap ? NEXAR__LANE_COUNT - 1 : 1;
-}
-
-/* Sends the |len| bytes of packets in txbuf. Returns 0; 1 when the socket
- * is full (the batch waits in txbuf, see udp.c); NEXAR_ERR_SYS when the
- * send failed, which QUIC recovers as loss. */
-static int send_batch(nexar__link_t *c, size_t len, size_t pktmax) {
-  nexar__ep_t *ep = c->ep;
-  int rc =
-      nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, len, pktmax);
-  if (rc == 1)
-    c->want_write = true;
-  else if (rc < 0 || c->tx_err_since)
-    nexar__link_tx_result(c, rc < 0 ? -rc : 0);
-  return rc < 0 ? 0 : rc; /* a failed send is a loss QUIC recovers */
-}
-
-void nexar__ep_tx_failed(nexar__ep_t *ep, const struct sockaddr_storage *to,
-                         int err) {
-  for (int i = 0; i < ep->nconns; i++)
-    if (nexar__addr_equal(&ep->conns[i]->remote, to))
-      nexar__link_tx_result(ep->conns[i], err);
-}
-
-static void quic_flush(nexar__link_t *c) {
-  if (!Q(c)->qc || c->state == NEXAR__CS_DEAD || c->state == NEXAR__CS_CLOSING)
-    return;
-  nexar__ep_t *ep = c->ep;
-  if (ep->tx_blocked) {
-    /* txbuf holds a batch the socket refused; come back once it is out. */
-    c->want_write = true;
-    return;
-  }
-  uint64_t ts = nexar__now();
-  size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(Q(c)->qc);
-  size_t quantum = ngtcp2_conn_get_send_quantum(Q(c)->qc);
-  size_t batch_max = GSO_MAX_BYTES / pktmax;
-  if (batch_max < 1) batch_max = 1;
-  if (batch_max > GSO_MAX_SEGS) batch_max = GSO_MAX_SEGS;
-  /* A GSO batch is |nseg| datagrams of |seg| bytes (the first packet's
-   * size; the path's, once PMTU discovery settles, which can be below
-   * pktmax), the last possibly shorter. */
-  size_t off = 0, nseg = 0, seg = 0, total = 0;
-  ngtcp2_path_storage ps;
-  ngtcp2_path_storage_zero(&ps);
-  ngtcp2_pkt_info pi;
-  c->want_write = false;
-  for (int guard = 0; guard < 100000; guard++) {
-    int err = 0;
-    nexar__omsg_t *m = c->state == NEXAR__CS_READY
-                           ? next_sendable(c, writable_lanes(c), &err)
-                           : NULL;
-    if (err) {
-      nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
-      return;
-    }
-    struct iovec iov[4];
-    ngtcp2_vec vec[4];
-    size_t nvec = 0;
-    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
-    int64_t sid = -1;
-    if (m) {
-      bool fin;
-      sid = m->sid;
-      nvec = ep->ops->frame_vecs(m, iov, 4, &fin);
-      for (size_t i = 0; i < nvec; i++) {
-        vec[i].base = iov[i].iov_base;
-        vec[i].len = iov[i].iov_len;
-      }
-      if (fin) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
-    }
-    ngtcp2_ssize ndata = -1;
-    ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(Q(c)->qc, &ps.path, &pi, ep->txbuf + off,
-                                  pktmax, &ndata, flags, sid, vec, nvec, ts);
-    if (n < 0) {
-      if (n == NGTCP2_ERR_WRITE_MORE) {
-        account(m, ndata);
-        continue;
-      }
-      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED && m) {
-        m->blocked = true;
-        continue;
-      }
-      if (n == NGTCP2_ERR_STREAM_SHUT_WR && m) {
-        m->sent = nexar__omsg_total(m);
-        continue;
-      }
-      nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror((int)n));
-      return;
-    }
-    account(m, ndata);
-    if (n == 0) break;
-    total += (size_t)n;
-    if (nseg == 0) {
-      seg = (size_t)n;
-    } else if ((size_t)n > seg) {
-      /* A larger packet (a PMTU probe, or data after an ACK-only packet)
-       * cannot join a batch of |seg|-byte datagrams: send the batch and
-       * start the next one with it. Should the socket refuse the batch,
-       * this one packet is lost (QUIC resends its frames); the batch
-       * waits in txbuf. */
-      size_t at = off;
-      int sr = send_batch(c, at, seg);
-      off = nseg = 0;
-      if (sr == 1) break;
-      memmove(ep->txbuf, ep->txbuf + at, (size_t)n);
-      seg = (size_t)n;
-    }
-    off += (size_t)n;
-    nseg++;
-    if ((size_t)n < seg || nseg >= batch_max) {
-      int sr = send_batch(c, off, seg);
-      off = 0;
-      nseg = 0;
-      if (sr == 1) break;
-    }
-    if (total >= quantum) {
-      /* Let other connections have their turn; come back next loop. */
-      c->want_write = true;
-      break;
-    }
-  }
-  if (off) send_batch(c, off, seg);
-  /* Pace only what stopped at the send quantum: a flush that wrote all
-   * there was would otherwise leave a pacing deadline that is already due,
-   * and the engine would take it for a timer to serve. */
-  if (c->want_write) ngtcp2_conn_update_pkt_tx_time(Q(c)->qc, ts);
-}
-
 static uint64_t quic_expiry(nexar__link_t *c) {
   if (!Q(c)->qc || c->state == NEXAR__CS_DEAD) return UINT64_MAX;
   uint64_t e = ngtcp2_conn_get_expiry(Q(c)->qc);
@@ -677,40 +448,6 @@ static void quic_on_expiry(nexar__link_t *c, uint64_t now) {
     return;
   }
   c->want_write = true;
-}
-
-static void quic_send_close(nexar__link_t *c) {
-  ngtcp2_conn *qc = Q(c)->qc;
-  /* Before the handshake completes there may be no keys to protect an
-   * application CONNECTION_CLOSE (ngtcp2 0.12 asserts on it), so a
-   * stranger's bogus Initial is dropped silently. A handshake that TLS
-   * refused (certificate not in the roster, wrong ALPN) has an alert
-   * and keys: the peer gets a transport close carrying the alert and
-   * learns at once instead of after its handshake timeout. */
-  bool done = qc && ngtcp2_conn_get_handshake_completed(qc);
-  uint8_t alert = qc && !done ? ngtcp2_conn_get_tls_alert(qc) : 0;
-  if (!qc || !(done || alert) || ngtcp2_conn_is_in_closing_period(qc) ||
-      ngtcp2_conn_is_in_draining_period(qc))
-    return;
-  ngtcp2_connection_close_error ce;
-  ngtcp2_connection_close_error_default(&ce);
-  if (done)
-    ngtcp2_connection_close_error_set_application_error(
-        &ce, (uint64_t)c->tx_code, (const uint8_t *)c->tx_reason,
-        strlen(c->tx_reason));
-  else
-    ngtcp2_connection_close_error_set_transport_error_tls_alert(
-        &ce, alert, (const uint8_t *)c->tx_reason, strlen(c->tx_reason));
-  ngtcp2_path_storage ps;
-  ngtcp2_path_storage_zero(&ps);
-  ngtcp2_pkt_info pi;
-  /* Not txbuf: it may hold a batch waiting for the socket. */
-  uint8_t buf[1200];
-  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-      qc, &ps.path, &pi, buf, sizeof(buf), &ce, nexar__now());
-  if (n > 0)
-    nexar__udp_send(c->ep, &c->remote, c->remote_len, buf, (size_t)n,
-                    (size_t)n);
 }
 
 static void quic_free(nexar__link_t *c) {
@@ -843,10 +580,10 @@ const nexar__tp_t nexar__tp_quic = {
     .arm = quic_arm,
     .ready = quic_ready,
     .dial = quic_dial,
-    .flush = quic_flush,
+    .flush = nexar__quic_flush,
     .expiry = quic_expiry,
     .on_expiry = quic_on_expiry,
-    .send_close = quic_send_close,
+    .send_close = nexar__quic_send_close,
     .free = quic_free,
     .alive = quic_alive,
     .exporter = nexar__tls_exporter,

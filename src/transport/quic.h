@@ -31,6 +31,11 @@ static inline nexar__quic_t *nexar__quic(nexar__link_t *l) {
 }
 
 int nexar__tls_session(nexar__quic_t *q, const char *alpn);
+
+/* quic_tx.c: writes what the link's queues and ngtcp2 allow; sends the
+ * close nexar__link_close asked for. */
+void nexar__quic_flush(nexar__link_t *c);
+void nexar__quic_send_close(nexar__link_t *c);
 int nexar__tls_exporter(nexar__link_t *l, uint8_t out[32]);
 
 /* udp.c */
