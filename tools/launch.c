@@ -11,6 +11,7 @@
  * launcher waits on another, so forwarding cannot deadlock.
  */
 #include "launch.h"
+#include "launch_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,26 +29,9 @@
 
 #include "nexar.h"
 
-/* Supervisor tick: the longest the loop sleeps before checking children. */
-#define TICK_MS 50
-/* A line longer than this is forwarded in pieces (each with the prefix) so
- * that one worker cannot make the launcher buffer without bound. */
-#define LINE_MAX_BYTES (1 << 20)
-/* Bytes read from one pipe per wake-up, so a chatty worker cannot starve the
- * others or the supervisor's checks. */
-#define READ_BUDGET (64 * 1024)
 /* After SIGKILL, how long a child may take to be reaped before it is given
  * up as LAUNCH_PROC_LOST (a process stuck in the kernel). */
 #define LOST_AFTER_KILL_MS 5000
-
-/* One captured output stream of one child. */
-struct launch_stream {
-  int fd;          /* read end of the pipe, -1 once closed */
-  int dest;        /* where lines go: 1 (stdout) or 2 (stderr) */
-  char prefix[24]; /* "[3] " or "" */
-  char *buf;       /* bytes of the current, unfinished line */
-  size_t len, cap;
-};
 
 static long long mono_ms(void) {
   struct timespec ts;
@@ -86,122 +70,6 @@ int launch_secret(char out[LAUNCH_SECRET_LEN + 1]) {
   out[LAUNCH_SECRET_LEN] = '\0';
   explicit_bzero(raw, sizeof raw);
   return 0;
-}
-
-/* ------------------------------------------------------------------ */
-/* Output forwarding. */
-
-/* Writes the whole iovec to |fd|. Errors other than EINTR/EAGAIN (EPIPE when
- * our reader went away) drop the rest: losing output must not stop the
- * supervisor. */
-static void write_all(int fd, struct iovec *iov, int n) {
-  while (n > 0) {
-    ssize_t w = writev(fd, iov, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        poll(&p, 1, TICK_MS);
-        continue;
-      }
-      return;
-    }
-    while (n > 0 && (size_t)w >= iov->iov_len) {
-      w -= (ssize_t)iov->iov_len;
-      iov++;
-      n--;
-    }
-    if (n > 0) {
-      iov->iov_base = (char *)iov->iov_base + w;
-      iov->iov_len -= (size_t)w;
-    }
-  }
-}
-
-/* Forwards |len| bytes of one line (with or without its '\n'), prefixed, in
- * a single writev so that lines of different workers do not interleave. */
-static void emit_line(struct launch_stream *s, const char *data, size_t len) {
-  int has_nl = len > 0 && data[len - 1] == '\n';
-  struct iovec iov[3] = {
-      {.iov_base = s->prefix, .iov_len = strlen(s->prefix)},
-      {.iov_base = (void *)data, .iov_len = len},
-      {.iov_base = "\n", .iov_len = has_nl ? 0 : 1},
-  };
-  write_all(s->dest, iov, 3);
-}
-
-/* Forwards every complete line in the buffer and keeps the rest. */
-static void emit_complete(struct launch_stream *s) {
-  size_t start = 0;
-  for (;;) {
-    char *nl = memchr(s->buf + start, '\n', s->len - start);
-    if (!nl) break;
-    size_t end = (size_t)(nl - s->buf) + 1;
-    emit_line(s, s->buf + start, end - start);
-    start = end;
-  }
-  if (start > 0) {
-    memmove(s->buf, s->buf + start, s->len - start);
-    s->len -= start;
-  }
-  if (s->len >= LINE_MAX_BYTES) {
-    emit_line(s, s->buf, s->len);
-    s->len = 0;
-  }
-}
-
-static void stream_close(struct launch_stream *s) {
-  if (!s || s->fd < 0) return;
-  if (s->len > 0) emit_line(s, s->buf, s->len); /* last line had no '\n' */
-  s->len = 0;
-  close(s->fd);
-  s->fd = -1;
-}
-
-/* Reads at most |budget| bytes from the stream and forwards complete lines.
- * Closes the stream at EOF or on a read error. */
-static void stream_read(struct launch_stream *s, size_t budget) {
-  while (s->fd >= 0 && budget > 0) {
-    if (s->cap - s->len < 4096) {
-      size_t cap = s->cap ? s->cap * 2 : 8192;
-      char *b = realloc(s->buf, cap);
-      if (!b) {
-        /* Out of memory: forward what we have as a line and go on. */
-        emit_line(s, s->buf, s->len);
-        s->len = 0;
-        if (s->cap == 0) {
-          stream_close(s);
-          return;
-        }
-      } else {
-        s->buf = b;
-        s->cap = cap;
-      }
-    }
-    size_t room = s->cap - s->len;
-    if (room > budget) room = budget;
-    ssize_t n = read(s->fd, s->buf + s->len, room);
-    if (n > 0) {
-      s->len += (size_t)n;
-      budget -= (size_t)n;
-      emit_complete(s);
-    } else if (n == 0) {
-      stream_close(s);
-    } else if (errno == EINTR) {
-      continue;
-    } else if (errno == EAGAIN) {
-      return;
-    } else {
-      stream_close(s);
-    }
-  }
-}
-
-static void stream_free(struct launch_stream *s) {
-  if (!s) return;
-  stream_close(s);
-  free(s->buf);
-  free(s);
 }
 
 /* ------------------------------------------------------------------ */
@@ -453,16 +321,6 @@ static void seed_read(nexar_launch_t *l) {
   }
 }
 
-static struct launch_stream *stream_new(int fd, int dest, const char *prefix) {
-  struct launch_stream *s = calloc(1, sizeof *s);
-  if (!s) return NULL;
-  s->fd = fd;
-  s->dest = dest;
-  snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
-  fcntl(fd, F_SETFL, O_NONBLOCK);
-  return s;
-}
-
 /* Capture pipes of one child: out[0]/err[0] are read by the launcher,
  * out[1]/err[1] become the child's stdout/stderr. */
 typedef struct child_pipes {
@@ -496,8 +354,8 @@ static void pipes_attach(nexar_launch_t *l, launch_proc_t *p, child_pipes_t *cp,
   close(cp->out[1]);
   close(cp->err[1]);
   const char *pre = l->opts.no_prefix ? "" : prefix;
-  p->out = stream_new(cp->out[0], 1, pre);
-  p->err = stream_new(cp->err[0], 2, pre);
+  p->out = launch_stream_new(cp->out[0], 1, pre);
+  p->err = launch_stream_new(cp->err[0], 2, pre);
   /* Without memory for a stream the child keeps running unforwarded;
    * closing the read end would only make it die of SIGPIPE, so leak it. */
 }
@@ -551,8 +409,8 @@ static int start_seed(nexar_launch_t *l, pid_t parent) {
     if (l->seed.err && l->seed.err->fd >= 0)
       p[n++] = (struct pollfd){.fd = l->seed.err->fd, .events = POLLIN};
     if (poll(p, n, (int)left) < 0 && errno != EINTR) break;
-    if (l->seed.out) stream_read(l->seed.out, READ_BUDGET);
-    if (l->seed.err) stream_read(l->seed.err, READ_BUDGET);
+    if (l->seed.out) launch_stream_read(l->seed.out, READ_BUDGET);
+    if (l->seed.err) launch_stream_read(l->seed.err, READ_BUDGET);
     seed_read(l);
   }
   if (l->seed_port > 0) return 0;
@@ -687,12 +545,12 @@ static void proc_ended(nexar_launch_t *l, launch_proc_t *p, int st,
   /* What the child wrote before it died is in the pipe: forward it. Then
    * close, even if a grandchild still holds the write end. */
   if (p->out) {
-    stream_read(p->out, LINE_MAX_BYTES);
-    stream_close(p->out);
+    launch_stream_read(p->out, LINE_MAX_BYTES);
+    launch_stream_close(p->out);
   }
   if (p->err) {
-    stream_read(p->err, LINE_MAX_BYTES);
-    stream_close(p->err);
+    launch_stream_read(p->err, LINE_MAX_BYTES);
+    launch_stream_close(p->err);
   }
 }
 
@@ -836,129 +694,20 @@ launch_outcome_t launch_wait(nexar_launch_t *l) {
     for (int j = 0; ready > 0 && j < n; j++) {
       if (!pfds[j].revents) continue;
       if (owner[j])
-        stream_read(owner[j], READ_BUDGET);
+        launch_stream_read(owner[j], READ_BUDGET);
       else
         seed_read(l);
     }
   }
 
   for (int i = 0; i <= l->nprocs; i++) {
-    stream_close(proc_at(l, i)->out);
-    stream_close(proc_at(l, i)->err);
+    launch_stream_close(proc_at(l, i)->out);
+    launch_stream_close(proc_at(l, i)->err);
   }
   if (l->seed_ctl >= 0) seed_ended(l);
   free(pfds);
   free(owner);
   return l->outcome;
-}
-
-/* ------------------------------------------------------------------ */
-/* Reporting. */
-
-static void describe_state(const launch_proc_t *p, char *buf, size_t len) {
-  switch (p->state) {
-    case LAUNCH_PROC_NONE:
-      snprintf(buf, len, "not started");
-      break;
-    case LAUNCH_PROC_RUNNING:
-      snprintf(buf, len, "still running");
-      break;
-    case LAUNCH_PROC_EXITED:
-      snprintf(buf, len, "exited with status %d", p->code);
-      break;
-    case LAUNCH_PROC_SIGNALED:
-      snprintf(buf, len, "killed by signal %d (%s)", p->code,
-               strsignal(p->code));
-      break;
-    case LAUNCH_PROC_LOST:
-      snprintf(buf, len, "could not be reaped (lost)");
-      break;
-  }
-}
-
-char *launch_describe(const nexar_launch_t *l, int index, char *buf,
-                      size_t len) {
-  if (len == 0) return buf;
-  if (index < 0) {
-    switch (l->seed_state) {
-      case LAUNCH_SEED_NONE:
-        snprintf(buf, len, "no seed");
-        break;
-      case LAUNCH_SEED_RUNNING:
-        snprintf(buf, len, "still waiting for %d workers", l->opts.world_size);
-        break;
-      case LAUNCH_SEED_FORMED:
-        snprintf(buf, len, "formed the cluster of %d", l->opts.world_size);
-        break;
-      case LAUNCH_SEED_FAILED:
-        snprintf(buf, len, "failed to form the cluster of %d: %s",
-                 l->opts.world_size, l->seed_error);
-        break;
-      case LAUNCH_SEED_STOPPED:
-        snprintf(buf, len,
-                 "stopped by the launcher before the cluster of %d formed",
-                 l->opts.world_size);
-        break;
-    }
-    return buf;
-  }
-  if (index >= l->nprocs) {
-    snprintf(buf, len, "no such worker");
-    return buf;
-  }
-  const launch_proc_t *p = &l->procs[index];
-  char state[128];
-  describe_state(p, state, sizeof state);
-  if (p->at_deadline) {
-    snprintf(buf, len, "hung: still running at the %d ms deadline, %s",
-             l->opts.timeout_ms, state);
-  } else if (p->stopped && l->outcome == LAUNCH_WORKER_FAILED &&
-             l->first_failed >= 0) {
-    snprintf(buf, len, "stopped after worker %d failed, %s", l->first_failed,
-             state);
-  } else if (p->stopped && l->outcome == LAUNCH_INTERRUPTED) {
-    snprintf(buf, len, "stopped on signal %d, %s", l->interrupt_sig, state);
-  } else if (p->stopped) {
-    snprintf(buf, len, "stopped by the launcher, %s", state);
-  } else {
-    snprintf(buf, len, "%s", state);
-  }
-  return buf;
-}
-
-void launch_report(const nexar_launch_t *l, FILE *f, const char *who) {
-  char d[700];
-  switch (l->outcome) {
-    case LAUNCH_OK:
-      return;
-    case LAUNCH_WORKER_FAILED:
-      fprintf(f, "%s: worker %d failed (%s); stopped the others\n", who,
-              l->first_failed,
-              launch_describe(l, l->first_failed, d, sizeof d));
-      break;
-    case LAUNCH_TIMED_OUT:
-      fprintf(f, "%s: the deadline of %d ms passed; stopped the workers\n", who,
-              l->opts.timeout_ms);
-      break;
-    case LAUNCH_INTERRUPTED:
-      fprintf(f, "%s: interrupted by signal %d (%s); stopped the workers\n",
-              who, l->interrupt_sig, strsignal(l->interrupt_sig));
-      break;
-    case LAUNCH_ERROR:
-      fprintf(f, "%s: %s\n", who, l->error);
-      return;
-  }
-  for (int i = 0; i < l->nprocs; i++) {
-    const launch_proc_t *p = &l->procs[i];
-    if (i == l->first_failed ||
-        (p->state == LAUNCH_PROC_EXITED && p->code == 0))
-      continue;
-    fprintf(f, "%s: worker %d (pid %d): %s\n", who, i, (int)p->pid,
-            launch_describe(l, i, d, sizeof d));
-  }
-  if (l->seed_state == LAUNCH_SEED_FAILED ||
-      l->seed_state == LAUNCH_SEED_STOPPED)
-    fprintf(f, "%s: seed: %s\n", who, launch_describe(l, -1, d, sizeof d));
 }
 
 void launch_free(nexar_launch_t *l) {
@@ -968,8 +717,8 @@ void launch_free(nexar_launch_t *l) {
   if (any || l->seed.state == LAUNCH_PROC_RUNNING) kill_and_reap_all(l);
   for (int i = 0; i <= l->nprocs; i++) {
     launch_proc_t *p = proc_at(l, i);
-    stream_free(p->out);
-    stream_free(p->err);
+    launch_stream_free(p->out);
+    launch_stream_free(p->err);
     p->out = p->err = NULL;
   }
   free(l->procs);
