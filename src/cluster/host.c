@@ -103,5 +103,5 @@ void nexar__host_pace(nexar_ctx_t *ctx) {
             !(ctx->dead && ctx->dead[id]);
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  ctx->ep.yield_every = here > cpus ? 1 : 8;
+  ctx->ep.yield_every = here > cpus ? 1 : 64;
 }

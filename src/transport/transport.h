@@ -321,7 +321,7 @@ struct nexar__ep {
   uint64_t tmr_at;       /* when tfd is armed to fire; 0: not armed (emu) */
   uint64_t spin_ns;      /* NEXAR_SPIN_US in ns */
   unsigned yield_every;  /* polls between yields while spinning: 1 on an
-                            oversubscribed host (cluster/host.c), else 8 */
+                            oversubscribed host (cluster/host.c), else 64 */
   /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
   nexar__req_t *q_head, *q_tail;
