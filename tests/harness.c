@@ -125,6 +125,25 @@ double nt_now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+int64_t nt_ival(int r, int i) {
+  return (int64_t)(r + 1) * 1000003 + 7 * i;
+}
+
+double nt_dval(int r, size_t i) {
+  return (double)((r + 1) * (int)(i % 1000)) + 0.25 * r;
+}
+
+int nt_check_allgather(nexar_comm_t *w, int r, int n) {
+  int64_t mine[3] = {nt_ival(r, 0), nt_ival(r, 1), r}, all[3 * 64];
+  NT_CHECK(n <= 64);
+  NT_OKC(w, nexar_allgather(w, mine, all, 3, NEXAR_INT64));
+  for (int k = 0; k < n; k++)
+    NT_CHECKF(all[3 * k] == nt_ival(k, 0) && all[3 * k + 1] == nt_ival(k, 1) &&
+                  all[3 * k + 2] == k,
+              "allgather slot %d", k);
+  return 0;
+}
+
 long nt_rss_kb(void) {
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];

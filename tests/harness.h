@@ -94,6 +94,14 @@ double nt_now_ms(void);
 /* This process's resident set size (VmRSS) in KiB; -1 if unknown. */
 long nt_rss_kb(void);
 
+/* Test values: element |i| of rank |r| as an int64, and as a double that
+ * sums exactly in any order (small multiples of 1/4). */
+int64_t nt_ival(int r, int i);
+double nt_dval(int r, size_t i);
+/* Allgathers {nt_ival(r, 0), nt_ival(r, 1), r} on |w| (rank |r| of |n|, at
+ * most 64) and checks every slot. Returns 0, or 1 after reporting. */
+int nt_check_allgather(nexar_comm_t *w, int r, int n);
+
 /* An RPC handler (nexar_rpc_handler_t) that answers with the request's
  * bytes; NEXAR_ERR_INVALID_ARG when they do not fit the response. */
 int nt_rpc_echo(void *ud, int caller, uint16_t fn, const void *req, size_t n,

@@ -88,24 +88,15 @@ static int say(int fd, int n) {
   return 0;
 }
 
-static int64_t ival(int r, int i) {
-  return (int64_t)(r + 1) * 1000003 + 7 * i;
-}
-
-/* Exact in any summation order: small multiples of 1/4. */
-static double dval(int r, size_t i) {
-  return (double)((r + 1) * (int)(i % 1000)) + 0.25 * r;
-}
-
 /* Collectives and p2p on |w| (size n, this rank r), all checked. */
 static int check_world(nexar_comm_t *w, int n, int r) {
   /* allreduce int64 */
   int64_t iv[16], is[16];
-  for (int i = 0; i < 16; i++) iv[i] = ival(r, i);
+  for (int i = 0; i < 16; i++) iv[i] = nt_ival(r, i);
   NT_OKC(w, nexar_allreduce(w, iv, is, 16, NEXAR_INT64, NEXAR_SUM));
   for (int i = 0; i < 16; i++) {
     int64_t want = 0;
-    for (int k = 0; k < n; k++) want += ival(k, i);
+    for (int k = 0; k < n; k++) want += nt_ival(k, i);
     NT_CHECKF(is[i] == want, "allreduce int64[%d] %lld want %lld", i,
               (long long)is[i], (long long)want);
   }
@@ -113,11 +104,11 @@ static int check_world(nexar_comm_t *w, int n, int r) {
   size_t cnt = 200000;
   double *dv = malloc(cnt * sizeof(double)), *ds = malloc(cnt * sizeof(double));
   NT_CHECK(dv && ds);
-  for (size_t i = 0; i < cnt; i++) dv[i] = dval(r, i);
+  for (size_t i = 0; i < cnt; i++) dv[i] = nt_dval(r, i);
   NT_OKC(w, nexar_allreduce(w, dv, ds, cnt, NEXAR_FLOAT64, NEXAR_SUM));
   for (size_t i = 0; i < cnt; i++) {
     double want = 0;
-    for (int k = 0; k < n; k++) want += dval(k, i);
+    for (int k = 0; k < n; k++) want += nt_dval(k, i);
     if (memcmp(&want, &ds[i], sizeof(double)) != 0) {
       nt_fail(__FILE__, __LINE__, "allreduce f64[%zu] %.17g want %.17g", i,
               ds[i], want);
@@ -128,17 +119,12 @@ static int check_world(nexar_comm_t *w, int n, int r) {
   free(ds);
   /* bcast from the last rank */
   int64_t b[1000];
-  for (int i = 0; i < 1000; i++) b[i] = r == n - 1 ? ival(n - 1, i) : -1;
+  for (int i = 0; i < 1000; i++) b[i] = r == n - 1 ? nt_ival(n - 1, i) : -1;
   NT_OKC(w, nexar_bcast(w, b, 1000, NEXAR_INT64, n - 1));
   for (int i = 0; i < 1000; i++)
-    NT_CHECKF(b[i] == ival(n - 1, i), "bcast[%d] %lld", i, (long long)b[i]);
+    NT_CHECKF(b[i] == nt_ival(n - 1, i), "bcast[%d] %lld", i, (long long)b[i]);
   /* allgather: slot k holds rank k's values */
-  int64_t mine[3] = {ival(r, 0), ival(r, 1), r}, all[3 * MAXW];
-  NT_OKC(w, nexar_allgather(w, mine, all, 3, NEXAR_INT64));
-  for (int k = 0; k < n; k++)
-    NT_CHECKF(all[3 * k] == ival(k, 0) && all[3 * k + 1] == ival(k, 1) &&
-                  all[3 * k + 2] == k,
-              "allgather slot %d", k);
+  if (nt_check_allgather(w, r, n)) return 1;
   NT_OKC(w, nexar_barrier(w));
   /* p2p between every pair, all at once */
   nexar_req_t *rq[2 * MAXW];

@@ -44,17 +44,8 @@ static bool host_a(int id) {
   return id < 2;
 }
 
-static int64_t ival(int r, int i) {
-  return (int64_t)(r + 1) * 1000003 + 7 * i;
-}
-
-/* Exact in any summation order: small multiples of 1/4. */
-static double dval(int r, size_t i) {
-  return (double)((r + 1) * (int)(i % 1000)) + 0.25 * r;
-}
-
 /* An allreduce SUM of |cnt| elements of |dt| (int64 or f64) on |w|, whose
- * element i on rank k is dval(k, i) (exact in any summation order). */
+ * element i on rank k is nt_dval(k, i) (exact in any summation order). */
 static int sum_check(nexar_comm_t *w, nexar_dtype_t dt, size_t cnt) {
   int r, n;
   NT_OK(nexar_comm_rank(w, &r));
@@ -63,14 +54,14 @@ static int sum_check(nexar_comm_t *w, nexar_dtype_t dt, size_t cnt) {
   NT_CHECK(in && sum);
   for (size_t i = 0; i < cnt; i++) {
     if (dt == NEXAR_INT64)
-      ((int64_t *)in)[i] = (int64_t)(4 * dval(r, i));
+      ((int64_t *)in)[i] = (int64_t)(4 * nt_dval(r, i));
     else
-      in[i] = dval(r, i);
+      in[i] = nt_dval(r, i);
   }
   NT_OKC(w, nexar_allreduce(w, in, sum, cnt, dt, NEXAR_SUM));
   for (size_t i = 0; i < cnt; i++) {
     double want = 0;
-    for (int k = 0; k < n; k++) want += dval(k, i);
+    for (int k = 0; k < n; k++) want += nt_dval(k, i);
     double got = dt == NEXAR_INT64 ? (double)((int64_t *)sum)[i] / 4 : sum[i];
     NT_CHECKF(memcmp(&want, &got, sizeof want) == 0,
               "allreduce of %zu [%zu]: %.17g, want %.17g", cnt, i, got, want);
@@ -89,18 +80,14 @@ static int check_world(nexar_comm_t *w) {
     return 1;
   int64_t b[1000];
   for (int root = 0; root < n; root++) {
-    for (int i = 0; i < 1000; i++) b[i] = r == root ? ival(root, i) : -1;
+    for (int i = 0; i < 1000; i++) b[i] = r == root ? nt_ival(root, i) : -1;
     NT_OKC(w, nexar_bcast(w, b, 1000, NEXAR_INT64, root));
     for (int i = 0; i < 1000; i++)
-      NT_CHECKF(b[i] == ival(root, i), "bcast from %d [%d] %lld", root, i,
+      NT_CHECKF(b[i] == nt_ival(root, i), "bcast from %d [%d] %lld", root, i,
                 (long long)b[i]);
   }
-  int64_t mine[3] = {ival(r, 0), ival(r, 1), r}, all[3 * MAXID];
-  NT_OKC(w, nexar_allgather(w, mine, all, 3, NEXAR_INT64));
-  for (int k = 0; k < n; k++)
-    NT_CHECKF(all[3 * k] == ival(k, 0) && all[3 * k + 1] == ival(k, 1) &&
-                  all[3 * k + 2] == k,
-              "allgather slot %d", k);
+  /* allgather: slot k holds rank k's values */
+  if (nt_check_allgather(w, r, n)) return 1;
   /* p2p: 1 B and 300 KB (past the eager limit) between every pair. */
   enum { BIG = 300000 };
   uint8_t *out = malloc(BIG), *in = malloc((size_t)BIG * MAXID);
