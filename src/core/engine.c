@@ -565,7 +565,8 @@ static uint64_t ep_output(nexar__ep_t *ep) {
    * than spin on the writes it holds back. */
   uint64_t next = ep->pass_now + 50000000ull; /* ticks for deadlines */
   bool held[NEXAR__TP_MAX] = {false};
-  for (int i = 0; i < ep->ntps; i++) held[i] = ep->tps[i]->output(ep, &next);
+  for (int i = 0; i < ep->ntps; i++)
+    held[i] = ep->tps[i]->output && ep->tps[i]->output(ep, &next);
   /* More queued input (a receive pass stopped at its budget) or more to
    * write: the next pass runs at once. */
   bool busy = ep->rx_more;

@@ -702,12 +702,6 @@ static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
   return false;
 }
 
-static bool shm_output(nexar__ep_t *ep, uint64_t *next) {
-  (void)ep;
-  (void)next;
-  return false;
-}
-
 const nexar__tp_t nexar__tp_shm = {
     .name = "shm",
     .caps = NEXAR__TP_RELIABLE | NEXAR__TP_SAME_HOST,
@@ -715,7 +709,6 @@ const nexar__tp_t nexar__tp_shm = {
     .init = shm_init,
     .fini = shm_fini,
     .input = shm_input,
-    .output = shm_output,
     .arm = shm_arm,
     .ready = shm_ready,
     .dial = nexar__shm_dial,

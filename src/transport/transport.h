@@ -448,7 +448,8 @@ typedef struct nexar__tp {
   bool (*input)(nexar__ep_t *ep);
   /* Before the links write: retries what the OS refused. Returns true
    * while it is still refused (the links wait; the transport's file
-   * descriptor wakes the engine, or *next, lowered to a retry time). */
+   * descriptor wakes the engine, or *next, lowered to a retry time).
+   * Optional: a transport whose writes the OS never refuses has none. */
   bool (*output)(nexar__ep_t *ep, uint64_t *next);
   /* Before the engine sleeps on ep->epfd: arranges to be woken by new
    * input; false when input is already there (do not sleep). Optional. */
