@@ -137,9 +137,9 @@ static nexar__link_t *route(nexar_ctx_t *ctx, int dest, const char **why) {
  * |copy|, else read from |data| until acknowledged, which completes
  * |req|. A non-neighbour's message leaves as a relay frame on the first
  * link of its route, end-to-end sequenced and tagged. */
-static int emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
-                const uint8_t *data, uint64_t len, bool copy, nexar__req_t *req,
-                nexar_comm_t *comm) {
+int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
+                    const uint8_t *data, uint64_t len, bool copy,
+                    nexar__req_t *req, nexar_comm_t *comm) {
   const char *why = NULL;
   nexar__link_t *c = route(ctx, dest, &why);
   if (!c) {
@@ -211,8 +211,8 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
   nexar__link_t *c = route(ctx, req->peer, &why);
   bool copy = c && req->cap <= (uint64_t)ctx->prm.eager_bytes &&
               c->eager_bytes + req->cap <= EAGER_COPY_CAP;
-  return emit(ctx, req->peer, &req->hdr, req->lane, req->buf, req->cap, copy,
-              req, req->comm);
+  return nexar__p2p_emit(ctx, req->peer, &req->hdr, req->lane, req->buf,
+                         req->cap, copy, req, req->comm);
 }
 
 /* ---- Receive side ---- */
@@ -413,99 +413,6 @@ void nexar__p2p_discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   discard(ctx, m);
 }
 
-/* A mismatch notice: received whole into a small buffer, then handled. */
-typedef struct {
-  nexar__req_t req;
-  uint8_t buf[NEXAR__NOTICE_BYTES];
-} notice_rx_t;
-
-static void notice_done(nexar__req_t *r) {
-  if (r->rc == NEXAR_OK)
-    r->comm->ctx->hooks->coll_on_notice(
-        r->comm, r->st.source, ((notice_rx_t *)r)->buf, (size_t)r->st.bytes);
-  free(r);
-}
-
-static void on_notice(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
-  notice_rx_t *n = calloc(1, sizeof(*n));
-  if (!n) {
-    discard(ctx, m);
-    return;
-  }
-  nexar__req_t *r = &n->req;
-  r->kind = NEXAR__REQ_RECV;
-  r->comm = comm;
-  r->internal = true;
-  r->cb = notice_done;
-  r->comm_peer = (int)m->hdr.src_rank;
-  r->peer = comm->world_ranks[m->hdr.src_rank];
-  r->buf = n->buf;
-  r->cap = NEXAR__NOTICE_BYTES;
-  bind_msg(m, r);
-}
-
-/* Header |m| is next in its sequence: match it or make it unexpected. */
-/* A process-level control message (kinds FAILED and AGREE): received whole
- * into a small buffer, then handed to failure.c. */
-typedef struct ctl_rx {
-  nexar__req_t req;
-  nexar__hdr_t hdr;
-  int from;
-  uint8_t buf[];
-} ctl_rx_t;
-
-static void ctl_done(nexar__req_t *r) {
-  ctl_rx_t *x = (ctl_rx_t *)r;
-  nexar_ctx_t *ctx = r->comm->ctx;
-  if (r->rc == NEXAR_OK)
-    ctx->hooks->ctl(ctx, x->from, &x->hdr, x->buf, (size_t)r->st.bytes);
-  free(x);
-}
-
-bool nexar__p2p_is_ctl(const nexar__req_t *r) {
-  return r->cb == ctl_done;
-}
-
-static void ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  /* The header bounds the payload (wire.c): 8 bytes, or 12 + 4 per id. */
-  ctl_rx_t *x = calloc(1, sizeof(*x) + m->hdr.payload_len);
-  if (!x) {
-    discard(ctx, m);
-    return;
-  }
-  x->hdr = m->hdr;
-  x->from = m->origin;
-  nexar__req_t *r = &x->req;
-  r->kind = NEXAR__REQ_RECV;
-  r->comm = ctx->world_comm;
-  r->internal = true;
-  r->cb = ctl_done;
-  r->peer = x->from;
-  r->comm_peer = NEXAR_ANY_SOURCE;
-  r->buf = x->buf;
-  r->cap = m->hdr.payload_len;
-  bind_msg(m, r);
-}
-
-int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
-                    const void *payload, size_t len) {
-  nexar__link_t *c = ctx->peers ? ctx->peers[to] : NULL;
-  if (c && c->state != NEXAR__CS_READY) return NEXAR_ERR_PEER_FAILED;
-  nexar__hdr_t hd = *h;
-  return emit(ctx, to, &hd, NEXAR__LANE_CONTROL, payload, len, true, NULL,
-              NULL);
-}
-
-int nexar__ctl_probe(nexar_ctx_t *ctx, int to, nexar__req_t *req) {
-  nexar__link_t *c = ctx->peers ? ctx->peers[to] : NULL;
-  if (!c || c->state != NEXAR__CS_READY || c->peer != to)
-    return NEXAR_ERR_PEER_FAILED;
-  nexar__hdr_t h = {.kind = NEXAR__KIND_HEARTBEAT,
-                    .comm_id = NEXAR__PROC_ID,
-                    .src_rank = (uint32_t)ctx->rank};
-  return emit(ctx, to, &h, NEXAR__LANE_CONTROL, NULL, 0, false, req, NULL);
-}
-
 void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id) {
   nexar__peer_t *p = &ctx->ps[peer];
   for (int i = 0; i < p->nseqs; i++) {
@@ -523,7 +430,7 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     return;
   }
   if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE) {
-    ctl_recv(ctx, m);
+    nexar__p2p_ctl_recv(ctx, m);
     return;
   }
   nexar_comm_t *comm = nexar__find_comm(ctx, m->hdr.comm_id);
@@ -532,7 +439,7 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     return;
   }
   if (m->hdr.kind == NEXAR__KIND_MISMATCH) {
-    on_notice(ctx, comm, m);
+    nexar__p2p_on_notice(ctx, comm, m);
     return;
   }
   if (m->hdr.kind == NEXAR__KIND_RPC) {

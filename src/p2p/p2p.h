@@ -165,4 +165,15 @@ void nexar__p2p_reorder_remove(nexar_ctx_t *ctx, nexar__imsg_t *m);
 /* Whether |r| is a control-message receive (it ends with its link). */
 bool nexar__p2p_is_ctl(const nexar__req_t *r);
 
+/* match.c: queues one message to stable id |dest| (header |h|, payload
+ * |data| of |len| bytes, copied when |copy|; |req| completes when it is
+ * acknowledged; |comm| gets the error text). */
+int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
+                    const uint8_t *data, uint64_t len, bool copy,
+                    nexar__req_t *req, nexar_comm_t *comm);
+/* ctl.c: a control message and a mismatch notice whose header was read. */
+void nexar__p2p_ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m);
+void nexar__p2p_on_notice(nexar_ctx_t *ctx, nexar_comm_t *comm,
+                          nexar__imsg_t *m);
+
 #endif /* NEXAR_P2P_H */
