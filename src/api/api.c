@@ -445,7 +445,7 @@ static int p2p_req(nexar_comm_t *comm, const void *buf, size_t count,
       }
     }
   }
-  nexar__req_t *r = calloc(1, sizeof(*r));
+  nexar__req_t *r = nexar__zalloc(sizeof(*r));
   if (!r) {
     nexar__stage_abort(stage);
     return NEXAR_ERR_NOMEM;

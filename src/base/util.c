@@ -18,6 +18,16 @@ uint64_t nexar__now(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Called through a volatile pointer: compilers turn malloc + memset(0)
+ * back into calloc, which would undo the point of nexar__zalloc. */
+static void *(*volatile zero_bytes)(void *, int, size_t) = memset;
+
+void *nexar__zalloc(size_t n) {
+  void *p = malloc(n);
+  if (p) zero_bytes(p, 0, n);
+  return p;
+}
+
 /* |host| (no port) as an address of |family| (AF_UNSPEC: any), port 0:
  * a numeric IPv4 or IPv6 address as it is (whatever |family|), localhost as
  * 127.0.0.1, any other name through getaddrinfo (the first address it

@@ -609,6 +609,22 @@ static void park_sleep(nexar__ep_t *ep, const struct timespec *ts) {
   }
 }
 
+/* Sleeps on the engine's epoll set until input arrives or |ts| passes.
+ * epoll_pwait2 (Linux 5.11+) keeps the nanoseconds; a kernel without it (or
+ * valgrind) answers ENOSYS, and from then on epoll_wait sleeps to the next
+ * whole millisecond instead. */
+static int ep_sleep(nexar__ep_t *ep, struct epoll_event *evs, int max,
+                    const struct timespec *ts) {
+  static atomic_bool no_pwait2;
+  if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+    int n = epoll_pwait2(ep->epfd, evs, max, ts, NULL);
+    if (n >= 0 || errno != ENOSYS) return n;
+    atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+  }
+  int64_t ms = (int64_t)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+  return epoll_wait(ep->epfd, evs, max, ms > INT32_MAX ? INT32_MAX : (int)ms);
+}
+
 static void *ep_main(void *arg) {
   nexar__ep_t *ep = arg;
   struct epoll_event evs[4];
@@ -639,8 +655,12 @@ static void *ep_main(void *arg) {
     if (park) {
       park_sleep(ep, wake == UINT64_MAX ? NULL : &ts);
     } else {
-      int n = epoll_pwait2(ep->epfd, evs, 4, &ts, NULL);
-      if (n < 0 && errno != EINTR) break;
+      if (ep_sleep(ep, evs, 4, &ts) < 0 && errno != EINTR) {
+        NEXAR__WARN(NEXAR__SUB_NET,
+                    "progress thread stops: epoll on fd %d failed: %s",
+                    ep->epfd, strerror(errno));
+        break;
+      }
     }
   }
   return NULL;

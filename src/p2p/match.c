@@ -152,7 +152,7 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
   }
   nexar__seqs_t *sq = nexar__peer_seqs(ctx, dest, h->comm_id);
   if (!sq) return NEXAR_ERR_INTERNAL;
-  nexar__omsg_t *m = calloc(1, sizeof(*m));
+  nexar__omsg_t *m = nexar__zalloc(sizeof(*m));
   if (!m) return NEXAR_ERR_NOMEM;
   h->lane = (uint8_t)lane;
   h->payload_len = len;
@@ -617,7 +617,7 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
                                const uint8_t *d, size_t n, bool fin) {
   nexar_ctx_t *ctx = c->ep->owner;
   if (!m) {
-    m = calloc(1, sizeof(*m));
+    m = nexar__zalloc(sizeof(*m));
     if (!m) {
       proto_error(c, "out of memory");
       return;
@@ -725,7 +725,7 @@ void nexar__p2p_on_stream_close(nexar__link_t *c, nexar__imsg_t *m) {
 
 /* Receive from self: the message is copied whole and matched at once. */
 int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req) {
-  nexar__imsg_t *m = calloc(1, sizeof(*m));
+  nexar__imsg_t *m = nexar__zalloc(sizeof(*m));
   if (!m) return NEXAR_ERR_NOMEM;
   m->hdr = req->hdr;
   m->hdr.payload_len = req->cap;
