@@ -134,6 +134,7 @@ void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {
   else
     ep->q_head = req;
   ep->q_tail = req;
+  atomic_store_explicit(&ep->q_any, true, memory_order_release);
   pthread_mutex_unlock(&ep->qmu);
   if (pthread_mutex_trylock(&ep->emu) == 0) {
     ep_pass(ep);
@@ -189,6 +190,7 @@ static bool data_waiting(nexar__ep_t *ep) {
  * is done or |deadline|, sleeping in poll on the socket and the kick eventfd
  * between them; clears ep->driving at the end. */
 #define CLOCK_EVERY 16u /* polls between clock reads while spinning */
+#define UNLOCK_EVERY 8u /* polls between letting go of the engine lock */
 
 static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
   pthread_mutex_lock(&ep->emu);
@@ -213,11 +215,16 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
        * no wake-up. A poll runs no pass until something may have come (a
        * ring has a record, a datagram may wait, an operation was posted, a
        * timer is due), and yields every ep->yield_every polls so that an
-       * oversubscribed host runs the others. */
+       * oversubscribed host runs the others. The engine lock is let go
+       * every UNLOCK_EVERY polls (and at each yield): a poll holding it
+       * costs half as much, and other threads post through the queue. */
       do {
-        pthread_mutex_unlock(&ep->emu);
-        if (++polls % ep->yield_every == 0) sched_yield();
-        pthread_mutex_lock(&ep->emu);
+        bool yield = ++polls % ep->yield_every == 0;
+        if (yield || polls % UNLOCK_EVERY == 0) {
+          pthread_mutex_unlock(&ep->emu);
+          if (yield) sched_yield();
+          pthread_mutex_lock(&ep->emu);
+        }
         /* The clock costs as much as a poll: read every CLOCK_EVERY. */
         if (polls % CLOCK_EVERY == 0) now = nexar__now();
       } while (now < spin_until && now < ep->due && !req_done(req) &&
@@ -327,11 +334,10 @@ static void drain_kick(nexar__ep_t *ep) {
   }
 }
 
+/* A waiting caller asks this every poll: no lock (a post sets the flag
+ * under qmu before it kicks or tries the engine lock). */
 static bool ops_queued(nexar__ep_t *ep) {
-  pthread_mutex_lock(&ep->qmu);
-  bool any = ep->q_head != NULL;
-  pthread_mutex_unlock(&ep->qmu);
-  return any;
+  return atomic_load_explicit(&ep->q_any, memory_order_acquire);
 }
 
 /* The operations of |req|'s kind; an unregistered kind ends the request
@@ -377,6 +383,7 @@ static bool run_ops(nexar__ep_t *ep) {
   nexar__req_t *q = ep->q_head;
   bool any = q != NULL;
   ep->q_head = ep->q_tail = NULL;
+  atomic_store_explicit(&ep->q_any, false, memory_order_relaxed);
   pthread_mutex_unlock(&ep->qmu);
   while (q) {
     nexar__req_t *next = q->next;

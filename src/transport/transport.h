@@ -325,6 +325,7 @@ struct nexar__ep {
   /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
   nexar__req_t *q_head, *q_tail;
+  atomic_bool q_any;    /* q_head != NULL, readable without qmu */
   atomic_bool ev_armed; /* evfd was written and not yet read */
   /* Completion signalling to user threads that do not drive. */
   pthread_mutex_t cmu;
