@@ -379,6 +379,7 @@ void nexar__req_expire(nexar__req_t *req) {
 /* Starts the queued operations; true when there were some. */
 static bool run_ops(nexar__ep_t *ep) {
   drain_kick(ep);
+  if (!ops_queued(ep)) return false;
   pthread_mutex_lock(&ep->qmu);
   nexar__req_t *q = ep->q_head;
   bool any = q != NULL;
