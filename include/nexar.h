@@ -518,11 +518,11 @@ NEXAR_EXTERN int nexar_issend(nexar_comm_t *comm, const void *buf, size_t count,
                               nexar_req_t **req);
 
 /* Non-blocking forms: start the operation and return a request in *req that
- * must be completed with nexar_wait/nexar_test/nexar_waitall. The buffer
- * must stay valid and untouched until then (a send buffer in device memory
- * is copied during the call and may be reused at once). Return NEXAR_OK or
- * NEXAR_ERR_INVALID_ARG / NEXAR_ERR_NOMEM / NEXAR_ERR_CLOSED, or a device
- * adapter error (NEXAR_ERR_DEVICE). */
+ * must be completed with nexar_wait/nexar_test/nexar_waitall/nexar_waitany.
+ * The buffer must stay valid and untouched until then (a send buffer in
+ * device memory is copied during the call and may be reused at once).
+ * Return NEXAR_OK or NEXAR_ERR_INVALID_ARG / NEXAR_ERR_NOMEM /
+ * NEXAR_ERR_CLOSED, or a device adapter error (NEXAR_ERR_DEVICE). */
 NEXAR_EXTERN int nexar_isend(nexar_comm_t *comm, const void *buf, size_t count,
                              nexar_dtype_t dtype, int dest, int tag,
                              nexar_req_t **req);
