@@ -231,6 +231,12 @@ static int case_ssend(nexar_comm_t *w, int r, int n) {
     if (ssend_gated(w, r, 0, to, lens[k])) return 1;
     NT_OKC(w, nexar_barrier(w));
   }
+  /* Between two other ranks (relayed, and acknowledged back through the
+   * relay, under NEXAR_TOPOLOGY=hypercube at world 3). */
+  if (n >= 3) {
+    if (ssend_gated(w, r, n - 1, 1, 4096)) return 1;
+    NT_OKC(w, nexar_barrier(w));
+  }
   /* The receiver sleeps 300 ms before it posts: the blocking ssend returns
    * only after the receive was posted. */
   int v = 42, got = 0;
