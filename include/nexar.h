@@ -57,6 +57,7 @@ typedef enum nexar_result {
   NEXAR_ERR_RPC_BUSY = -18,       /* the callee's RPC queue was full */
   NEXAR_ERR_ABORTED = -19,        /* nexar_abort ran: only finalize works */
   NEXAR_ERR_EXCLUDED = -20,       /* this rank was declared failed (fenced) */
+  NEXAR_ERR_CANCELLED = -21,      /* the request was cancelled (nexar_cancel) */
   NEXAR_ERR_INTERNAL = -100       /* bug in the library */
 } nexar_result_t;
 
@@ -410,7 +411,43 @@ NEXAR_EXTERN int nexar_comm_split(nexar_comm_t *comm, int color, int key,
  * communicator with the same ranks in the same order. */
 NEXAR_EXTERN int nexar_comm_dup(nexar_comm_t *comm, nexar_comm_t **newcomm);
 /*
- * Frees *comm (made by nexar_comm_split or nexar_comm_dup) and sets *comm
+ * Creates a communicator of the |n| ranks of |comm| listed in |ranks|
+ * (MPI_Comm_create_group): new rank i is ranks[i] of |comm|, so the list's
+ * order numbers the new ranks (it need not be sorted). Collective over the
+ * listed ranks only: each of them calls with the same |ranks| and |tag|;
+ * the other ranks of |comm| do not call and may do anything meanwhile
+ * (p2p and RPC on |comm| too, but no collective on |comm| that a member
+ * would have to join while it is inside this call). |tag| (0..
+ * NEXAR_TAG_MAX) keeps creations apart that run at the same time on
+ * |comm| with overlapping members (as in MPI); its messages travel apart
+ * from the application's and never match a nexar_recv, whatever its tag.
+ *
+ * The members agree on the new communicator's id as nexar_comm_split does
+ * (the largest of their proposals; docs/communicators.md), through the
+ * first listed rank: two rounds of one small message to it and one back
+ * per member, the second making sure every member has registered the new
+ * communicator before anyone uses it. The result supports everything a
+ * communicator of nexar_comm_split does; free it with nexar_comm_free
+ * (collective over its members).
+ *
+ * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG, before anything is allocated or
+ * sent, for NULL arguments, |n| < 1 or above the size of |comm|, a rank
+ * out of range or listed twice, a bad tag, or a calling rank that is not
+ * in the list (the message, nexar_comm_last_error(comm), says which);
+ * NEXAR_ERR_NOMEM; NEXAR_ERR_TIMEOUT (a listed rank did not take part
+ * within the op timeout), NEXAR_ERR_PEER_FAILED, NEXAR_ERR_REVOKED: then
+ * *newcomm is NULL on every member that returns, and each member fails
+ * (none is left with a communicator the others lack).
+ * Thread safety: any thread; a process takes part in one communicator
+ * creation (split, dup, create_group) at a time: ids are proposed from
+ * one counter per process.
+ */
+NEXAR_EXTERN int nexar_comm_create_group(nexar_comm_t *comm, const int *ranks,
+                                         int n, int tag,
+                                         nexar_comm_t **newcomm);
+/*
+ * Frees *comm (made by nexar_comm_split, nexar_comm_dup or
+ * nexar_comm_create_group) and sets *comm
  * to NULL. Collective on *comm: a barrier on it, so that no member still
  * sends on it; every request on it must have completed. Messages that were
  * never received are dropped. Communicators left at nexar_finalize are
@@ -460,12 +497,32 @@ NEXAR_EXTERN int nexar_recv(nexar_comm_t *comm, void *buf, size_t count,
                             nexar_dtype_t dtype, int source, int tag,
                             nexar_status_t *status);
 
+/*
+ * Synchronous-mode send (MPI_Ssend): as nexar_send, but returns only once
+ * the receiver has matched the message to a receive (not merely once the
+ * data has left or been buffered), and |buf| may be reused. The receiver
+ * acknowledges the match with a small control message (wire protocol,
+ * P2P mode SYNC; docs/wire-protocol.md section 2), over either transport.
+ * Returns as nexar_send; NEXAR_ERR_PEER_FAILED when |dest| fails before
+ * it acknowledged; NEXAR_ERR_TIMEOUT when no receive matched within the op
+ * timeout (the message may still be delivered to a receive posted later).
+ */
+NEXAR_EXTERN int nexar_ssend(nexar_comm_t *comm, const void *buf, size_t count,
+                             nexar_dtype_t dtype, int dest, int tag);
+/* Non-blocking synchronous send (MPI_Issend): starts nexar_ssend and
+ * returns its request in *req; nexar_test reports it finished only once
+ * the receiver matched the message. Arguments, buffer rules and results
+ * as nexar_isend and nexar_ssend. */
+NEXAR_EXTERN int nexar_issend(nexar_comm_t *comm, const void *buf, size_t count,
+                              nexar_dtype_t dtype, int dest, int tag,
+                              nexar_req_t **req);
+
 /* Non-blocking forms: start the operation and return a request in *req that
- * must be completed with nexar_wait/nexar_test/nexar_waitall. The buffer
- * must stay valid and untouched until then (a send buffer in device memory
- * is copied during the call and may be reused at once). Return NEXAR_OK or
- * NEXAR_ERR_INVALID_ARG / NEXAR_ERR_NOMEM / NEXAR_ERR_CLOSED, or a device
- * adapter error (NEXAR_ERR_DEVICE). */
+ * must be completed with nexar_wait/nexar_test/nexar_waitall/nexar_waitany.
+ * The buffer must stay valid and untouched until then (a send buffer in
+ * device memory is copied during the call and may be reused at once).
+ * Return NEXAR_OK or NEXAR_ERR_INVALID_ARG / NEXAR_ERR_NOMEM /
+ * NEXAR_ERR_CLOSED, or a device adapter error (NEXAR_ERR_DEVICE). */
 NEXAR_EXTERN int nexar_isend(nexar_comm_t *comm, const void *buf, size_t count,
                              nexar_dtype_t dtype, int dest, int tag,
                              nexar_req_t **req);
@@ -499,6 +556,77 @@ NEXAR_EXTERN int nexar_test(nexar_req_t **req, int *done,
  */
 NEXAR_EXTERN int nexar_waitall(size_t n, nexar_req_t **reqs,
                                nexar_status_t *statuses);
+
+/* Index that nexar_waitany reports when every request is NULL. */
+#define NEXAR_UNDEFINED_INDEX ((size_t)-1)
+
+/*
+ * Waits until one of the |n| requests in |reqs| (NULL entries are skipped)
+ * has finished, then completes it as nexar_wait does: frees it, sets
+ * reqs[*index] = NULL and fills |status| (may be NULL). When several have
+ * finished, the lowest index is taken. The wait sleeps in the progress
+ * engine as nexar_wait does (no busy loop of its own) and ends at the
+ * earliest op-timeout deadline among the requests: that request is then
+ * cancelled and completed with NEXAR_ERR_TIMEOUT, and its index reported.
+ * Every request must belong to one context. All entries NULL (or n = 0):
+ * *index = NEXAR_UNDEFINED_INDEX, |status| empty (source NEXAR_ANY_SOURCE,
+ * tag NEXAR_ANY_TAG, error NEXAR_OK) and NEXAR_OK at once.
+ * Returns the completed request's result (as nexar_wait); or
+ * NEXAR_ERR_INVALID_ARG, with nothing completed, for a NULL |index|, a
+ * NULL |reqs| with n > 0, or requests of different contexts.
+ * Thread-safety: as nexar_wait; a request must not be waited for by two
+ * threads at once.
+ */
+NEXAR_EXTERN int nexar_waitany(size_t n, nexar_req_t **reqs, size_t *index,
+                               nexar_status_t *status);
+
+/*
+ * Asks to cancel the pending request |req| (MPI_Cancel). A receive that no
+ * message has been matched to yet is removed from the posted receives and
+ * finishes with NEXAR_ERR_CANCELLED: its nexar_wait / nexar_test returns
+ * NEXAR_ERR_CANCELLED (status->error too), its buffer is untouched, and
+ * the message it would have matched goes to the next matching receive. A
+ * receive already matched, a send, a collective or an RPC call is not
+ * affected and completes as usual. Either way the request must still be
+ * completed with nexar_wait / nexar_test / nexar_waitall / nexar_waitany.
+ * Returns NEXAR_OK, or NEXAR_ERR_INVALID_ARG for a NULL |req|.
+ * Thread-safe: may be called while another thread waits for |req|.
+ */
+NEXAR_EXTERN int nexar_cancel(nexar_req_t *req);
+
+/*
+ * Non-blocking probe (MPI_Iprobe): looks whether a message from |source|
+ * (a rank of |comm|, or NEXAR_ANY_SOURCE) with |tag| (0..NEXAR_TAG_MAX, or
+ * NEXAR_ANY_TAG) can be received now. If so, *flag = 1 and |status| (may
+ * be NULL) gets its source, tag and length in bytes (status->bytes: the
+ * whole message, however much of it has arrived); else *flag = 0. The
+ * message stays queued: it is the one a receive with the same source and
+ * tag posted next by this thread gets (MPI matching order: messages in
+ * arrival order, FIFO per source, tag and communicator; a receive posted
+ * earlier and still pending takes a message before the probe sees it).
+ * Each call makes one progress pass when the engine is free, so a loop of
+ * nexar_iprobe sees new messages arrive.
+ * Returns NEXAR_OK (with *flag 0 or 1); NEXAR_ERR_INVALID_ARG (NULL
+ * |comm| or |flag|, a bad rank or tag); NEXAR_ERR_REVOKED (or the code
+ * the communicator was revoked with) as for any operation on a revoked
+ * communicator. Thread-safe.
+ */
+NEXAR_EXTERN int nexar_iprobe(nexar_comm_t *comm, int source, int tag,
+                              int *flag, nexar_status_t *status);
+
+/*
+ * Blocking probe (MPI_Probe): waits until a message as nexar_iprobe
+ * describes can be received, and reports it in |status| (may be NULL)
+ * without receiving it. Waits at most the op timeout (NEXAR_OP_TIMEOUT_MS)
+ * in the progress engine. Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG (as
+ * nexar_iprobe); NEXAR_ERR_TIMEOUT; NEXAR_ERR_PEER_FAILED when the named
+ * source (or, for NEXAR_ANY_SOURCE, any member of |comm|) failed;
+ * NEXAR_ERR_REVOKED; NEXAR_ERR_NOMEM. Thread-safe; with several threads
+ * receiving on |comm|, another thread may receive the probed message
+ * first.
+ */
+NEXAR_EXTERN int nexar_probe(nexar_comm_t *comm, int source, int tag,
+                             nexar_status_t *status);
 
 /* ------------------------------------------------------------------ */
 /* Collectives.

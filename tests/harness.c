@@ -119,6 +119,13 @@ int nt_join_world(nexar_ctx_t **ctx, nexar_comm_t **world, int *rank,
   return NEXAR_OK;
 }
 
+int nt_run_case(const nt_opts_t *o, nt_worker_fn fn, int c, const char *name) {
+  int rc = nt_run(o, fn, &c);
+  printf("%s %s world=%d\n", rc ? "FAIL" : "ok", name, o->world_size);
+  fflush(stdout);
+  return rc ? 1 : 0;
+}
+
 double nt_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -131,6 +138,20 @@ int64_t nt_ival(int r, int i) {
 
 double nt_dval(int r, size_t i) {
   return (double)((r + 1) * (int)(i % 1000)) + 0.25 * r;
+}
+
+static uint8_t pat(size_t i, unsigned seed) {
+  return (uint8_t)(i * 131u + seed * 7u + (i >> 8) + (i >> 16) * 3u);
+}
+
+void nt_fill(uint8_t *b, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) b[i] = pat(i, seed);
+}
+
+size_t nt_check_fill(const uint8_t *b, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != pat(i, seed)) return i;
+  return n;
 }
 
 int nt_check_allgather(nexar_comm_t *w, int r, int n) {

@@ -73,6 +73,13 @@ extern int nt_worker_index;
 int nt_run(const nt_opts_t *o, nt_worker_fn fn, void *arg);
 
 /*
+ * nt_run(o, fn, &c) for the test case numbered |c| and called |name| (fn
+ * reads *(int *)arg): prints "ok NAME world=N" or "FAIL NAME world=N" and
+ * returns 0 or 1.
+ */
+int nt_run_case(const nt_opts_t *o, nt_worker_fn fn, int c, const char *name);
+
+/*
  * In a worker: joins the cluster with nexar_init(NULL, ctx), i.e. from the
  * environment nt_run set up. Returns nexar_init's result; on failure prints
  * the code name, nexar_strerror and nexar_last_error().
@@ -98,6 +105,10 @@ long nt_rss_kb(void);
  * sums exactly in any order (small multiples of 1/4). */
 int64_t nt_ival(int r, int i);
 double nt_dval(int r, size_t i);
+/* Test bytes: fills |n| bytes with the pattern of |seed|; the index of the
+ * first byte of |b| that differs from it, or |n| when none does. */
+void nt_fill(uint8_t *b, size_t n, unsigned seed);
+size_t nt_check_fill(const uint8_t *b, size_t n, unsigned seed);
 /* Allgathers {nt_ival(r, 0), nt_ival(r, 1), r} on |w| (rank |r| of |n|, at
  * most 64) and checks every slot. Returns 0, or 1 after reporting. */
 int nt_check_allgather(nexar_comm_t *w, int r, int n);

@@ -16,21 +16,6 @@
 
 enum { C_RING, C_ORDER, C_ANY, C_TRUNC, C_ZERO, C_BIG, C_MANY, C_BIDIR };
 
-static uint8_t pat(size_t i, unsigned seed) {
-  return (uint8_t)(i * 131u + seed * 7u + (i >> 8) + (i >> 16) * 3u);
-}
-
-static void fill(uint8_t *b, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++) b[i] = pat(i, seed);
-}
-
-/* Index of the first mismatch, or n when all bytes match. */
-static size_t check_pat(const uint8_t *b, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != pat(i, seed)) return i;
-  return n;
-}
-
 static int case_ring(nexar_comm_t *w, int r, int n) {
   int v = r * 10 + 3, got = -1;
   nexar_status_t st;
@@ -88,8 +73,8 @@ static int case_trunc(nexar_comm_t *w, int r, int n) {
   int dst = n > 1 ? 1 : 0;
   uint8_t big[100], small[50], next[16];
   nexar_req_t *reqs[2] = {0};
-  fill(big, sizeof big, 5);
-  fill(next, sizeof next, 6);
+  nt_fill(big, sizeof big, 5);
+  nt_fill(next, sizeof next, 6);
   if (r == 0) {
     NT_OKC(w, nexar_isend(w, big, sizeof big, NEXAR_BYTE, dst, 5, &reqs[0]));
     NT_OKC(w, nexar_isend(w, next, sizeof next, NEXAR_BYTE, dst, 5, &reqs[1]));
@@ -100,10 +85,10 @@ static int case_trunc(nexar_comm_t *w, int r, int n) {
     int rc = nexar_recv(w, small, sizeof small, NEXAR_BYTE, 0, 5, &st);
     NT_CHECKF(rc == NEXAR_ERR_TRUNCATE, "rc %s", nexar_err_name(rc));
     NT_CHECKF(st.bytes == 100, "status.bytes %zu", st.bytes);
-    NT_CHECKF(check_pat(small, 50, 5) == 50, "first 50 bytes differ");
+    NT_CHECKF(nt_check_fill(small, 50, 5) == 50, "first 50 bytes differ");
     uint8_t got[16] = {0};
     NT_OKC(w, nexar_recv(w, got, sizeof got, NEXAR_BYTE, 0, 5, &st));
-    NT_CHECKF(st.bytes == 16 && check_pat(got, 16, 6) == 16,
+    NT_CHECKF(st.bytes == 16 && nt_check_fill(got, 16, 6) == 16,
               "follow-up message wrong (bytes %zu)", st.bytes);
   }
   if (r == 0) NT_OKC(w, nexar_waitall(2, reqs, NULL));
@@ -142,7 +127,7 @@ static int case_big(nexar_comm_t *w, int r) {
       size_t n = sizes[i];
       unsigned seed = 42 + i * 2 + (unsigned)late;
       if (r == 0) {
-        fill(b, n, seed);
+        nt_fill(b, n, seed);
         NT_OKC(w, nexar_send(w, b, n, NEXAR_BYTE, 1, 1));
       } else {
         if (late) {
@@ -153,7 +138,7 @@ static int case_big(nexar_comm_t *w, int r) {
         nexar_status_t st;
         NT_OKC(w, nexar_recv(w, b, n, NEXAR_BYTE, 0, 1, &st));
         NT_CHECKF(st.bytes == n, "bytes %zu of %zu", st.bytes, n);
-        size_t bad = check_pat(b, n, seed);
+        size_t bad = nt_check_fill(b, n, seed);
         NT_CHECKF(bad == n, "%zu-byte message: mismatch at byte %zu", n, bad);
       }
     }
@@ -223,7 +208,7 @@ static int case_bidir(nexar_comm_t *w, int r, int n) {
     size_t off = per * (size_t)p;
     for (int k = 0; k < BIDIR_MSGS; k++) {
       size_t s = bidir_size(k);
-      fill(sbuf + off, s, (unsigned)(r * 100 + p * 10 + k));
+      nt_fill(sbuf + off, s, (unsigned)(r * 100 + p * 10 + k));
       NT_OKC(w, nexar_isend(w, sbuf + off, s, NEXAR_BYTE, p, k, &reqs[q++]));
       off += s;
     }
@@ -234,7 +219,8 @@ static int case_bidir(nexar_comm_t *w, int r, int n) {
     size_t off = per * (size_t)p;
     for (int k = 0; k < BIDIR_MSGS; k++) {
       size_t s = bidir_size(k);
-      size_t bad = check_pat(rbuf + off, s, (unsigned)(p * 100 + r * 10 + k));
+      size_t bad =
+          nt_check_fill(rbuf + off, s, (unsigned)(p * 100 + r * 10 + k));
       NT_CHECKF(bad == s, "from %d msg %d (%zu B): mismatch at %zu", p, k, s,
                 bad);
       off += s;
@@ -297,10 +283,7 @@ static const char *const names[] = {"ring",
 
 static int run_case(int c, int world, int timeout_ms) {
   nt_opts_t o = {.world_size = world, .timeout_ms = timeout_ms};
-  int rc = nt_run(&o, worker, &c);
-  printf("%s %s world=%d\n", rc ? "FAIL" : "ok", names[c], world);
-  fflush(stdout);
-  return rc ? 1 : 0;
+  return nt_run_case(&o, worker, c, names[c]);
 }
 
 int main(void) {

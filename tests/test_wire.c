@@ -393,12 +393,42 @@ static void test_hdr_rules(void **state) {
   assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
                    NEXAR_ERR_PROTO);
   assert_string_equal(why, "coll_seq");
+  /* P2P modes (step): standard, synchronous, match acknowledgement, group
+   * creation; nothing above. */
   h = sample_p2p();
-  h.step = 1;
+  for (uint32_t mode = NEXAR__P2P_STANDARD; mode <= NEXAR__P2P_GROUP; mode++) {
+    if (mode == NEXAR__P2P_MATCHED) continue;
+    h.step = mode;
+    nexar__hdr_encode(&h, b);
+    assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                     NEXAR__HDR_BYTES);
+    assert_int_equal(d.step, mode);
+  }
+  h.step = NEXAR__P2P_GROUP + 1;
   nexar__hdr_encode(&h, b);
   assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
                    NEXAR_ERR_PROTO);
   assert_string_equal(why, "step");
+  /* A match acknowledgement: control lane, tag 0, no payload, coll_seq =
+   * the acknowledged seq; anything else is refused. */
+  h = sample_p2p();
+  h.step = NEXAR__P2P_MATCHED;
+  h.lane = NEXAR__LANE_CONTROL;
+  h.tag = 0;
+  h.payload_len = 0;
+  h.coll_seq = UINT64_MAX;
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                   NEXAR__HDR_BYTES);
+  assert_true(d.coll_seq == UINT64_MAX);
+  expect_hdr_reject(&h, 4, NEXAR__LANE_DATA, "lane");
+  expect_hdr_reject(&h, 20, 1, "tag");
+  expect_hdr_reject(&h, 56, 1, "payload_len");
+  h.step = NEXAR__P2P_SYNC; /* coll_seq is the acknowledgement's only */
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                   NEXAR_ERR_PROTO);
+  assert_string_equal(why, "coll_seq");
   h = sample_p2p();
   h.count = 1;
   nexar__hdr_encode(&h, b);
@@ -412,7 +442,9 @@ static void test_hdr_rules(void **state) {
   h.tag = 0;
   for (size_t off = 32; off < 56; off++) {
     if (off >= 44 && off < 48) continue; /* algo, tested above */
-    assert_int_equal(hdr_try(&h, off, 1, &why), NEXAR_ERR_PROTO);
+    /* The step's low byte: 1..3 are modes, 4 is not. */
+    assert_int_equal(hdr_try(&h, off, off == 40 ? 4 : 1, &why),
+                     NEXAR_ERR_PROTO);
   }
   assert_int_equal(hdr_try(&h, 23, 0x80, &why), NEXAR_ERR_PROTO);
   assert_string_equal(why, "tag");

@@ -28,6 +28,11 @@ add_test(NAME test_perf COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_perf.sh
 math(EXPR t "120 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
 set_tests_properties(test_perf PROPERTIES TIMEOUT ${t})
 nexar_test(test_p2p 300 test_p2p.c)
+# MPI-style p2p and communicators: probe/iprobe, ssend/issend, cancel,
+# waitany, comm_create_group; over shared memory here, over QUIC in
+# test_p2p_mpi_quic (below).
+nexar_test(test_p2p_mpi 180 test_p2p_mpi.c)
+set_tests_properties(test_p2p_mpi PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
 nexar_test(test_coll 300 test_coll.c)
 nexar_test(test_coll_algos 300 test_coll_algos.c)
 # Two-level collectives on fake hosts (NEXAR_HOST_KEY), bit-exact.
@@ -141,7 +146,7 @@ nexar_test(test_shm_ring 60 test_shm_ring.c shm_procs.c)
 # p2p, collective and lane suites over QUIC as well.
 set_tests_properties(test_backpressure test_streams test_ft_net PROPERTIES
   ENVIRONMENT NEXAR_TRANSPORT=quic)
-foreach(t test_p2p test_coll test_lanes)
+foreach(t test_p2p test_p2p_mpi test_coll test_lanes)
   add_test(NAME ${t}_quic COMMAND ${t})
   get_test_property(${t} TIMEOUT tmo)
   set_tests_properties(${t}_quic PROPERTIES TIMEOUT ${tmo}

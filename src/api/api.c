@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "cluster/cluster.h"
 #include "coll/sched.h"
 #include "rpc/rpc_int.h"
@@ -287,6 +288,32 @@ static int unregister_fn(nexar__req_t *ctl) {
   return 0;
 }
 
+nexar_comm_t *nexar__api_comm_alloc(nexar_ctx_t *ctx, uint64_t id, int n) {
+  nexar_comm_t *c = nexar__comm_new(ctx);
+  if (c) c->world_ranks = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+  if (!c || !c->world_ranks) {
+    nexar__comm_free(c);
+    return NULL;
+  }
+  c->id = id;
+  c->size = n;
+  return c;
+}
+
+int nexar__api_comm_add(nexar_comm_t **pc) {
+  int rc = nexar__ep_call(&(*pc)->ctx->ep, register_fn, *pc, UINT64_MAX);
+  if (rc < 0) {
+    nexar__comm_free(*pc);
+    *pc = NULL;
+  }
+  return rc;
+}
+
+void nexar__api_comm_drop(nexar_comm_t *c) {
+  nexar__ep_call(&c->ctx->ep, unregister_fn, c, UINT64_MAX);
+  nexar__comm_free(c);
+}
+
 typedef struct {
   int64_t key;
   int prank;
@@ -341,24 +368,15 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
   nexar_comm_t *c = NULL;
   if (color != NEXAR_UNDEFINED) {
     qsort(mem, (size_t)cnt, sizeof(*mem), member_cmp);
-    c = nexar__comm_new(ctx);
-    if (c) c->world_ranks = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(int));
-    if (!c || !c->world_ranks) {
-      nexar__comm_free(c);
-      c = NULL;
+    c = nexar__api_comm_alloc(ctx, id, cnt);
+    if (!c) {
       rc = NEXAR_ERR_NOMEM;
     } else {
-      c->id = id;
-      c->size = cnt;
       for (int i = 0; i < cnt; i++) {
         c->world_ranks[i] = comm->world_ranks[mem[i].prank];
         if (mem[i].prank == comm->rank) c->rank = i;
       }
-      rc = nexar__ep_call(&ctx->ep, register_fn, c, UINT64_MAX);
-      if (rc < 0) {
-        nexar__comm_free(c);
-        c = NULL;
-      }
+      rc = nexar__api_comm_add(&c);
     }
   }
   free(mem);
@@ -367,10 +385,7 @@ int nexar_comm_split(nexar_comm_t *comm, int color, int key,
   int brc = nexar_barrier(comm);
   if (rc == 0 && brc < 0) rc = brc;
   if (rc < 0) {
-    if (c) {
-      nexar__ep_call(&ctx->ep, unregister_fn, c, UINT64_MAX);
-      nexar__comm_free(c);
-    }
+    if (c) nexar__api_comm_drop(c);
     return rc;
   }
   *newcomm = c;
@@ -392,110 +407,9 @@ int nexar_comm_free(nexar_comm_t **pcomm) {
   }
   /* Collective: once every member is here, nothing more is sent on it. */
   int rc = c->size > 1 ? nexar_barrier(c) : NEXAR_OK;
-  nexar__ep_call(&c->ctx->ep, unregister_fn, c, UINT64_MAX);
-  nexar__comm_free(c);
+  nexar__api_comm_drop(c);
   *pcomm = NULL;
   return rc < 0 ? rc : NEXAR_OK;
-}
-
-/* ---- Requests ---- */
-
-/* ---- Point-to-point ---- */
-
-static int p2p_req(nexar_comm_t *comm, const void *buf, size_t count,
-                   nexar_dtype_t dtype, int peer, int tag, bool send,
-                   nexar__req_t **out) {
-  if (!comm || !out) return NEXAR_ERR_INVALID_ARG;
-  size_t es = nexar_dtype_size(dtype);
-  if (!es || (count && !buf)) {
-    nexar__comm_set_error(comm, "rank %d: %s: invalid dtype %d or NULL buffer",
-                          comm->rank, send ? "send" : "recv", (int)dtype);
-    return NEXAR_ERR_INVALID_ARG;
-  }
-  bool any_src = !send && peer == NEXAR_ANY_SOURCE;
-  bool any_tag = !send && tag == NEXAR_ANY_TAG;
-  if ((!any_src && (peer < 0 || peer >= comm->size)) ||
-      (!any_tag && (tag < 0 || tag > NEXAR_TAG_MAX)) ||
-      count > UINT64_MAX / es) {
-    nexar__comm_set_error(comm,
-                          "rank %d: %s: invalid peer rank %d (world size %d) "
-                          "or tag %d",
-                          comm->rank, send ? "send" : "recv", peer, comm->size,
-                          tag);
-    return NEXAR_ERR_INVALID_ARG;
-  }
-  /* Device memory: a send is copied to a bounce buffer now, a receive
-   * lands in one and is copied back at completion. */
-  uint8_t *hbuf = (uint8_t *)(uintptr_t)buf;
-  uint64_t bytes = (uint64_t)count * es;
-  nexar__stage_t *stage = NULL;
-  nexar__dev_t *dev = &comm->ctx->dev;
-  if (bytes && !nexar__dev_host_only(dev)) {
-    const char *what = send ? "send" : "recv";
-    const char *role = send ? "send" : "receive";
-    int kind = nexar__dev_classify(dev, comm, what, role, buf, bytes);
-    if (kind < 0) return kind;
-    if (kind == NEXAR_MEM_DEVICE) {
-      nexar__region_t all = {0, bytes};
-      int rc = nexar__stage_add(&stage, dev, comm, what, role, hbuf, bytes,
-                                &all, send ? 1 : 0, &all, send ? 0 : 1, &hbuf);
-      if (rc < 0) {
-        nexar__stage_abort(stage);
-        return rc;
-      }
-    }
-  }
-  nexar__req_t *r = nexar__zalloc(sizeof(*r));
-  if (!r) {
-    nexar__stage_abort(stage);
-    return NEXAR_ERR_NOMEM;
-  }
-  r->stage = stage;
-  r->kind = send ? NEXAR__REQ_SEND : NEXAR__REQ_RECV;
-  r->comm = comm;
-  r->comm_peer = peer;
-  r->peer = any_src ? NEXAR_ANY_SOURCE : comm->world_ranks[peer];
-  r->t_start = nexar__now();
-  r->tag = tag;
-  r->lane = NEXAR__LANE_DATA;
-  r->buf = hbuf;
-  r->cap = bytes;
-  r->st.source = peer;
-  r->st.tag = tag;
-  if (send) {
-    r->hdr.kind = NEXAR__KIND_P2P;
-    r->hdr.comm_id = comm->id;
-    r->hdr.src_rank = (uint32_t)comm->rank;
-    r->hdr.tag = (uint32_t)tag;
-    r->hdr.dtype = (uint8_t)dtype;
-  }
-  nexar__ep_post(&comm->ctx->ep, r);
-  *out = r;
-  return NEXAR_OK;
-}
-
-int nexar_isend(nexar_comm_t *comm, const void *buf, size_t count,
-                nexar_dtype_t dtype, int dest, int tag, nexar_req_t **req) {
-  return p2p_req(comm, buf, count, dtype, dest, tag, true, req);
-}
-
-int nexar_irecv(nexar_comm_t *comm, void *buf, size_t count,
-                nexar_dtype_t dtype, int source, int tag, nexar_req_t **req) {
-  return p2p_req(comm, buf, count, dtype, source, tag, false, req);
-}
-
-int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
-               nexar_dtype_t dtype, int dest, int tag) {
-  nexar__req_t *r;
-  int rc = nexar_isend(comm, buf, count, dtype, dest, tag, &r);
-  return rc < 0 ? rc : nexar_wait(&r, NULL);
-}
-
-int nexar_recv(nexar_comm_t *comm, void *buf, size_t count, nexar_dtype_t dtype,
-               int source, int tag, nexar_status_t *status) {
-  nexar__req_t *r;
-  int rc = nexar_irecv(comm, buf, count, dtype, source, tag, &r);
-  return rc < 0 ? rc : nexar_wait(&r, status);
 }
 
 /* ---- Finalize ---- */

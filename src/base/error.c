@@ -27,6 +27,7 @@
   X(NEXAR_ERR_RPC_BUSY, "RPC queue of the callee is full")             \
   X(NEXAR_ERR_ABORTED, "nexar_abort was called")                       \
   X(NEXAR_ERR_EXCLUDED, "this process was declared failed and fenced") \
+  X(NEXAR_ERR_CANCELLED, "the request was cancelled")                  \
   X(NEXAR_ERR_INTERNAL, "internal error")
 
 const char *nexar_strerror(int code) {
@@ -56,6 +57,7 @@ int nexar_err_is_fatal(int code) {
     case NEXAR_ERR_RPC_UNKNOWN_FN:
     case NEXAR_ERR_RPC_HANDLER:
     case NEXAR_ERR_RPC_BUSY:
+    case NEXAR_ERR_CANCELLED:
       return 0;
     default:
       return 1;

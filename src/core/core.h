@@ -48,6 +48,13 @@ struct nexar_req {
   uint64_t cap;     /* receive capacity / send length in bytes */
   nexar__hdr_t hdr; /* send: header to send; recv (coll): expected */
   bool is_coll;
+  /* A probe (nexar_probe): posted like a receive, it completes with the
+   * status of the first message it matches and leaves that message to
+   * the receives. */
+  bool probe;
+  /* A synchronous-mode send (nexar_issend): NEXAR__SYNC_* bits
+   * (p2p/p2p.h); 0 for every other request. */
+  uint8_t sync;
   /* A collective's folding receive: payload is combined into buf (whole
    * elements of fold_es bytes) instead of copied; NULL: copied. */
   void (*fold)(const struct nexar_req *r, uint8_t *dst, const uint8_t *src,
@@ -83,6 +90,8 @@ struct nexar_comm {
   nexar__req_t *posted_tail;
   nexar__imsg_t *unexp; /* unexpected messages, in arrival order */
   nexar__imsg_t *unexp_tail;
+  /* Synchronous sends whose match acknowledgement has not come yet. */
+  nexar__req_t *ssend;
   pthread_mutex_t err_mu;
   char last_error[NEXAR__ERRMSG_MAX];
   /* Collectives (progress thread). */
@@ -286,6 +295,10 @@ void nexar__req_complete(nexar__req_t *req, int rc);
  * driving progress itself while no other caller does. Returns 0 when
  * done, NEXAR_ERR_TIMEOUT otherwise. */
 int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline);
+/* User thread: as nexar__req_wait, until any of the |n| requests (NULL
+ * entries skipped) is done. */
+int nexar__req_wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
+                        uint64_t deadline);
 /* User thread: runs |fn| in the engine and waits for it. */
 int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
                    uint64_t deadline);

@@ -173,6 +173,13 @@ static bool req_done(const nexar__req_t *req) {
   return atomic_load_explicit(&req->done, memory_order_acquire);
 }
 
+/* Whether one of the |n| requests (NULL entries skipped) is done. */
+static bool any_done(nexar__req_t *const *reqs, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (reqs[i] && req_done(reqs[i])) return true;
+  return false;
+}
+
 static struct timespec ns_to_ts(uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ull),
                         (long)(ns % 1000000000ull)};
@@ -186,19 +193,20 @@ static bool data_waiting(nexar__ep_t *ep) {
   return false;
 }
 
-/* Runs passes on the calling thread, which has set ep->driving, until |req|
- * is done or |deadline|, sleeping in poll on the socket and the kick eventfd
- * between them; clears ep->driving at the end. */
+/* Runs passes on the calling thread, which has set ep->driving, until one
+ * of the |n| requests |reqs| is done or |deadline|, sleeping in poll on the
+ * socket and the kick eventfd between them; clears ep->driving at the end. */
 #define CLOCK_EVERY 16u /* polls between clock reads while spinning */
 #define UNLOCK_EVERY 8u /* polls between letting go of the engine lock */
 
-static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
+static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
+                  uint64_t deadline) {
   pthread_mutex_lock(&ep->emu);
   uint64_t spin_until = nexar__now() + ep->spin_ns;
   unsigned polls = 0;
   for (;;) {
     ep_input(ep);
-    if (req_done(req) && !ep->rx_more && !data_waiting(ep)) {
+    if (any_done(reqs, n) && !ep->rx_more && !data_waiting(ep)) {
       /* Our request is done: leave the writes this pass would make (ACKs,
        * credit) for the caller's next call, whose packet carries them, or
        * for the progress thread within the ACK delay we advertise. A
@@ -207,7 +215,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
       break;
     }
     ep->due = ep_output(ep);
-    if (req_done(req) || atomic_load(&ep->stop)) break;
+    if (any_done(reqs, n) || atomic_load(&ep->stop)) break;
     uint64_t now = ep->run.pass_end; /* read as the pass ended */
     if (now >= deadline) break;
     if (now < spin_until) {
@@ -227,7 +235,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
         }
         /* The clock costs as much as a poll: read every CLOCK_EVERY. */
         if (polls % CLOCK_EVERY == 0) now = nexar__now();
-      } while (now < spin_until && now < ep->due && !req_done(req) &&
+      } while (now < spin_until && now < ep->due && !any_done(reqs, n) &&
                !ops_queued(ep) && !ep_ready(ep, now));
       continue;
     }
@@ -267,12 +275,18 @@ static void drive(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
 }
 
 int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
-  while (!req_done(req)) {
-    if (nexar__now() >= deadline) return req_done(req) ? 0 : NEXAR_ERR_TIMEOUT;
+  return nexar__req_wait_any(ep, &req, 1, deadline);
+}
+
+int nexar__req_wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
+                        uint64_t deadline) {
+  while (!any_done(reqs, n)) {
+    if (nexar__now() >= deadline)
+      return any_done(reqs, n) ? 0 : NEXAR_ERR_TIMEOUT;
     bool idle = false;
     if (atomic_compare_exchange_strong(&ep->driving, &idle, true)) {
       /* One caller drives at a time; the others wait for completions. */
-      drive(ep, req, deadline);
+      drive(ep, reqs, n, deadline);
       pthread_mutex_lock(&ep->cmu);
       if (ep->waiters) pthread_cond_broadcast(&ep->ccv);
       pthread_mutex_unlock(&ep->cmu);
@@ -283,7 +297,7 @@ int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
     struct timespec ts = ns_to_ts(deadline);
     pthread_mutex_lock(&ep->cmu);
     ep->waiters++;
-    while (!req_done(req) && atomic_load(&ep->driving) &&
+    while (!any_done(reqs, n) && atomic_load(&ep->driving) &&
            pthread_cond_timedwait(&ep->ccv, &ep->cmu, &ts) != ETIMEDOUT) {
     }
     ep->waiters--;

@@ -94,3 +94,48 @@ int nexar_waitall(size_t n, nexar__req_t **reqs, nexar_status_t *statuses) {
   }
   return first;
 }
+
+int nexar_waitany(size_t n, nexar__req_t **reqs, size_t *index,
+                  nexar_status_t *status) {
+  if (!index || (n && !reqs)) return NEXAR_ERR_INVALID_ARG;
+  *index = NEXAR_UNDEFINED_INDEX;
+  nexar__req_t *first = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (!reqs[i]) continue;
+    if (!first) first = reqs[i];
+    if (reqs[i]->comm->ctx != first->comm->ctx) return NEXAR_ERR_INVALID_ARG;
+  }
+  if (!first) {
+    if (status)
+      *status =
+          (nexar_status_t){.source = NEXAR_ANY_SOURCE, .tag = NEXAR_ANY_TAG};
+    return NEXAR_OK;
+  }
+  nexar_ctx_t *ctx = first->comm->ctx;
+  bool lent = false;
+  for (;;) {
+    /* The request that finished first in index order, else the one whose
+     * deadline comes first. */
+    size_t soon = n;
+    for (size_t i = 0; i < n; i++) {
+      if (!reqs[i]) continue;
+      if (atomic_load_explicit(&reqs[i]->done, memory_order_acquire)) {
+        *index = i;
+        break;
+      }
+      if (soon == n || req_deadline(reqs[i]) < req_deadline(reqs[soon]))
+        soon = i;
+      /* A handler waiting for a nested call lends its place (rpc.c). */
+      if (!lent && reqs[i]->kind == NEXAR__REQ_RPC)
+        lent = ctx->hooks->rpc_lend(ctx);
+    }
+    if (*index != NEXAR_UNDEFINED_INDEX) break;
+    if (nexar__req_wait_any(&ctx->ep, reqs, n, req_deadline(reqs[soon])) < 0) {
+      expire(reqs[soon]);
+      *index = soon;
+      break;
+    }
+  }
+  if (lent) ctx->hooks->rpc_unlend(ctx);
+  return req_finish(&reqs[*index], status);
+}

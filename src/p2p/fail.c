@@ -17,6 +17,7 @@ static void omsg_end(nexar__omsg_t *m, int rc) {
   nexar__req_t *r = m->req;
   nexar__link_t *c = m->conn;
   bool live = c && c->state == NEXAR__CS_READY;
+  if (r) nexar__p2p_sync_unlink(r); /* no acknowledgement ends it now */
   uint64_t written = m->ending ? m->end_at : m->sent;
   if (live) {
     if (m->sid >= 0 && !m->ending) nexar__link_stop_out(c, m);
@@ -40,7 +41,7 @@ static void omsg_end(nexar__omsg_t *m, int rc) {
   }
   m->req = NULL;
   r->omsg = NULL;
-  nexar__req_complete(r, rc);
+  nexar__p2p_complete(r, rc);
 }
 
 void nexar__p2p_expire(nexar__req_t *r) {
@@ -49,13 +50,19 @@ void nexar__p2p_expire(nexar__req_t *r) {
       r->comm,
       "rank %d: %s did not finish within NEXAR_OP_TIMEOUT_MS=%lld (peer "
       "rank %d); receive buffers are unspecified",
-      ctx->rank, r->kind == NEXAR__REQ_SEND ? "send" : "recv",
+      ctx->rank,
+      r->kind != NEXAR__REQ_SEND ? (r->probe ? "probe" : "recv")
+      : r->sync                  ? "synchronous send (no receive matched it)"
+                                 : "send",
       (long long)ctx->prm.op_timeout_ms, r->comm_peer);
   nexar__p2p_cancel(r, NEXAR_ERR_TIMEOUT);
 }
 
 void nexar__p2p_cancel(nexar__req_t *r, int rc) {
-  if (atomic_load(&r->done)) return;
+  if (atomic_load(&r->done)) {
+    nexar__p2p_sync_unlink(r);
+    return;
+  }
   if (r->kind == NEXAR__REQ_RECV) {
     if (r->msg) {
       r->msg->req = NULL; /* the rest of the message is discarded */
@@ -67,7 +74,7 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
     omsg_end(r->omsg, rc); /* completes r */
     return;
   }
-  nexar__req_complete(r, rc);
+  nexar__p2p_complete(r, rc); /* a synchronous send leaves its list */
 }
 
 static void fail_posted(nexar_ctx_t *ctx, nexar_comm_t *comm, int peer, int err,
@@ -113,6 +120,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
    * been the sender), on every communicator. A communicator the peer is
    * not a member of has no receive naming it; ANY_SOURCE receives there
    * fail too only when the peer is a member. */
+  nexar__p2p_sync_fail_peer(ctx, peer, err, send_why);
   fail_posted(ctx, ctx->world_comm, peer, err, why);
   for (int i = 0; i < ctx->ncomms; i++) {
     nexar_comm_t *cm = ctx->comms[i];
@@ -135,6 +143,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
 
 void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
   while (comm->posted) nexar__p2p_cancel(comm->posted, err);
+  while (comm->ssend) nexar__p2p_cancel(comm->ssend, err);
   /* Every link: a member's messages may travel on any of them. */
   for (int w = 0; ctx->peers && w < ctx->world; w++) {
     nexar__link_t *c = w == ctx->rank ? NULL : ctx->peers[w];
@@ -172,7 +181,37 @@ void nexar__p2p_conn_teardown(nexar__link_t *c) {
   }
 }
 
-/* ---- Communicator registry (engine, emu held) ---- */
+/* ---- Communicator registry and sequence state (engine, emu held) ---- */
+
+/* Sequence state entries exist only for communicators this process has
+ * registered and agreements it runs (a peer's message for an unknown id never
+ * gets this far), so the table is bounded by local state, not by the peer. The
+ * pointer returned is valid until the next call. */
+nexar__seqs_t *nexar__peer_seqs(nexar_ctx_t *ctx, int peer, uint64_t comm_id) {
+  nexar__peer_t *p = &ctx->ps[peer];
+  for (int i = 0; i < p->nseqs; i++)
+    if (p->seqs[i].comm_id == comm_id) return &p->seqs[i];
+  if (p->nseqs == p->cap_seqs) {
+    int cap = p->cap_seqs ? 2 * p->cap_seqs : 4;
+    nexar__seqs_t *n = realloc(p->seqs, (size_t)cap * sizeof(*n));
+    if (!n) return NULL;
+    p->seqs = n;
+    p->cap_seqs = cap;
+  }
+  nexar__seqs_t *s = &p->seqs[p->nseqs++];
+  memset(s, 0, sizeof(*s));
+  s->comm_id = comm_id;
+  return s;
+}
+
+void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id) {
+  nexar__peer_t *p = &ctx->ps[peer];
+  for (int i = 0; i < p->nseqs; i++) {
+    if (p->seqs[i].comm_id != id) continue;
+    p->seqs[i] = p->seqs[--p->nseqs];
+    return;
+  }
+}
 
 int nexar__comm_register(nexar_ctx_t *ctx, nexar_comm_t *comm) {
   if (ctx->ncomms == ctx->cap_comms) {
@@ -200,7 +239,9 @@ void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm) {
     nexar__p2p_unexp_remove(comm, m);
     nexar__p2p_discard(ctx, m);
   }
-  /* Receives still posted (a user error: free with requests pending). */
+  /* Receives still posted, synchronous sends still waiting (a user error:
+   * free with requests pending). */
+  while (comm->ssend) nexar__p2p_cancel(comm->ssend, NEXAR_ERR_CLOSED);
   while (comm->posted) {
     nexar__req_t *r = comm->posted;
     nexar__p2p_posted_remove(comm, r);
@@ -209,8 +250,8 @@ void nexar__comm_unregister(nexar_ctx_t *ctx, nexar_comm_t *comm) {
   /* End-to-end state of the comm with each member: waiting headers and
    * sequences. */
   for (int k = 0; ctx->ps && k < comm->size; k++) {
-    int w = comm->world_ranks[k];
-    if (w == ctx->rank) continue;
+    int w = comm->world_ranks[k]; /* this process too: its synchronous
+                                     sends to itself are numbered */
     for (nexar__imsg_t *m = ctx->ps[w].reorder, *next; m; m = next) {
       next = m->next;
       if (m->hdr.comm_id != comm->id) continue;

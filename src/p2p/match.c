@@ -23,27 +23,6 @@
 
 #define EAGER_COPY_CAP (16u << 20) /* eager copies in flight per peer */
 
-/* Entries exist only for communicators this process has registered and
- * agreements it runs (a peer's message for an unknown id never gets this
- * far), so the table is bounded by local state, not by the peer. The
- * pointer returned is valid until the next call. */
-nexar__seqs_t *nexar__peer_seqs(nexar_ctx_t *ctx, int peer, uint64_t comm_id) {
-  nexar__peer_t *p = &ctx->ps[peer];
-  for (int i = 0; i < p->nseqs; i++)
-    if (p->seqs[i].comm_id == comm_id) return &p->seqs[i];
-  if (p->nseqs == p->cap_seqs) {
-    int cap = p->cap_seqs ? 2 * p->cap_seqs : 4;
-    nexar__seqs_t *n = realloc(p->seqs, (size_t)cap * sizeof(*n));
-    if (!n) return NULL;
-    p->seqs = n;
-    p->cap_seqs = cap;
-  }
-  nexar__seqs_t *s = &p->seqs[p->nseqs++];
-  memset(s, 0, sizeof(*s));
-  s->comm_id = comm_id;
-  return s;
-}
-
 bool nexar__peer_gone(nexar_ctx_t *ctx, int peer) {
   if (ctx->dead && ctx->dead[peer]) return true;
   if (!nexar__topo_adjacent(&ctx->topo, ctx->rank, peer))
@@ -75,7 +54,7 @@ void nexar__omsg_acked(nexar__link_t *c, nexar__omsg_t *m) {
     m->req = NULL;
     r->omsg = NULL;
     r->st.bytes = m->ending ? 0 : m->len;
-    nexar__req_complete(r, m->ending ? m->end_rc : NEXAR_OK);
+    nexar__p2p_complete(r, m->ending ? m->end_rc : NEXAR_OK);
   }
 }
 
@@ -198,7 +177,7 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
     if (req) req->omsg = m;
   } else if (req) {
     req->st.bytes = len;
-    nexar__req_complete(req, NEXAR_OK);
+    nexar__p2p_complete(req, NEXAR_OK);
   }
   return 0;
 fail:
@@ -245,12 +224,15 @@ static int src_comm_rank(const nexar__imsg_t *m) {
   return (int)m->hdr.src_rank;
 }
 
-static bool matches(const nexar__req_t *r, const nexar__imsg_t *m) {
+bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m) {
   const nexar__hdr_t *h = &m->hdr;
   if (r->is_coll != (h->kind == NEXAR__KIND_COLL)) return false;
   if (r->is_coll)
     return r->comm_peer == src_comm_rank(m) && r->hdr.coll_seq == h->coll_seq &&
            r->hdr.step == h->step;
+  /* Group-creation messages meet the library's receives only. */
+  if ((h->step == NEXAR__P2P_GROUP) != (r->hdr.step == NEXAR__P2P_GROUP))
+    return false;
   return (r->comm_peer == NEXAR_ANY_SOURCE ||
           r->comm_peer == src_comm_rank(m)) &&
          (r->tag == NEXAR_ANY_TAG || (uint32_t)r->tag == h->tag);
@@ -397,6 +379,8 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   m->req = r;
   r->msg = m;
   m->state = NEXAR__IM_MATCHED;
+  if (m->hdr.kind == NEXAR__KIND_P2P && m->hdr.step == NEXAR__P2P_SYNC)
+    nexar__p2p_ack_match(ctx, r->comm, m);
   if (m->buf_len) copy_in(m, 0, m->buf, m->buf_len);
   free(m->buf);
   m->buf = NULL;
@@ -411,15 +395,6 @@ void nexar__p2p_bind(nexar__imsg_t *m, nexar__req_t *r) {
 
 void nexar__p2p_discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   discard(ctx, m);
-}
-
-void nexar__peer_forget_seqs(nexar_ctx_t *ctx, int peer, uint64_t id) {
-  nexar__peer_t *p = &ctx->ps[peer];
-  for (int i = 0; i < p->nseqs; i++) {
-    if (p->seqs[i].comm_id != id) continue;
-    p->seqs[i] = p->seqs[--p->nseqs];
-    return;
-  }
 }
 
 static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
@@ -446,12 +421,21 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     ctx->hooks->rpc_header(ctx, comm, m);
     return;
   }
-  for (nexar__req_t *r = comm->posted; r; r = r->next) {
-    if (matches(r, m)) {
-      nexar__p2p_posted_remove(comm, r);
-      bind_msg(m, r);
-      return;
+  if (m->hdr.kind == NEXAR__KIND_P2P && m->hdr.step == NEXAR__P2P_MATCHED) {
+    nexar__p2p_on_matched(comm, m->origin, m->hdr.coll_seq);
+    discard(ctx, m);
+    return;
+  }
+  for (nexar__req_t *r = comm->posted, *next; r; r = next) {
+    next = r->next;
+    if (!nexar__p2p_matches(r, m)) continue;
+    nexar__p2p_posted_remove(comm, r);
+    if (r->probe) { /* it reports the message and leaves it to the rest */
+      nexar__p2p_probed(r, m);
+      continue;
     }
+    bind_msg(m, r);
+    return;
   }
   if (m->hdr.kind == NEXAR__KIND_COLL &&
       ctx->hooks->coll_screen(comm, &m->hdr)) {
@@ -725,6 +709,12 @@ void nexar__p2p_on_stream_close(nexar__link_t *c, nexar__imsg_t *m) {
 
 /* Receive from self: the message is copied whole and matched at once. */
 int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req) {
+  if (req->sync) {
+    /* The acknowledgement finds the send by its seq, as from a peer. */
+    nexar__seqs_t *sq = nexar__peer_seqs(ctx, ctx->rank, req->hdr.comm_id);
+    if (!sq) return NEXAR_ERR_NOMEM;
+    req->hdr.seq = sq->next_tx[req->lane]++;
+  }
   nexar__imsg_t *m = nexar__zalloc(sizeof(*m));
   if (!m) return NEXAR_ERR_NOMEM;
   m->hdr = req->hdr;
@@ -742,7 +732,7 @@ int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req) {
     m->buf_len = req->cap;
   }
   req->st.bytes = req->cap;
-  nexar__req_complete(req, NEXAR_OK);
+  nexar__p2p_complete(req, NEXAR_OK);
   on_header(ctx, m);
   return 0;
 }
@@ -750,7 +740,11 @@ int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req) {
 static void start_recv(nexar__req_t *r) {
   nexar_comm_t *comm = r->comm;
   for (nexar__imsg_t *m = comm->unexp; m; m = m->next) {
-    if (matches(r, m)) {
+    if (nexar__p2p_matches(r, m)) {
+      if (r->probe) {
+        nexar__p2p_probed(r, m);
+        return;
+      }
       nexar__p2p_unexp_remove(comm, m);
       bind_msg(m, r);
       return;
@@ -780,7 +774,8 @@ void nexar__p2p_start(nexar__req_t *req) {
     start_recv(req);
     return;
   }
+  if (req->sync) nexar__p2p_sync_link(req);
   int rc = req->peer == ctx->rank ? nexar__p2p_self_send(ctx, req)
                                   : nexar__p2p_post_send(ctx, req);
-  if (rc < 0) nexar__req_complete(req, rc);
+  if (rc < 0) nexar__p2p_complete(req, rc);
 }

@@ -171,6 +171,47 @@ bool nexar__p2p_is_ctl(const nexar__req_t *r);
 int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
                     const uint8_t *data, uint64_t len, bool copy,
                     nexar__req_t *req, nexar_comm_t *comm);
+/* match.c: whether receive (or probe) |r| matches message |m|. */
+bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m);
+
+/* ---------------- p2p/modes.c ---------------- */
+/* Bits of nexar__req_t.sync: a synchronous send (WAIT) completes once its
+ * bytes are out (SENT: copied or acknowledged by the transport) and the
+ * receiver has acknowledged the match (MATCHED); until then it is LINKED
+ * in its communicator's ssend list, found by (peer, hdr.seq). */
+#define NEXAR__SYNC_WAIT 1u
+#define NEXAR__SYNC_SENT 2u
+#define NEXAR__SYNC_MATCHED 4u
+#define NEXAR__SYNC_LINKED 8u
+/* A synchronous send starts: linked until its acknowledgement comes. */
+void nexar__p2p_sync_link(nexar__req_t *r);
+/* Unlinks |r| if it is linked. */
+void nexar__p2p_sync_unlink(nexar__req_t *r);
+/* Ends p2p request |r| with |rc|; a synchronous send that succeeded waits
+ * for its match acknowledgement as well. */
+void nexar__p2p_complete(nexar__req_t *r, int rc);
+/* Receive side: synchronous message |m| was matched on |comm|: sends the
+ * acknowledgement to its origin (at once for a message to self). */
+void nexar__p2p_ack_match(nexar_ctx_t *ctx, nexar_comm_t *comm,
+                          const nexar__imsg_t *m);
+/* Send side: stable id |from| acknowledged the match of the synchronous
+ * message |seq| it got on |comm|. */
+void nexar__p2p_on_matched(nexar_comm_t *comm, int from, uint64_t seq);
+/* Fails the synchronous sends to stable id |peer| on every communicator. */
+void nexar__p2p_sync_fail_peer(nexar_ctx_t *ctx, int peer, int err,
+                               const char *why);
+/* Probe |r| matched message |m|: completes with its status. */
+void nexar__p2p_probed(nexar__req_t *r, const nexar__imsg_t *m);
+/* Whether an unexpected message of |comm| matches (|source| comm rank or
+ * NEXAR_ANY_SOURCE, |tag| or NEXAR_ANY_TAG): the first such, the one the
+ * next receive would get, gives *st (source, tag, bytes). */
+bool nexar__p2p_peek(nexar_comm_t *comm, int source, int tag,
+                     nexar_status_t *st);
+/* Cancels receive |r| if no message is matched to it yet: it leaves the
+ * posted list and completes with NEXAR_ERR_CANCELLED. Returns whether it
+ * did. */
+bool nexar__p2p_cancel_recv(nexar__req_t *r);
+
 /* ctl.c: a control message and a mismatch notice whose header was read. */
 void nexar__p2p_ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m);
 void nexar__p2p_on_notice(nexar_ctx_t *ctx, nexar_comm_t *comm,

@@ -140,8 +140,14 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
   if (d.kind == NEXAR__KIND_P2P) {
     if (d.tag > NEXAR_TAG_MAX) return fail(why, "tag");
     if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
-    if (d.coll_seq != 0) return fail(why, "coll_seq");
-    if (d.step != 0) return fail(why, "step");
+    if (d.step > NEXAR__P2P_GROUP) return fail(why, "step");
+    if (d.step == NEXAR__P2P_MATCHED) {
+      if (d.lane != NEXAR__LANE_CONTROL) return fail(why, "lane");
+      if (d.tag != 0) return fail(why, "tag");
+      if (d.payload_len != 0) return fail(why, "payload_len");
+    } else if (d.coll_seq != 0) {
+      return fail(why, "coll_seq");
+    }
     if (d.count != 0) return fail(why, "count");
   }
   *h = d;

@@ -80,6 +80,21 @@ enum nexar__rpc_step { NEXAR__RPC_REQUEST = 0, NEXAR__RPC_RESPONSE = 1 };
 /* The largest deadline budget a request carries: INT32_MAX ms. */
 #define NEXAR__RPC_BUDGET_MAX_US (2147483647ull * 1000ull)
 
+/* P2P messages (kind NEXAR__KIND_P2P): step is the mode.
+ * STANDARD: an ordinary message. SYNC: a synchronous-mode send; the
+ * receiver answers MATCHED once a receive has matched it. MATCHED: that
+ * answer, on the control lane with no payload and tag 0; coll_seq = the
+ * data-lane seq of the SYNC message it acknowledges. GROUP: a message of
+ * nexar_comm_create_group (tag = the call's tag), matched only by the
+ * library's own receives of that call, never by the application's. Other
+ * P2P messages have coll_seq 0. */
+enum nexar__p2p_mode {
+  NEXAR__P2P_STANDARD = 0,
+  NEXAR__P2P_SYNC = 1,
+  NEXAR__P2P_MATCHED = 2,
+  NEXAR__P2P_GROUP = 3
+};
+
 /* Lanes, in the order a connection writes them: control, RPC, data
  * (quic.c). Control and RPC messages travel on unidirectional streams,
  * data on bidirectional ones, so stuck data can never take the stream
