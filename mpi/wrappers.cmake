@@ -1,0 +1,1 @@
+# Wrapper scripts: written below.
