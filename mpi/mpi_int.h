@@ -383,10 +383,12 @@ int nxm_op_native(const nxm_op_t *op, const nxm_dtype_t *t, nexar_op_t *nop,
 /* inout[i] = in[i] op inout[i] for |count| elements of |t| on this
  * process (MPI_Reduce_local semantics, "in" is the left operand), for every
  * predefined op on every predefined type it applies to (MPI_MINLOC /
- * MAXLOC on the pair types) and for user ops (the user function is called
- * with the type's handle). Works on packed (contiguous) data for derived
- * types of one basic type. Returns MPI_SUCCESS or MPI_ERR_OP (op not
- * defined for the type). */
+ * MAXLOC on the pair types) and for user ops. Predefined ops work on
+ * PACKED data (nxm_pack: count * t->nbasic elements of t->basic, no
+ * padding, so MPI_DOUBLE_INT elements are 12 bytes); user ops get the
+ * buffers as they are, in |t|'s layout (the user function is called with
+ * the type's handle). Returns MPI_SUCCESS or MPI_ERR_OP (op not defined
+ * for the type). */
 int nxm_op_apply(const nxm_op_t *op, const void *in, void *inout, size_t count,
                  const nxm_dtype_t *t);
 

@@ -131,59 +131,41 @@ int nxm_op_native(const nxm_op_t *op, const nxm_dtype_t *t, nexar_op_t *nop,
   BITS(T)          \
   return -1
 
-/* MINLOC / MAXLOC on (value, index) pairs: the better value wins; on a
- * tie the smaller index. */
-#define PAIR(S)                                                       \
-  do {                                                                \
-    const S *a = in;                                                  \
-    S *b = inout;                                                     \
-    for (size_t i = 0; i < n; i++) {                                  \
-      int take = o == 0x38 ? a[i].v < b[i].v : a[i].v > b[i].v;       \
-      if (take || (a[i].v == b[i].v && a[i].k < b[i].k)) b[i] = a[i]; \
-    }                                                                 \
-    return 0;                                                         \
+/* MINLOC / MAXLOC on packed (value, index) pairs (no padding: |es| bytes
+ * each): the better value wins; on a tie the smaller index. */
+#define PAIR(T)                                                              \
+  do {                                                                       \
+    const size_t es = sizeof(T) + sizeof(int);                               \
+    const char *a = in;                                                      \
+    char *b = inout;                                                         \
+    for (size_t i = 0; i < n; i++) {                                         \
+      T av, bv;                                                              \
+      int ak, bk;                                                            \
+      memcpy(&av, a + i * es, sizeof av);                                    \
+      memcpy(&bv, b + i * es, sizeof bv);                                    \
+      memcpy(&ak, a + i * es + sizeof(T), sizeof ak);                        \
+      memcpy(&bk, b + i * es + sizeof(T), sizeof bk);                        \
+      int take = o == 0x38 ? av < bv : av > bv;                              \
+      if (take || (av == bv && ak < bk)) memcpy(b + i * es, a + i * es, es); \
+    }                                                                        \
+    return 0;                                                                \
   } while (0)
-
-struct p_fi {
-  float v;
-  int k;
-};
-struct p_di {
-  double v;
-  int k;
-};
-struct p_li {
-  long v;
-  int k;
-};
-struct p_ii {
-  int v;
-  int k;
-};
-struct p_si {
-  short v;
-  int k;
-};
-struct p_ldi {
-  long double v;
-  int k;
-};
 
 static int kernel(int o, int tc, const void *in, void *inout, size_t n) {
   if (o == 0x38 || o == 0x39) {
     switch (tc) {
       case NXM_TC_FLOAT_INT:
-        PAIR(struct p_fi);
+        PAIR(float);
       case NXM_TC_DOUBLE_INT:
-        PAIR(struct p_di);
+        PAIR(double);
       case NXM_TC_LONG_INT:
-        PAIR(struct p_li);
+        PAIR(long);
       case NXM_TC_2INT:
-        PAIR(struct p_ii);
+        PAIR(int);
       case NXM_TC_SHORT_INT:
-        PAIR(struct p_si);
+        PAIR(short);
       case NXM_TC_LDOUBLE_INT:
-        PAIR(struct p_ldi);
+        PAIR(long double);
       default:
         return -1;
     }
