@@ -87,6 +87,7 @@ int nxm_comm_wrap(nxm_comm_t *parent, nexar_comm_t *nc, nxm_comm_t **out) {
   for (int i = 0; i < c->size; i++) nexar_comm_id_of(nc, i, &ids[i]);
   c->group = nxm_group_new(c->size, ids);
   if (!c->group) goto fail;
+  c->group->rank = c->rank; /* also while MPI_COMM_WORLD is being made */
   free(ids);
   *out = c;
   return MPI_SUCCESS;

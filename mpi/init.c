@@ -109,6 +109,7 @@ static int make_world(void) {
   nexar_comm_t *world_nc = nexar_comm_world(nxm_g.ctx);
   int rank = 0, rc;
   nexar_comm_rank(world_nc, &rank);
+  nxm_g.world_rank = rank; /* for messages from here on */
   /* The world's nexar communicator belongs to the context; the MPI world
    * wraps a duplicate so that nxm_comm_wrap owns what it frees. */
   rc = nexar_comm_dup(world_nc, &wdup);

@@ -81,8 +81,7 @@ int main(int argc, char **argv) {
   OK(MPI_Get_count(&st, MPI_INT, &count));
   CHECK(prank < 0 || count == 6, "count %d", count);
   for (int i = 0; i < 6 && prank >= 0; i++)
-    CHECK(flat[i] == 1000 * prank + want_idx[i], "indexed %d = %d", i,
-          flat[i]);
+    CHECK(flat[i] == 1000 * prank + want_idx[i], "indexed %d = %d", i, flat[i]);
 
   /* Struct with padding, resized to the C struct's size. */
   struct particle ps[3], pr[3];
@@ -159,8 +158,10 @@ int main(int argc, char **argv) {
   _Bool ba[2] = {1, 0}, bb[2] = {1, 1};
   OK(MPI_Reduce_local(ba, bb, 2, MPI_C_BOOL, MPI_LAND));
   CHECK(bb[0] == 1 && bb[1] == 0, "bool land");
-  struct { double v; int k; } la[2] = {{1.5, 3}, {2.0, 1}},
-                             lb2[2] = {{1.5, 2}, {1.0, 0}};
+  struct {
+    double v;
+    int k;
+  } la[2] = {{1.5, 3}, {2.0, 1}}, lb2[2] = {{1.5, 2}, {1.0, 0}};
   OK(MPI_Reduce_local(la, lb2, 2, MPI_DOUBLE_INT, MPI_MINLOC));
   CHECK(lb2[0].v == 1.5 && lb2[0].k == 2 && lb2[1].v == 1.0 && lb2[1].k == 0,
         "minloc");

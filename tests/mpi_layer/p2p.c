@@ -32,8 +32,7 @@ int main(int argc, char **argv) {
   CHECK(rq == MPI_REQUEST_NULL, "request not freed");
   int count;
   OK(MPI_Get_count(&st, MPI_DOUBLE, &count));
-  CHECK(st.MPI_SOURCE == left && st.MPI_TAG == 40 + left &&
-            count == left + 1,
+  CHECK(st.MPI_SOURCE == left && st.MPI_TAG == 40 + left && count == left + 1,
         "source %d tag %d count %d", st.MPI_SOURCE, st.MPI_TAG, count);
   OK(MPI_Get_count(&st, MPI_BYTE, &count));
   CHECK(count == 8 * (left + 1), "bytes %d", count);
