@@ -157,19 +157,7 @@ static int with_topo(nxm_comm_t *c, const char *fn, int keep, nxm_topo_t *t,
     n->topo = t;
     t = NULL;
   }
-  if (t) {
-    n = NULL;
-    nxm_topo_t *tmp = t;
-    free(tmp->dims);
-    free(tmp->periods);
-    free(tmp->sources);
-    free(tmp->destinations);
-    free(tmp->sourceweights);
-    free(tmp->destweights);
-    free(tmp->index);
-    free(tmp->edges);
-    free(tmp);
-  }
+  nxm_topo_free(t); /* NULL when the new communicator took it */
   if (cls != MPI_SUCCESS) {
     if (nc != MPI_COMM_NULL) MPI_Comm_free(&nc);
     return nxm_err(c, cls, fn, "cannot make the topology");
