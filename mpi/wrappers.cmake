@@ -68,6 +68,7 @@ nxm_wrappers(install install-libexec "${nxm_find_libexec}" ${nxm_inc}
   mpiexec mpiexec mpirun)
 
 file(RELATIVE_PATH nxm_up_pc /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+string(REGEX REPLACE "/$" "" nxm_up_pc "${nxm_up_pc}")
 set(NXM_PC_PREFIX "\${pcfiledir}/${nxm_up_pc}")
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/nexar-mpi.pc.in
                ${NXM_GEN}/nexar-mpi.pc @ONLY)
