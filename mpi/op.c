@@ -49,7 +49,7 @@ nxm_op_t *nxm_op_get(MPI_Op h) {
     nxm_op_t *o = &g_ops[v - OP_BASE];
     return o->magic == NXM_MAGIC_OP ? o : NULL;
   }
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_op_t *o = (nxm_op_t *)h;
   return o->magic == NXM_MAGIC_OP ? o : NULL;
 }

@@ -15,7 +15,7 @@ static nxm_req_t *g_orphans[4096];
 static int g_norphans;
 
 nxm_req_t *nxm_req_get(MPI_Request h) {
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_req_t *r = (nxm_req_t *)h;
   return r->magic == NXM_MAGIC_REQ ? r : NULL;
 }
