@@ -169,8 +169,7 @@ int main(int argc, char **argv) {
   OK(MPI_Recv(&token, 0, MPI_INT, right, 69, w, MPI_STATUS_IGNORE));
   OK(MPI_Send(&rank, 1, MPI_INT, right, 71, w));
   OK(MPI_Waitany(2, two, &idx, &st));
-  CHECK(idx == 1 && two_v[1] == left && st.MPI_TAG == 71, "waitany 1: %d",
-        idx);
+  CHECK(idx == 1 && two_v[1] == left && st.MPI_TAG == 71, "waitany 1: %d", idx);
   OK(MPI_Send(&token, 0, MPI_INT, left, 68, w));
   OK(MPI_Recv(&token, 0, MPI_INT, right, 68, w, MPI_STATUS_IGNORE));
   OK(MPI_Send(&rank, 1, MPI_INT, right, 70, w));
