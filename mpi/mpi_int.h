@@ -38,31 +38,6 @@
 #include "mpi.h"
 #include "nexar.h"
 
-/* Section A of the MPI contract (branch mpi-core) adds these to
- * include/nexar.h. Repeated here (identical prototypes are harmless once
- * nexar.h has them) so that the layer builds before that branch lands;
- * mpi/pending_core.c implements them meanwhile (temporary until branch
- * mpi-core lands: the coordinator deletes it at the merge). */
-#ifndef NEXAR_ERR_CANCELLED
-#define NEXAR_ERR_CANCELLED (-21)
-#endif
-#ifndef NEXAR_UNDEFINED_INDEX
-#define NEXAR_UNDEFINED_INDEX ((size_t)-1)
-#endif
-int nexar_iprobe(nexar_comm_t *comm, int source, int tag, int *flag,
-                 nexar_status_t *status);
-int nexar_probe(nexar_comm_t *comm, int source, int tag,
-                nexar_status_t *status);
-int nexar_ssend(nexar_comm_t *comm, const void *buf, size_t count,
-                nexar_dtype_t dtype, int dest, int tag);
-int nexar_issend(nexar_comm_t *comm, const void *buf, size_t count,
-                 nexar_dtype_t dtype, int dest, int tag, nexar_req_t **req);
-int nexar_cancel(nexar_req_t *req);
-int nexar_waitany(size_t n, nexar_req_t **reqs, size_t *index,
-                  nexar_status_t *status);
-int nexar_comm_create_group(nexar_comm_t *comm, const int *ranks, int n,
-                            int tag, nexar_comm_t **newcomm);
-
 /* Handles below this are predefined constants (never dereferenced). */
 #define NXM_PREDEF_MAX 0x1000u
 #define NXM_IS_PREDEF(h) ((uintptr_t)(h) < NXM_PREDEF_MAX)
