@@ -220,6 +220,13 @@ int nxm_comm_wrap(nxm_comm_t *parent, nexar_comm_t *nc, nxm_comm_t **out);
 void nxm_comm_unref(nxm_comm_t *c);
 /* A fresh tag for one layer-built collective on |c->cc|. */
 int nxm_coll_tag(nxm_comm_t *c);
+/* Copies |from|'s topology to |to| (MPI_Comm_dup). MPI_SUCCESS or
+ * MPI_ERR_NO_MEM. */
+int nxm_topo_copy(const nxm_comm_t *from, nxm_comm_t *to);
+/* Attributes (mpi/attr.c): run the delete callbacks and drop every
+ * attribute; copy the attributes whose keyval copies (MPI_Comm_dup). */
+void nxm_attr_delete_all(nxm_comm_t *c);
+int nxm_attr_copy_all(nxm_comm_t *from, nxm_comm_t *to);
 
 /* ---------------------------------------------------------------- */
 /* Datatypes (mpi/dtype.c, mpi/dtype_pack.c).
@@ -235,6 +242,35 @@ typedef struct nxm_block {
   MPI_Aint len;  /* bytes */
 } nxm_block_t;
 
+/* C types of the predefined datatypes (the element kinds nxm_op_apply
+ * knows). */
+enum {
+  NXM_TC_INT8,
+  NXM_TC_UINT8,
+  NXM_TC_INT16,
+  NXM_TC_UINT16,
+  NXM_TC_INT32,
+  NXM_TC_UINT32,
+  NXM_TC_INT64,
+  NXM_TC_UINT64,
+  NXM_TC_FLOAT16,
+  NXM_TC_FLOAT,
+  NXM_TC_DOUBLE,
+  NXM_TC_LDOUBLE,
+  NXM_TC_CFLOAT,
+  NXM_TC_CDOUBLE,
+  NXM_TC_CLDOUBLE,
+  NXM_TC_BOOL,
+  NXM_TC_BYTE,
+  NXM_TC_FLOAT_INT,
+  NXM_TC_DOUBLE_INT,
+  NXM_TC_LONG_INT,
+  NXM_TC_2INT,
+  NXM_TC_SHORT_INT,
+  NXM_TC_LDOUBLE_INT,
+  NXM_TC_COUNT
+};
+
 enum {
   NXM_DT_PREDEF = 1, /* a predefined type (static, never freed) */
   NXM_DT_DERIVED = 2
@@ -245,16 +281,19 @@ typedef struct nxm_dtype {
   atomic_int refs;
   int kind;      /* NXM_DT_PREDEF or NXM_DT_DERIVED */
   int committed; /* MPI_Type_commit ran (predefined: 1) */
+  int tc;        /* predefined: its C type (NXM_TC_*, for nxm_op_apply);
+                    derived: -1 */
   /* The nexar datatype one element is, for a predefined type nexar
    * reduces natively (MPI_CHAR, MPI_SIGNED_CHAR, MPI_INT8_T: NEXAR_INT8;
    * MPI_INT: NEXAR_INT32; MPI_DOUBLE: NEXAR_FLOAT64...), else
    * NXM_DT_NONE (short, long double, complex, pair types, derived). */
   int ndt;
-  /* The basic type every data byte belongs to, when the whole typemap is
-   * made of one predefined type (a vector of doubles: MPI_DOUBLE's
-   * nxm_dtype_t; MPI_2INT: NULL, its pair is not a basic type), with
-   * |nbasic| elements of it per element of this type; else NULL / 0.
-   * Collectives reduce a derived type through it. */
+  /* The predefined type every data byte belongs to, when the whole
+   * typemap is made of one predefined type (a vector of doubles: MPI_DOUBLE;
+   * a contiguous of MPI_2INT: MPI_2INT, a pair type), with |nbasic|
+   * elements of it per element of this type; else NULL / 0. A predefined
+   * type is its own basic type. Collectives reduce a derived type as
+   * count * nbasic packed elements of its basic type. */
   const struct nxm_dtype *basic;
   MPI_Aint nbasic;
   MPI_Aint size;    /* data bytes per element */
@@ -285,6 +324,7 @@ nxm_dtype_t *nxm_dtype_get(MPI_Datatype h);
 MPI_Datatype nxm_dtype_handle(const nxm_dtype_t *t);
 void nxm_dtype_ref(nxm_dtype_t *t);
 void nxm_dtype_unref(nxm_dtype_t *t);
+void nxm_dtype_attr_delete_all(nxm_dtype_t *t);
 
 /* Checks a (count, datatype) argument pair of a communication call:
  * MPI_SUCCESS, MPI_ERR_COUNT (count < 0), MPI_ERR_TYPE (invalid or not
@@ -343,10 +383,12 @@ int nxm_op_native(const nxm_op_t *op, const nxm_dtype_t *t, nexar_op_t *nop,
 /* inout[i] = in[i] op inout[i] for |count| elements of |t| on this
  * process (MPI_Reduce_local semantics, "in" is the left operand), for every
  * predefined op on every predefined type it applies to (MPI_MINLOC /
- * MAXLOC on the pair types) and for user ops (the user function is called
- * with the type's handle). Works on packed (contiguous) data for derived
- * types of one basic type. Returns MPI_SUCCESS or MPI_ERR_OP (op not
- * defined for the type). */
+ * MAXLOC on the pair types) and for user ops. Predefined ops work on
+ * PACKED data (nxm_pack: count * t->nbasic elements of t->basic, no
+ * padding, so MPI_DOUBLE_INT elements are 12 bytes); user ops get the
+ * buffers as they are, in |t|'s layout (the user function is called with
+ * the type's handle). Returns MPI_SUCCESS or MPI_ERR_OP (op not defined
+ * for the type). */
 int nxm_op_apply(const nxm_op_t *op, const void *in, void *inout, size_t count,
                  const nxm_dtype_t *t);
 
@@ -442,6 +484,9 @@ void nxm_req_free(nxm_req_t *r);
 int nxm_req_poll(nxm_req_t *r, int *done);
 /* Blocks until |r| completes (nexar's op timeout bounds each step). */
 int nxm_req_wait(nxm_req_t *r);
+/* Waits for every request MPI_Request_free left active (buffered sends
+ * included): MPI_Buffer_detach, MPI_Finalize. */
+void nxm_req_drain(void);
 /* Completes *h as MPI_Wait / MPI_Test do once |r| is done: copies the
  * status, frees a non-persistent request (*h = MPI_REQUEST_NULL) or marks
  * a persistent one inactive. Returns the request's error class. */
@@ -501,5 +546,12 @@ int nxm_p2p_isend(nxm_req_t *r, size_t i, nexar_comm_t *nc, const void *buf,
                   size_t count, const nxm_dtype_t *t, int dest, int tag);
 int nxm_p2p_irecv(nxm_req_t *r, size_t i, nexar_comm_t *nc, void *buf,
                   size_t count, const nxm_dtype_t *t, int source, int tag);
+/* nxm_p2p_isend in send mode |mode| (NXM_SEND_SYNC: nexar_issend). */
+int nxm_p2p_isend_mode(nxm_req_t *r, size_t i, nexar_comm_t *nc,
+                       const void *buf, size_t count, const nxm_dtype_t *t,
+                       int dest, int tag, int mode);
+/* Starts the operation recorded in a p2p request's p* fields (MPI_Start,
+ * and every MPI_I* send / receive). Reports errors through nxm_err. */
+int nxm_p2p_start(nxm_req_t *r);
 
 #endif /* NEXAR_MPI_INT_H */
