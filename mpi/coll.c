@@ -81,7 +81,7 @@ static int bcast_start(nxm_comm_t *c, const char *fn, void *buf, int count,
                               NEXAR_BYTE, root, &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Bcast, bcast_start,
+NXM_COLL_PAIR(Bcast, Ibcast, bcast_start,
               (void *buffer, int count, MPI_Datatype datatype, int root,
                MPI_Comm comm),
               (buffer, count, datatype, root))
@@ -126,7 +126,7 @@ static int gather_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                                &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Gather, gather_start,
+NXM_COLL_PAIR(Gather, Igather, gather_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                MPI_Comm comm),
@@ -170,7 +170,7 @@ static int scatter_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                                 &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Scatter, scatter_start,
+NXM_COLL_PAIR(Scatter, Iscatter, scatter_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                MPI_Comm comm),
@@ -247,7 +247,7 @@ static int gatherv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                                 &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Gatherv, gatherv_start,
+NXM_COLL_PAIR(Gatherv, Igatherv, gatherv_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, const int recvcounts[], const int displs[],
                MPI_Datatype recvtype, int root, MPI_Comm comm),
@@ -292,7 +292,7 @@ static int scatterv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                                  root, &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Scatterv, scatterv_start,
+NXM_COLL_PAIR(Scatterv, Iscatterv, scatterv_start,
               (const void *sendbuf, const int sendcounts[], const int displs[],
                MPI_Datatype sendtype, void *recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm),
@@ -343,7 +343,7 @@ static int allgather_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
       nexar_iallgather(c->nc, simg, rimg, block, NEXAR_BYTE, &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Allgather, allgather_start,
+NXM_COLL_PAIR(Allgather, Iallgather, allgather_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype,
                MPI_Comm comm),
@@ -383,7 +383,7 @@ static int allgatherv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                                    &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Allgatherv, allgatherv_start,
+NXM_COLL_PAIR(Allgatherv, Iallgatherv, allgatherv_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, const int recvcounts[], const int displs[],
                MPI_Datatype recvtype, MPI_Comm comm),
@@ -413,7 +413,7 @@ static int alltoall_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
       nexar_ialltoall(c->nc, simg, rimg, block, NEXAR_BYTE, &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Alltoall, alltoall_start,
+NXM_COLL_PAIR(Alltoall, Ialltoall, alltoall_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype,
                MPI_Comm comm),
@@ -450,7 +450,7 @@ static int alltoallv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                                   NEXAR_BYTE, &(*out)->sub[0]));
 }
 
-NXM_COLL_PAIR(Alltoallv, alltoallv_start,
+NXM_COLL_PAIR(Alltoallv, Ialltoallv, alltoallv_start,
               (const void *sendbuf, const int sendcounts[], const int sdispls[],
                MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm),

@@ -59,8 +59,8 @@ void nxm_cs_send(nxm_cs_t *s, const void *buf, size_t count,
                  const nxm_dtype_t *t, int peer, int tag);
 void nxm_cs_recv(nxm_cs_t *s, void *buf, size_t count, const nxm_dtype_t *t,
                  int peer, int tag);
-/* inout = in op inout (|in| is the left operand), |count| elements of |t|
- * in |t|'s layout. */
+/* inout = in op inout (|in| is the left operand): nxm_op_apply on |count|
+ * elements of |t| (in nxm_coll_work's layout). */
 void nxm_cs_apply(nxm_cs_t *s, const void *in, void *inout, size_t count,
                   const nxm_dtype_t *t);
 /* Copies |scount| elements of |st| at |src| to |dcount| elements of |dt|
@@ -109,20 +109,23 @@ int nxm_coll_counts(nxm_comm_t *c, const char *fn, int n, const int *counts,
 int nxm_coll_op(nxm_comm_t *c, const char *fn, MPI_Op h, const nxm_dtype_t *t,
                 nxm_op_t **op);
 
-/* The work layout of a layer-built reduction of |count| elements of |t|
- * with |op|: user ops and predefined types in |t|'s own layout, other
- * derived types as their basic type. */
-void nxm_coll_work(const nxm_op_t *op, const nxm_dtype_t *t, size_t count,
-                   const nxm_dtype_t **wt, size_t *wcount);
+/* The work layout of a layer-built reduction on |t| with |op|: what its
+ * buffers hold, |scale| elements of *wt per element of |t|. User ops work
+ * in |t|'s own layout (wt = t, scale 1), predefined ops on packed data
+ * (bytes, scale = t->size), as nxm_op_apply takes them; either way the op
+ * is applied to (count, t). */
+void nxm_coll_work(const nxm_op_t *op, const nxm_dtype_t *t,
+                   const nxm_dtype_t **wt, size_t *scale);
 
 /* The byte type (MPI_BYTE). */
 const nxm_dtype_t *nxm_byte(void);
 
-/* Defines MPI_<Name> and MPI_I<Name> from a start function
- * start(c, fn, args..., nxm_req_t **out). |P| is the parenthesised
- * parameter list ending with |comm|, |A| the arguments passed on. */
+/* Defines MPI_<Name> and MPI_<IName> (its non-blocking form) from a start
+ * function start(c, fn, args..., nxm_req_t **out). |P| is the
+ * parenthesised parameter list ending with |comm|, |A| the arguments passed
+ * on. */
 #define NXM_UNPAREN(...) __VA_ARGS__
-#define NXM_COLL_PAIR(Name, start, P, A)                           \
+#define NXM_COLL_PAIR(Name, IName, start, P, A)                    \
   int MPI_##Name(NXM_UNPAREN P) {                                  \
     const char *fn = "MPI_" #Name;                                 \
     nxm_comm_t *c = NULL;                                          \
@@ -131,8 +134,8 @@ const nxm_dtype_t *nxm_byte(void);
     if (cls == MPI_SUCCESS) cls = start(c, fn, NXM_UNPAREN A, &r); \
     return nxm_coll_block(c, fn, cls, r);                          \
   }                                                                \
-  int MPI_I##Name(NXM_UNPAREN P, MPI_Request *request) {           \
-    const char *fn = "MPI_I" #Name;                                \
+  int MPI_##IName(NXM_UNPAREN P, MPI_Request *request) {           \
+    const char *fn = "MPI_" #IName;                                \
     nxm_comm_t *c = NULL;                                          \
     nxm_req_t *r = NULL;                                           \
     int cls = nxm_coll_begin(comm, fn, &c);                        \

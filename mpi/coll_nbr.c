@@ -140,7 +140,7 @@ static int alltoallw_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return cls;
 }
 
-NXM_COLL_PAIR(Alltoallw, alltoallw_start,
+NXM_COLL_PAIR(Alltoallw, Ialltoallw, alltoallw_start,
               (const void *sendbuf, const int sendcounts[], const int sdispls[],
                const MPI_Datatype sendtypes[], void *recvbuf,
                const int recvcounts[], const int rdispls[],
@@ -228,7 +228,7 @@ static int nag_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
-NXM_COLL_PAIR(Neighbor_allgather, nag_start,
+NXM_COLL_PAIR(Neighbor_allgather, Ineighbor_allgather, nag_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype,
                MPI_Comm comm),
@@ -243,7 +243,7 @@ static int nagv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
-NXM_COLL_PAIR(Neighbor_allgatherv, nagv_start,
+NXM_COLL_PAIR(Neighbor_allgatherv, Ineighbor_allgatherv, nagv_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, const int recvcounts[], const int displs[],
                MPI_Datatype recvtype, MPI_Comm comm),
@@ -258,7 +258,7 @@ static int na2a_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
-NXM_COLL_PAIR(Neighbor_alltoall, na2a_start,
+NXM_COLL_PAIR(Neighbor_alltoall, Ineighbor_alltoall, na2a_start,
               (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                void *recvbuf, int recvcount, MPI_Datatype recvtype,
                MPI_Comm comm),
@@ -274,7 +274,7 @@ static int na2av_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
-NXM_COLL_PAIR(Neighbor_alltoallv, na2av_start,
+NXM_COLL_PAIR(Neighbor_alltoallv, Ineighbor_alltoallv, na2av_start,
               (const void *sendbuf, const int sendcounts[], const int sdispls[],
                MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm),
@@ -291,7 +291,7 @@ static int na2aw_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
-NXM_COLL_PAIR(Neighbor_alltoallw, na2aw_start,
+NXM_COLL_PAIR(Neighbor_alltoallw, Ineighbor_alltoallw, na2aw_start,
               (const void *sendbuf, const int sendcounts[],
                const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
                void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[],

@@ -36,16 +36,15 @@ typedef struct red {
   nxm_op_t *op;
 } red_t;
 
-/* Offset in bytes of element |i| of |count|-element blocks of |t| scaled
- * to the work type. */
+/* Element |i| of a buffer of work type |wt|. */
 static void *at(void *buf, size_t i, const nxm_dtype_t *wt) {
   return (uint8_t *)buf + (MPI_Aint)i * wt->extent;
 }
 
 /* Binomial-tree reduce to rank 0 in rank order; returns the buffer that
  * holds this rank's last data (the result on rank 0). */
-static void *tree_reduce(nxm_cs_t *s, nxm_comm_t *c, void *acc, void *tmp,
-                         size_t wc, const nxm_dtype_t *wt, int tag) {
+static void *tree_reduce(nxm_cs_t *s, nxm_comm_t *c, const red_t *a, void *acc,
+                         void *tmp, size_t wc, const nxm_dtype_t *wt, int tag) {
   int r = c->rank, n = c->size;
   for (int mask = 1; mask < n; mask <<= 1) {
     if (r & mask) {
@@ -57,7 +56,7 @@ static void *tree_reduce(nxm_cs_t *s, nxm_comm_t *c, void *acc, void *tmp,
       nxm_cs_recv(s, tmp, wc, wt, r + mask, tag);
       nxm_cs_fence(s);
       /* Ranks [r, r + mask) op ranks [r + mask, r + 2 mask). */
-      nxm_cs_apply(s, acc, tmp, wc, wt);
+      nxm_cs_apply(s, acc, tmp, a->count, a->t);
       void *x = acc;
       acc = tmp;
       tmp = x;
@@ -87,9 +86,9 @@ static int build(nxm_comm_t *c, const red_t *a, nxm_req_t **out) {
   nxm_cs_t *s = nxm_cs_new(c, a->op);
   if (!s) return nxm_err(c, MPI_ERR_NO_MEM, a->fn, "out of memory");
   const nxm_dtype_t *t = a->t, *wt;
-  size_t wc, scale = 1;
-  nxm_coll_work(a->op, t, a->count, &wt, &wc);
-  if (wt != t) scale = (size_t)t->nbasic;
+  size_t scale;
+  nxm_coll_work(a->op, t, &wt, &scale);
+  size_t wc = a->count * scale;
   nxm_cs_ref(s, t);
   int tag = nxm_coll_tag(c), r = c->rank, n = c->size;
   const void *in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf;
@@ -101,7 +100,7 @@ static int build(nxm_comm_t *c, const red_t *a, nxm_req_t **out) {
   void *res;
   switch (a->kind) {
     case RED_REDUCE:
-      res = tree_reduce(s, c, acc, tmp, wc, wt, tag);
+      res = tree_reduce(s, c, a, acc, tmp, wc, wt, tag);
       if (a->root == 0 && r == 0)
         nxm_cs_copy(s, res, wc, wt, a->recvbuf, a->count, t);
       if (a->root != 0 && r == 0) nxm_cs_send(s, res, wc, wt, a->root, tag);
@@ -109,12 +108,12 @@ static int build(nxm_comm_t *c, const red_t *a, nxm_req_t **out) {
         nxm_cs_recv(s, a->recvbuf, a->count, t, 0, tag);
       break;
     case RED_ALLREDUCE:
-      res = tree_reduce(s, c, acc, tmp, wc, wt, tag);
+      res = tree_reduce(s, c, a, acc, tmp, wc, wt, tag);
       tree_bcast(s, c, res, wc, wt, tag);
       nxm_cs_copy(s, res, wc, wt, a->recvbuf, a->count, t);
       break;
     case RED_RS:
-      res = tree_reduce(s, c, acc, tmp, wc, wt, tag);
+      res = tree_reduce(s, c, a, acc, tmp, wc, wt, tag);
       if (r != 0) {
         nxm_cs_recv(s, a->recvbuf, (size_t)a->counts[r], t, 0, tag);
         break;
@@ -133,7 +132,7 @@ static int build(nxm_comm_t *c, const red_t *a, nxm_req_t **out) {
       if (r > 0) {
         nxm_cs_recv(s, tmp, wc, wt, r - 1, tag);
         nxm_cs_fence(s);
-        nxm_cs_apply(s, tmp, acc, wc, wt); /* (x0 ... x(r-1)) op xr */
+        nxm_cs_apply(s, tmp, acc, a->count, t); /* (x0 ... x(r-1)) op xr */
       }
       if (r + 1 < n) nxm_cs_send(s, acc, wc, wt, r + 1, tag);
       nxm_cs_copy(s, acc, wc, wt, a->recvbuf, a->count, t);
@@ -143,7 +142,7 @@ static int build(nxm_comm_t *c, const red_t *a, nxm_req_t **out) {
         nxm_cs_recv(s, tmp, wc, wt, r - 1, tag);
         nxm_cs_fence(s);
         nxm_cs_copy(s, tmp, wc, wt, a->recvbuf, a->count, t);
-        if (r + 1 < n) nxm_cs_apply(s, tmp, acc, wc, wt);
+        if (r + 1 < n) nxm_cs_apply(s, tmp, acc, a->count, t);
       }
       if (r + 1 < n) nxm_cs_send(s, acc, wc, wt, r + 1, tag);
       break;
@@ -253,7 +252,7 @@ static int reduce_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return red_start(c, &a, datatype, op, count, out);
 }
 
-NXM_COLL_PAIR(Reduce, reduce_start,
+NXM_COLL_PAIR(Reduce, Ireduce, reduce_start,
               (const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm),
               (sendbuf, recvbuf, count, datatype, op, root))
@@ -266,7 +265,7 @@ static int allreduce_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return red_start(c, &a, datatype, op, count, out);
 }
 
-NXM_COLL_PAIR(Allreduce, allreduce_start,
+NXM_COLL_PAIR(Allreduce, Iallreduce, allreduce_start,
               (const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),
               (sendbuf, recvbuf, count, datatype, op))
@@ -279,7 +278,7 @@ static int scan_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return red_start(c, &a, datatype, op, count, out);
 }
 
-NXM_COLL_PAIR(Scan, scan_start,
+NXM_COLL_PAIR(Scan, Iscan, scan_start,
               (const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),
               (sendbuf, recvbuf, count, datatype, op))
@@ -292,7 +291,7 @@ static int exscan_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return red_start(c, &a, datatype, op, count, out);
 }
 
-NXM_COLL_PAIR(Exscan, exscan_start,
+NXM_COLL_PAIR(Exscan, Iexscan, exscan_start,
               (const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),
               (sendbuf, recvbuf, count, datatype, op))
@@ -332,12 +331,12 @@ static int rsb_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   return cls;
 }
 
-NXM_COLL_PAIR(Reduce_scatter, rs_start,
+NXM_COLL_PAIR(Reduce_scatter, Ireduce_scatter, rs_start,
               (const void *sendbuf, void *recvbuf, const int recvcounts[],
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),
               (sendbuf, recvbuf, recvcounts, datatype, op))
 
-NXM_COLL_PAIR(Reduce_scatter_block, rsb_start,
+NXM_COLL_PAIR(Reduce_scatter_block, Ireduce_scatter_block, rsb_start,
               (const void *sendbuf, void *recvbuf, int recvcount,
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),
               (sendbuf, recvbuf, recvcount, datatype, op))

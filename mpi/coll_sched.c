@@ -407,24 +407,16 @@ int nxm_coll_op(nxm_comm_t *c, const char *fn, MPI_Op h, const nxm_dtype_t *t,
   /* A predefined op the kernels do not define for this type fails on no
    * elements already. */
   uint8_t dummy[64];
-  const nxm_dtype_t *wt;
-  size_t wcount;
-  nxm_coll_work(*op, t, 0, &wt, &wcount);
-  if (nxm_op_apply(*op, dummy, dummy, 0, wt) != MPI_SUCCESS)
+  if (nxm_op_apply(*op, dummy, dummy, 0, t) != MPI_SUCCESS)
     return nxm_err(c, MPI_ERR_OP, fn, "op not defined for datatype %s",
                    t->name);
   return MPI_SUCCESS;
 }
 
-void nxm_coll_work(const nxm_op_t *op, const nxm_dtype_t *t, size_t count,
-                   const nxm_dtype_t **wt, size_t *wcount) {
-  if (op->user_fn || t->kind == NXM_DT_PREDEF || !t->basic) {
-    *wt = t;
-    *wcount = count;
-  } else {
-    *wt = t->basic;
-    *wcount = count * (size_t)t->nbasic;
-  }
+void nxm_coll_work(const nxm_op_t *op, const nxm_dtype_t *t,
+                   const nxm_dtype_t **wt, size_t *scale) {
+  *wt = op->user_fn ? t : nxm_byte();
+  *scale = op->user_fn ? 1 : (size_t)t->size;
 }
 
 int nxm_coll_buf(nxm_comm_t *c, const char *fn, const void *buf, int count,
