@@ -86,98 +86,22 @@ NXM_COLL_PAIR(Bcast, Ibcast, bcast_start,
                MPI_Comm comm),
               (buffer, count, datatype, root))
 
-/* ---- Gather, Scatter: |io| is the side every rank has (send for gather,
- * receive for scatter), |root_t| the root's side. */
+/* ---- Gather(v), Scatter(v). A rooted call has a side every rank has
+ * (the send side of a gather, the receive side of a scatter: |io|) and one
+ * only the root has (|rt|), v-forms with per-rank counts there. */
 
-static int gather_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
-                        int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                        int recvcount, MPI_Datatype recvtype, int root,
-                        nxm_req_t **out) {
-  nxm_dtype_t *st = NULL, *rt = NULL;
-  nxm_cs_t *s;
-  int me = c->rank == root, ip = sendbuf == MPI_IN_PLACE;
-  int cls = nxm_check_root(c, fn, root);
-  if (cls == MPI_SUCCESS && ip && !me)
-    cls = nxm_err(c, MPI_ERR_BUFFER, fn, "MPI_IN_PLACE off the root");
-  if (cls == MPI_SUCCESS && !ip)
-    cls = nxm_coll_type(c, fn, sendbuf, sendcount, sendtype, &st);
-  if (cls == MPI_SUCCESS && me)
-    cls = nxm_coll_type(c, fn, recvbuf, recvcount, recvtype, &rt);
-  size_t block = 0;
-  if (cls == MPI_SUCCESS && me) block = (size_t)recvcount * (size_t)rt->size;
-  if (cls == MPI_SUCCESS && me) cls = fits(c, fn, block, c->size);
-  if (cls == MPI_SUCCESS && !ip) {
-    size_t sb = (size_t)sendcount * (size_t)st->size;
-    if (me) cls = same_bytes(c, fn, sb, block);
-    block = sb;
-  }
-  if (cls == MPI_SUCCESS) cls = new_state(c, fn, &s);
-  if (cls != MPI_SUCCESS) return cls;
-  const void *simg = ip ? NEXAR_IN_PLACE
-                        : nxm_cs_image(s, sendbuf, (size_t)sendcount, st, 1, 0);
-  void *rimg = NULL;
-  if (me)
-    rimg = nxm_cs_image(s, recvbuf, (size_t)c->size * (size_t)recvcount, rt, ip,
-                        1);
-  cls = nxm_cs_native(s, fn, out);
-  if (cls != MPI_SUCCESS) return cls;
-  return started(*out, fn,
-                 nexar_igather(c->nc, simg, rimg, block, NEXAR_BYTE, root,
-                               &(*out)->sub[0]));
-}
-
-NXM_COLL_PAIR(Gather, Igather, gather_start,
-              (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-               void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
-               MPI_Comm comm),
-              (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-               root))
-
-static int scatter_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
-                         int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                         int recvcount, MPI_Datatype recvtype, int root,
-                         nxm_req_t **out) {
-  nxm_dtype_t *st = NULL, *rt = NULL;
-  nxm_cs_t *s;
-  int me = c->rank == root, ip = recvbuf == MPI_IN_PLACE;
-  int cls = nxm_check_root(c, fn, root);
-  if (cls == MPI_SUCCESS && ip && !me)
-    cls = nxm_err(c, MPI_ERR_BUFFER, fn, "MPI_IN_PLACE off the root");
-  if (cls == MPI_SUCCESS && !ip)
-    cls = nxm_coll_type(c, fn, recvbuf, recvcount, recvtype, &rt);
-  if (cls == MPI_SUCCESS && me)
-    cls = nxm_coll_type(c, fn, sendbuf, sendcount, sendtype, &st);
-  size_t block = 0;
-  if (cls == MPI_SUCCESS && me) block = (size_t)sendcount * (size_t)st->size;
-  if (cls == MPI_SUCCESS && me) cls = fits(c, fn, block, c->size);
-  if (cls == MPI_SUCCESS && !ip) {
-    size_t rb = (size_t)recvcount * (size_t)rt->size;
-    if (me) cls = same_bytes(c, fn, block, rb);
-    block = rb;
-  }
-  if (cls == MPI_SUCCESS) cls = new_state(c, fn, &s);
-  if (cls != MPI_SUCCESS) return cls;
-  const void *simg = NULL;
-  if (me)
-    simg =
-        nxm_cs_image(s, sendbuf, (size_t)c->size * (size_t)sendcount, st, 1, 0);
-  void *rimg = ip ? NEXAR_IN_PLACE
-                  : nxm_cs_image(s, recvbuf, (size_t)recvcount, rt, 0, 1);
-  cls = nxm_cs_native(s, fn, out);
-  if (cls != MPI_SUCCESS) return cls;
-  return started(*out, fn,
-                 nexar_iscatter(c->nc, simg, rimg, block, NEXAR_BYTE, root,
-                                &(*out)->sub[0]));
-}
-
-NXM_COLL_PAIR(Scatter, Iscatter, scatter_start,
-              (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-               void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
-               MPI_Comm comm),
-              (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-               root))
-
-/* ---- Gatherv, Scatterv */
+typedef struct rooted {
+  int scatter;
+  const void *iobuf;
+  int iocount;
+  MPI_Datatype iotype;
+  const void *rtbuf;
+  int rtcount;       /* plain forms */
+  const int *counts; /* v-forms: counts and displacements at the root */
+  const int *displs;
+  MPI_Datatype rttype;
+  int root;
+} rooted_t;
 
 /* Checks the root's v-side and makes its image: *bc / *bd (c->size each)
  * get the byte counts and displacements. */
@@ -209,42 +133,108 @@ static int vside_check(nxm_comm_t *c, const char *fn, const void *buf,
   return cls;
 }
 
-static int gatherv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
-                         int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                         const int *recvcounts, const int *displs,
-                         MPI_Datatype recvtype, int root, nxm_req_t **out) {
-  nxm_dtype_t *st = NULL, *rt = NULL;
+static int rooted_start(nxm_comm_t *c, const char *fn, const rooted_t *a,
+                        nxm_req_t **out) {
+  nxm_dtype_t *iot = NULL, *rtt = NULL;
   nxm_cs_t *s = NULL;
-  int me = c->rank == root, ip = sendbuf == MPI_IN_PLACE;
-  int cls = nxm_check_root(c, fn, root);
+  int me = c->rank == a->root, ip = a->iobuf == MPI_IN_PLACE, sc = a->scatter;
+  int v = a->rtcount < 0; /* v-forms pass rtcount -1 */
+  int cls = nxm_check_root(c, fn, a->root);
   if (cls == MPI_SUCCESS && ip && !me)
     cls = nxm_err(c, MPI_ERR_BUFFER, fn, "MPI_IN_PLACE off the root");
   if (cls == MPI_SUCCESS && !ip)
-    cls = nxm_coll_type(c, fn, sendbuf, sendcount, sendtype, &st);
-  if (cls == MPI_SUCCESS && me)
-    cls = vside_check(c, fn, recvbuf, recvcounts, displs, recvtype, &rt);
-  size_t sb = 0;
-  if (cls == MPI_SUCCESS && !ip) sb = (size_t)sendcount * (size_t)st->size;
-  if (cls == MPI_SUCCESS && me && !ip)
-    cls = same_bytes(c, fn, sb, (size_t)recvcounts[c->rank] * (size_t)rt->size);
+    cls = nxm_coll_type(c, fn, a->iobuf, a->iocount, a->iotype, &iot);
+  if (cls == MPI_SUCCESS && me && v)
+    cls = vside_check(c, fn, a->rtbuf, a->counts, a->displs, a->rttype, &rtt);
+  if (cls == MPI_SUCCESS && me && !v)
+    cls = nxm_coll_type(c, fn, a->rtbuf, a->rtcount, a->rttype, &rtt);
+  /* Bytes per block: the root's view, which every other rank's must
+   * match (v-forms: its own block). */
+  size_t block = 0, *bc = NULL, *bd = NULL;
+  if (cls == MPI_SUCCESS && me) {
+    block = (size_t)(v ? a->counts[c->rank] : a->rtcount) * (size_t)rtt->size;
+    if (!v) cls = fits(c, fn, block, c->size);
+  }
+  if (cls == MPI_SUCCESS && !ip) {
+    size_t b = (size_t)a->iocount * (size_t)iot->size;
+    if (me) cls = same_bytes(c, fn, b, block);
+    block = b;
+  }
   if (cls == MPI_SUCCESS) cls = new_state(c, fn, &s);
-  void *rimg = NULL;
-  size_t *bc = NULL, *bd = NULL;
-  if (cls == MPI_SUCCESS && me)
-    cls = root_vside(c, fn, s, recvbuf, recvcounts, displs, rt, ip, 1, &rimg,
-                     &bc, &bd);
+  /* The root's side: a gather's receive buffer (its own block packed in
+   * too when in place), a scatter's send buffer. */
+  void *rtimg = NULL;
+  int in = sc || ip;
+  if (cls == MPI_SUCCESS && me && v)
+    cls = root_vside(c, fn, s, a->rtbuf, a->counts, a->displs, rtt, in, !sc,
+                     &rtimg, &bc, &bd);
+  if (cls == MPI_SUCCESS && me && !v)
+    rtimg = nxm_cs_image(s, a->rtbuf, (size_t)c->size * (size_t)a->rtcount, rtt,
+                         in, !sc);
   if (cls != MPI_SUCCESS) {
     nxm_cs_free(s);
     return cls;
   }
-  if (ip) sb = bc[c->rank];
-  const void *simg = ip ? NEXAR_IN_PLACE
-                        : nxm_cs_image(s, sendbuf, (size_t)sendcount, st, 1, 0);
+  void *ioimg =
+      ip ? NEXAR_IN_PLACE
+         : nxm_cs_image(s, a->iobuf, (size_t)a->iocount, iot, !sc, sc);
   cls = nxm_cs_native(s, fn, out);
   if (cls != MPI_SUCCESS) return cls;
-  return started(*out, fn,
-                 nexar_igatherv(c->nc, simg, sb, rimg, bc, bd, NEXAR_BYTE, root,
-                                &(*out)->sub[0]));
+  nexar_comm_t *nc = c->nc;
+  nexar_req_t **q = &(*out)->sub[0];
+  int rc;
+  if (v && sc)
+    rc = nexar_iscatterv(nc, rtimg, bc, bd, ioimg, block, NEXAR_BYTE, a->root,
+                         q);
+  else if (v)
+    rc =
+        nexar_igatherv(nc, ioimg, block, rtimg, bc, bd, NEXAR_BYTE, a->root, q);
+  else if (sc)
+    rc = nexar_iscatter(nc, rtimg, ioimg, block, NEXAR_BYTE, a->root, q);
+  else
+    rc = nexar_igather(nc, ioimg, rtimg, block, NEXAR_BYTE, a->root, q);
+  return started(*out, fn, rc);
+}
+
+static int gather_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
+                        int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        int recvcount, MPI_Datatype recvtype, int root,
+                        nxm_req_t **out) {
+  rooted_t a = {0,         sendbuf, sendcount, sendtype, recvbuf,
+                recvcount, NULL,    NULL,      recvtype, root};
+  return rooted_start(c, fn, &a, out);
+}
+
+NXM_COLL_PAIR(Gather, Igather, gather_start,
+              (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+               void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+               MPI_Comm comm),
+              (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+               root))
+
+static int scatter_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
+                         int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                         int recvcount, MPI_Datatype recvtype, int root,
+                         nxm_req_t **out) {
+  rooted_t a = {1,         recvbuf, recvcount, recvtype, sendbuf,
+                sendcount, NULL,    NULL,      sendtype, root};
+  return rooted_start(c, fn, &a, out);
+}
+
+NXM_COLL_PAIR(Scatter, Iscatter, scatter_start,
+              (const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+               void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+               MPI_Comm comm),
+              (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+               root))
+
+static int gatherv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
+                         int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                         const int *recvcounts, const int *displs,
+                         MPI_Datatype recvtype, int root, nxm_req_t **out) {
+  rooted_t a = {0,  sendbuf,    sendcount, sendtype, recvbuf,
+                -1, recvcounts, displs,    recvtype, root};
+  return rooted_start(c, fn, &a, out);
 }
 
 NXM_COLL_PAIR(Gatherv, Igatherv, gatherv_start,
@@ -258,38 +248,9 @@ static int scatterv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                           const int *sendcounts, const int *displs,
                           MPI_Datatype sendtype, void *recvbuf, int recvcount,
                           MPI_Datatype recvtype, int root, nxm_req_t **out) {
-  nxm_dtype_t *st = NULL, *rt = NULL;
-  nxm_cs_t *s = NULL;
-  int me = c->rank == root, ip = recvbuf == MPI_IN_PLACE;
-  int cls = nxm_check_root(c, fn, root);
-  if (cls == MPI_SUCCESS && ip && !me)
-    cls = nxm_err(c, MPI_ERR_BUFFER, fn, "MPI_IN_PLACE off the root");
-  if (cls == MPI_SUCCESS && !ip)
-    cls = nxm_coll_type(c, fn, recvbuf, recvcount, recvtype, &rt);
-  if (cls == MPI_SUCCESS && me)
-    cls = vside_check(c, fn, sendbuf, sendcounts, displs, sendtype, &st);
-  size_t rb = 0;
-  if (cls == MPI_SUCCESS && !ip) rb = (size_t)recvcount * (size_t)rt->size;
-  if (cls == MPI_SUCCESS && me && !ip)
-    cls = same_bytes(c, fn, (size_t)sendcounts[c->rank] * (size_t)st->size, rb);
-  if (cls == MPI_SUCCESS) cls = new_state(c, fn, &s);
-  const void *simg = NULL;
-  size_t *bc = NULL, *bd = NULL;
-  if (cls == MPI_SUCCESS && me)
-    cls = root_vside(c, fn, s, sendbuf, sendcounts, displs, st, 1, 0,
-                     (void **)&simg, &bc, &bd);
-  if (cls != MPI_SUCCESS) {
-    nxm_cs_free(s);
-    return cls;
-  }
-  if (ip) rb = bc[c->rank];
-  void *rimg = ip ? NEXAR_IN_PLACE
-                  : nxm_cs_image(s, recvbuf, (size_t)recvcount, rt, 0, 1);
-  cls = nxm_cs_native(s, fn, out);
-  if (cls != MPI_SUCCESS) return cls;
-  return started(*out, fn,
-                 nexar_iscatterv(c->nc, simg, bc, bd, rimg, rb, NEXAR_BYTE,
-                                 root, &(*out)->sub[0]));
+  rooted_t a = {1,  recvbuf,    recvcount, recvtype, sendbuf,
+                -1, sendcounts, displs,    sendtype, root};
+  return rooted_start(c, fn, &a, out);
 }
 
 NXM_COLL_PAIR(Scatterv, Iscatterv, scatterv_start,

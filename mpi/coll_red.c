@@ -247,8 +247,12 @@ static int red_start(nxm_comm_t *c, red_t *a, MPI_Datatype datatype, MPI_Op op,
 static int reduce_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                         void *recvbuf, int count, MPI_Datatype datatype,
                         MPI_Op op, int root, nxm_req_t **out) {
-  red_t a = {RED_REDUCE, fn, sendbuf, recvbuf, (size_t)count,
-             NULL,       0,  root,    NULL,    NULL};
+  red_t a = {.kind = RED_REDUCE,
+             .fn = fn,
+             .sendbuf = sendbuf,
+             .recvbuf = recvbuf,
+             .count = (size_t)count,
+             .root = root};
   return red_start(c, &a, datatype, op, count, out);
 }
 
@@ -257,44 +261,27 @@ NXM_COLL_PAIR(Reduce, Ireduce, reduce_start,
                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm),
               (sendbuf, recvbuf, count, datatype, op, root))
 
-static int allreduce_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
-                           void *recvbuf, int count, MPI_Datatype datatype,
-                           MPI_Op op, nxm_req_t **out) {
-  red_t a = {RED_ALLREDUCE, fn, sendbuf, recvbuf, (size_t)count,
-             NULL,          0,  0,       NULL,    NULL};
-  return red_start(c, &a, datatype, op, count, out);
-}
+/* MPI_<Name> / MPI_<IName>(sendbuf, recvbuf, count, datatype, op, comm)
+ * as a reduction of kind |K|. */
+#define RED_PAIR(Name, IName, K)                                              \
+  static int start_##Name(nxm_comm_t *c, const char *fn, const void *sendbuf, \
+                          void *recvbuf, int count, MPI_Datatype datatype,    \
+                          MPI_Op op, nxm_req_t **out) {                       \
+    red_t a = {.kind = K,                                                     \
+               .fn = fn,                                                      \
+               .sendbuf = sendbuf,                                            \
+               .recvbuf = recvbuf,                                            \
+               .count = (size_t)count};                                       \
+    return red_start(c, &a, datatype, op, count, out);                        \
+  }                                                                           \
+  NXM_COLL_PAIR(Name, IName, start_##Name,                                    \
+                (const void *sendbuf, void *recvbuf, int count,               \
+                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),            \
+                (sendbuf, recvbuf, count, datatype, op))
 
-NXM_COLL_PAIR(Allreduce, Iallreduce, allreduce_start,
-              (const void *sendbuf, void *recvbuf, int count,
-               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),
-              (sendbuf, recvbuf, count, datatype, op))
-
-static int scan_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
-                      void *recvbuf, int count, MPI_Datatype datatype,
-                      MPI_Op op, nxm_req_t **out) {
-  red_t a = {RED_SCAN, fn, sendbuf, recvbuf, (size_t)count,
-             NULL,     0,  0,       NULL,    NULL};
-  return red_start(c, &a, datatype, op, count, out);
-}
-
-NXM_COLL_PAIR(Scan, Iscan, scan_start,
-              (const void *sendbuf, void *recvbuf, int count,
-               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),
-              (sendbuf, recvbuf, count, datatype, op))
-
-static int exscan_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
-                        void *recvbuf, int count, MPI_Datatype datatype,
-                        MPI_Op op, nxm_req_t **out) {
-  red_t a = {RED_EXSCAN, fn, sendbuf, recvbuf, (size_t)count,
-             NULL,       0,  0,       NULL,    NULL};
-  return red_start(c, &a, datatype, op, count, out);
-}
-
-NXM_COLL_PAIR(Exscan, Iexscan, exscan_start,
-              (const void *sendbuf, void *recvbuf, int count,
-               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm),
-              (sendbuf, recvbuf, count, datatype, op))
+RED_PAIR(Allreduce, Iallreduce, RED_ALLREDUCE)
+RED_PAIR(Scan, Iscan, RED_SCAN)
+RED_PAIR(Exscan, Iexscan, RED_EXSCAN)
 
 /* Reduce_scatter with per-rank |counts| (reduce_scatter_block passes
  * |size| copies of its count). */
@@ -307,7 +294,13 @@ static int rs_common(nxm_comm_t *c, const char *fn, const void *sendbuf,
   for (int i = 0; i < c->size; i++) total += (size_t)counts[i];
   if (total > INT32_MAX)
     return nxm_err(c, MPI_ERR_COUNT, fn, "%zu elements in all", total);
-  red_t a = {RED_RS, fn, sendbuf, recvbuf, total, counts, block, 0, NULL, NULL};
+  red_t a = {.kind = RED_RS,
+             .fn = fn,
+             .sendbuf = sendbuf,
+             .recvbuf = recvbuf,
+             .count = total,
+             .counts = counts,
+             .block = block};
   cls = red_start(c, &a, datatype, op, (int)total, out);
   return cls;
 }

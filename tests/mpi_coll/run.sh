@@ -7,7 +7,8 @@
 #   MPIEXEC_FLAGS="--allow-run-as-root --oversubscribe" \
 #     run.sh mpicc.openmpi mpirun.openmpi
 # Environment: MPIEXEC_FLAGS (extra launcher flags), CT_TIMEOUT (seconds per
-# run, default 120), CT_NPS (default "2 3 4"), CT_PROGS (default both).
+# run, default 120), CT_NPS (default "2 3 4"), CT_PROGS (default both),
+# CT_CFLAGS (extra compiler flags, e.g. -fsanitize=address,undefined).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 mpicc=${1:?usage: run.sh MPICC MPIEXEC [WORKDIR]}
@@ -16,7 +17,7 @@ work=${3:-$(mktemp -d)}
 mkdir -p "$work"
 fail=0
 for prog in ${CT_PROGS:-coll_paths coll_topo}; do
-  if ! "$mpicc" -O1 -Wall -o "$work/$prog" "$here/$prog.c"; then
+  if ! "$mpicc" -O1 -Wall ${CT_CFLAGS:-} -o "$work/$prog" "$here/$prog.c"; then
     echo "FAIL: $prog does not build" >&2
     fail=1
     continue
