@@ -254,6 +254,36 @@ static void derived(void) {
          MPI_Ialltoall(src, 1, vec, all, 1, vec, MPI_COMM_WORLD, &ct_rq));
   for (int r = 0; r < n; r++)
     for (int j = 0; j < 3; j++) vcheck(all, r, j, r * 100 + me * 10 + j);
+  /* In place on vectors: the image carries this rank's own data. */
+  vfill(all, n, vdata); /* block e of rank r: (r, e) */
+  CT_RUN(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 1, vec,
+                      MPI_COMM_WORLD),
+         MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 1, vec,
+                       MPI_COMM_WORLD, &ct_rq));
+  for (int r = 0; r < n; r++)
+    for (int j = 0; j < 3; j++) vcheck(all, r, j, r * 100 + me * 10 + j);
+  vfill(all, n, NULL);
+  for (int j = 0; j < 3; j++) all[5 * me + 2 * j] = me * 7 + j;
+  CT_RUN(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 1, vec,
+                       MPI_COMM_WORLD),
+         MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 1, vec,
+                        MPI_COMM_WORLD, &ct_rq));
+  for (int r = 0; r < n; r++)
+    for (int j = 0; j < 3; j++) vcheck(all, r, j, r * 7 + j);
+  vfill(all, n, NULL);
+  for (int r = 0; r < n; r++) {
+    counts[r] = 1;
+    displs[r] = (r + 1) % n;
+  }
+  for (int j = 0; j < 3; j++) all[5 * displs[me] + 2 * j] = me * 9 + j;
+  vfill(buf, 1, NULL);
+  for (int j = 0; j < 3; j++) buf[2 * j] = me * 9 + j;
+  CT_RUN(MPI_Gatherv(me == root ? MPI_IN_PLACE : buf, 1, vec, all, counts,
+                     displs, vec, root, MPI_COMM_WORLD),
+         MPI_Igatherv(me == root ? MPI_IN_PLACE : buf, 1, vec, all, counts,
+                      displs, vec, root, MPI_COMM_WORLD, &ct_rq));
+  for (int r = 0; me == root && r < n; r++)
+    for (int j = 0; j < 3; j++) vcheck(all, displs[r], j, r * 9 + j);
   /* Allreduce over vectors (native: nexar sums the packed ints). */
   for (int ip = 0; VEC_OPS && ip < 2; ip++) {
     vfill(src, 2, vdata);
@@ -282,6 +312,12 @@ static void derived(void) {
          MPI_Iscan(src, buf, 1, vec, MPI_SUM, MPI_COMM_WORLD, &ct_rq));
   for (int j = 0; j < 3; j++)
     vcheck(buf, 0, j, 100 * me * (me + 1) / 2 + (me + 1) * j);
+  /* Exscan leaves rank 0's vector as it was. */
+  vfill(buf, 1, vdata);
+  CT_RUN(MPI_Exscan(src, buf, 1, vec, MPI_SUM, MPI_COMM_WORLD),
+         MPI_Iexscan(src, buf, 1, vec, MPI_SUM, MPI_COMM_WORLD, &ct_rq));
+  for (int j = 0; j < 3; j++)
+    vcheck(buf, 0, j, me ? 100 * me * (me - 1) / 2 + me * j : j);
 out:
   free(buf);
   free(flat);
