@@ -19,31 +19,32 @@
 
 #include "coll_int.h"
 
-/* One side (send or receive) of an exchange: block k is counts[k] (or
- * |count|) elements of types[k] (or |type|) at buf + displacement k,
- * which is adispls[k] bytes, or idispls[k] bytes (|idisp_bytes|) or
- * elements (extent units), or 0 for every block (|same|), or else k x
- * count elements. A v-form (counts set) needs its displacements; a
- * w-form (types set) too. */
+/* One side (send or receive) of an exchange, block k of it being:
+ *  SIDE_BLOCKS: |count| elements of |type| at buf + k x count elements;
+ *  SIDE_SAME: the same |count| elements of |type| at buf for every k;
+ *  SIDE_V: counts[k] elements of |type| at buf + idispls[k] elements;
+ *  SIDE_W: counts[k] elements of types[k] at buf + idispls[k] or
+ *          adispls[k] bytes (buf may be MPI_BOTTOM). */
+enum { SIDE_BLOCKS, SIDE_SAME, SIDE_V, SIDE_W };
+
 typedef struct side {
+  int kind;
   const void *buf;
   int count;
+  MPI_Datatype type;
   const int *counts;
   const int *idispls;
-  int idisp_bytes;
   const MPI_Aint *adispls;
-  int same;
-  MPI_Datatype type;
   const MPI_Datatype *types;
 } side_t;
 
 /* Checks the arrays of |sd| for |n| blocks. */
 static int side_check(nxm_comm_t *c, const char *fn, const side_t *sd, int n) {
-  if (n == 0 || !sd->counts) return MPI_SUCCESS;
+  if (n == 0 || sd->kind < SIDE_V) return MPI_SUCCESS;
   const void *displs =
       sd->idispls ? (const void *)sd->idispls : (const void *)sd->adispls;
   int cls = nxm_coll_counts(c, fn, n, sd->counts, displs);
-  if (cls == MPI_SUCCESS && sd->idisp_bytes + !!sd->adispls && !sd->types)
+  if (cls == MPI_SUCCESS && sd->kind == SIDE_W && !sd->types)
     cls = nxm_err(c, MPI_ERR_ARG, fn, "NULL datatype array");
   return cls;
 }
@@ -51,19 +52,17 @@ static int side_check(nxm_comm_t *c, const char *fn, const side_t *sd, int n) {
 /* Checks block |k| of |sd| and resolves it. */
 static int block(nxm_comm_t *c, const char *fn, const side_t *sd, int k,
                  const uint8_t **ptr, size_t *count, nxm_dtype_t **t) {
-  int cnt = sd->counts ? sd->counts[k] : sd->count;
-  MPI_Datatype h = sd->types ? sd->types[k] : sd->type;
-  int absolute = sd->adispls || sd->idisp_bytes; /* MPI_BOTTOM allowed */
-  int cls =
-      nxm_coll_type(c, fn, absolute ? (const void *)1 : sd->buf, cnt, h, t);
+  int w = sd->kind == SIDE_W;
+  int cnt = sd->kind >= SIDE_V ? sd->counts[k] : sd->count;
+  const void *buf = w ? (const void *)1 : sd->buf; /* MPI_BOTTOM allowed */
+  int cls = nxm_coll_type(c, fn, buf, cnt, w ? sd->types[k] : sd->type, t);
   if (cls != MPI_SUCCESS) return cls;
   MPI_Aint disp = 0;
-  if (sd->adispls)
-    disp = sd->adispls[k];
-  else if (sd->idispls)
-    disp = sd->idisp_bytes ? sd->idispls[k]
-                           : (MPI_Aint)sd->idispls[k] * (*t)->extent;
-  else if (!sd->same)
+  if (w)
+    disp = sd->adispls ? sd->adispls[k] : sd->idispls[k];
+  else if (sd->kind == SIDE_V)
+    disp = (MPI_Aint)sd->idispls[k] * (*t)->extent;
+  else if (sd->kind == SIDE_BLOCKS)
     disp = (MPI_Aint)k * cnt * (*t)->extent;
   *ptr = (const uint8_t *)sd->buf + disp;
   *count = (size_t)cnt;
@@ -132,8 +131,16 @@ static int alltoallw_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
   if (!ranks) return nxm_err(c, MPI_ERR_NO_MEM, fn, "out of memory");
   for (int i = 0; i < n; i++) ranks[i] = i;
   peers_t all = {n, ranks, NULL, nxm_coll_tag(c)};
-  side_t snd = {sendbuf, 0, sendcounts, sdispls, 1, NULL, 0, NULL, sendtypes};
-  side_t rcv = {recvbuf, 0, recvcounts, rdispls, 1, NULL, 0, NULL, recvtypes};
+  side_t snd = {.kind = SIDE_W,
+                .buf = sendbuf,
+                .counts = sendcounts,
+                .idispls = sdispls,
+                .types = sendtypes};
+  side_t rcv = {.kind = SIDE_W,
+                .buf = recvbuf,
+                .counts = recvcounts,
+                .idispls = rdispls,
+                .types = recvtypes};
   int cls = exchange(c, fn, sendbuf == MPI_IN_PLACE ? NULL : &snd, &all, &rcv,
                      &all, out);
   free(ranks);
@@ -223,8 +230,12 @@ static int nbr_start(nxm_comm_t *c, const char *fn, const side_t *snd,
 static int nag_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                      int sendcount, MPI_Datatype sendtype, void *recvbuf,
                      int recvcount, MPI_Datatype recvtype, nxm_req_t **out) {
-  side_t snd = {sendbuf, sendcount, NULL, NULL, 0, NULL, 1, sendtype, NULL};
-  side_t rcv = {recvbuf, recvcount, NULL, NULL, 0, NULL, 0, recvtype, NULL};
+  side_t snd = {
+      .kind = SIDE_SAME, .buf = sendbuf, .count = sendcount, .type = sendtype};
+  side_t rcv = {.kind = SIDE_BLOCKS,
+                .buf = recvbuf,
+                .count = recvcount,
+                .type = recvtype};
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
@@ -238,8 +249,13 @@ static int nagv_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                       int sendcount, MPI_Datatype sendtype, void *recvbuf,
                       const int *recvcounts, const int *displs,
                       MPI_Datatype recvtype, nxm_req_t **out) {
-  side_t snd = {sendbuf, sendcount, NULL, NULL, 0, NULL, 1, sendtype, NULL};
-  side_t rcv = {recvbuf, 0, recvcounts, displs, 0, NULL, 0, recvtype, NULL};
+  side_t snd = {
+      .kind = SIDE_SAME, .buf = sendbuf, .count = sendcount, .type = sendtype};
+  side_t rcv = {.kind = SIDE_V,
+                .buf = recvbuf,
+                .type = recvtype,
+                .counts = recvcounts,
+                .idispls = displs};
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
@@ -253,8 +269,14 @@ NXM_COLL_PAIR(Neighbor_allgatherv, Ineighbor_allgatherv, nagv_start,
 static int na2a_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                       int sendcount, MPI_Datatype sendtype, void *recvbuf,
                       int recvcount, MPI_Datatype recvtype, nxm_req_t **out) {
-  side_t snd = {sendbuf, sendcount, NULL, NULL, 0, NULL, 0, sendtype, NULL};
-  side_t rcv = {recvbuf, recvcount, NULL, NULL, 0, NULL, 0, recvtype, NULL};
+  side_t snd = {.kind = SIDE_BLOCKS,
+                .buf = sendbuf,
+                .count = sendcount,
+                .type = sendtype};
+  side_t rcv = {.kind = SIDE_BLOCKS,
+                .buf = recvbuf,
+                .count = recvcount,
+                .type = recvtype};
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
@@ -269,8 +291,16 @@ static int na2av_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                        MPI_Datatype sendtype, void *recvbuf,
                        const int *recvcounts, const int *rdispls,
                        MPI_Datatype recvtype, nxm_req_t **out) {
-  side_t snd = {sendbuf, 0, sendcounts, sdispls, 0, NULL, 0, sendtype, NULL};
-  side_t rcv = {recvbuf, 0, recvcounts, rdispls, 0, NULL, 0, recvtype, NULL};
+  side_t snd = {.kind = SIDE_V,
+                .buf = sendbuf,
+                .type = sendtype,
+                .counts = sendcounts,
+                .idispls = sdispls};
+  side_t rcv = {.kind = SIDE_V,
+                .buf = recvbuf,
+                .type = recvtype,
+                .counts = recvcounts,
+                .idispls = rdispls};
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 
@@ -286,8 +316,16 @@ static int na2aw_start(nxm_comm_t *c, const char *fn, const void *sendbuf,
                        const MPI_Datatype *sendtypes, void *recvbuf,
                        const int *recvcounts, const MPI_Aint *rdispls,
                        const MPI_Datatype *recvtypes, nxm_req_t **out) {
-  side_t snd = {sendbuf, 0, sendcounts, NULL, 0, sdispls, 0, NULL, sendtypes};
-  side_t rcv = {recvbuf, 0, recvcounts, NULL, 0, rdispls, 0, NULL, recvtypes};
+  side_t snd = {.kind = SIDE_W,
+                .buf = sendbuf,
+                .counts = sendcounts,
+                .adispls = sdispls,
+                .types = sendtypes};
+  side_t rcv = {.kind = SIDE_W,
+                .buf = recvbuf,
+                .counts = recvcounts,
+                .adispls = rdispls,
+                .types = recvtypes};
   return nbr_start(c, fn, &snd, &rcv, out);
 }
 

@@ -365,10 +365,12 @@ int nxm_coll_begin(MPI_Comm comm, const char *fn, nxm_comm_t **c) {
 
 int nxm_coll_block(nxm_comm_t *c, const char *fn, int cls, nxm_req_t *r) {
   if (cls != MPI_SUCCESS || !r) return cls;
+  /* Layer-built schedules run on c->cc, the rest on c->nc. */
+  nexar_comm_t *on = r->progress ? c->cc : c->nc;
   cls = nxm_req_wait(r);
   nxm_req_free(r);
   if (cls == MPI_SUCCESS) return cls;
-  return nxm_err(c, cls, fn, "%s", nexar_comm_last_error(c->nc));
+  return nxm_err(c, cls, fn, "%s", nexar_comm_last_error(on));
 }
 
 int nxm_coll_post(int cls, nxm_req_t *r, MPI_Request *request) {
