@@ -39,7 +39,7 @@ static int release_nexar(nxm_comm_t *c) {
   return rc != NEXAR_OK ? rc : rc2;
 }
 
-static void topo_free(nxm_topo_t *t) {
+void nxm_topo_free(nxm_topo_t *t) {
   if (!t) return;
   free(t->dims);
   free(t->periods);
@@ -59,7 +59,7 @@ void nxm_comm_unref(nxm_comm_t *c) {
   c->magic = NXM_MAGIC_DEAD;
   nxm_group_unref(c->group);
   nxm_errh_unref(c->errh);
-  topo_free(c->topo);
+  nxm_topo_free(c->topo);
   free(c);
 }
 

@@ -220,6 +220,8 @@ int nxm_comm_wrap(nxm_comm_t *parent, nexar_comm_t *nc, nxm_comm_t **out);
 void nxm_comm_unref(nxm_comm_t *c);
 /* A fresh tag for one layer-built collective on |c->cc|. */
 int nxm_coll_tag(nxm_comm_t *c);
+/* Frees a topology (NULL: nothing). */
+void nxm_topo_free(nxm_topo_t *t);
 /* Copies |from|'s topology to |to| (MPI_Comm_dup). MPI_SUCCESS or
  * MPI_ERR_NO_MEM. */
 int nxm_topo_copy(const nxm_comm_t *from, nxm_comm_t *to);

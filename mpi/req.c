@@ -276,6 +276,14 @@ static int check_array(int count, MPI_Request reqs[], const char *fn) {
   return MPI_SUCCESS;
 }
 
+/* Remembers the first failed request's class and communicator (held). */
+static void note_failure(const nxm_req_t *r, int *failed, nxm_comm_t **fc) {
+  if (r->error == MPI_SUCCESS || *failed) return;
+  *failed = r->error;
+  *fc = r->comm;
+  if (*fc) atomic_fetch_add(&(*fc)->refs, 1);
+}
+
 /* Completes request i of an array into statuses[i] (may be NULL);
  * returns its class. */
 static int complete_at(MPI_Request reqs[], int i, MPI_Status statuses[]) {
@@ -295,11 +303,9 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
   nxm_comm_t *fc = NULL;
   for (int i = 0; i < count; i++) {
     nxm_req_t *r = inactive(reqs[i]) ? NULL : nxm_req_get(reqs[i]);
-    if (r) nxm_req_wait(r);
-    if (r && r->error != MPI_SUCCESS && !failed) {
-      failed = r->error;
-      fc = r->comm;
-      atomic_fetch_add(&fc->refs, 1);
+    if (r) {
+      nxm_req_wait(r);
+      note_failure(r, &failed, &fc);
     }
     complete_at(reqs, i, statuses);
   }
@@ -387,11 +393,7 @@ int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
     int done = 0;
     nxm_req_poll(r, &done);
     if (!done) continue;
-    if (r->error != MPI_SUCCESS && !failed) {
-      failed = r->error;
-      fc = r->comm;
-      atomic_fetch_add(&fc->refs, 1);
-    }
+    note_failure(r, &failed, &fc);
     indices[n] = i;
     MPI_Status tmp;
     nxm_req_complete(&reqs[i], statuses ? &statuses[n] : &tmp);

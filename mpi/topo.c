@@ -157,19 +157,7 @@ static int with_topo(nxm_comm_t *c, const char *fn, int keep, nxm_topo_t *t,
     n->topo = t;
     t = NULL;
   }
-  if (t) {
-    n = NULL;
-    nxm_topo_t *tmp = t;
-    free(tmp->dims);
-    free(tmp->periods);
-    free(tmp->sources);
-    free(tmp->destinations);
-    free(tmp->sourceweights);
-    free(tmp->destweights);
-    free(tmp->index);
-    free(tmp->edges);
-    free(tmp);
-  }
+  nxm_topo_free(t); /* NULL when the new communicator took it */
   if (cls != MPI_SUCCESS) {
     if (nc != MPI_COMM_NULL) MPI_Comm_free(&nc);
     return nxm_err(c, cls, fn, "cannot make the topology");
@@ -358,6 +346,116 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree,
   return dist_graph(c, "MPI_Dist_graph_create_adjacent", indegree, sources,
                     sourceweights, outdegree, destinations, destweights,
                     comm_dist_graph);
+}
+
+/* MPI_Dist_graph_create: each process gives any edges; every edge s -> d
+ * (weight w) is sent to s (an outgoing neighbour d) and to d (an incoming
+ * neighbour s) with one alltoall of counts and one alltoallv of (kind,
+ * peer, weight) triples on the layer's communicator. Each process lists
+ * its neighbours in the order they arrive: by the rank that gave the edge,
+ * then in the order it gave them. */
+int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[],
+                          const int degrees[], const int destinations[],
+                          const int weights[], MPI_Info info, int reorder,
+                          MPI_Comm *comm_dist_graph) {
+  (void)info;
+  (void)reorder;
+  const char *fn = "MPI_Dist_graph_create";
+  GET_COMM(c, comm_old, fn);
+  if (n < 0 || n > NXM_MAX_ITEMS || (n && (!sources || !degrees)) ||
+      !comm_dist_graph)
+    return nxm_err(c, MPI_ERR_ARG, fn, "n %d", n);
+  long nedges = 0;
+  for (int i = 0; i < n; i++) {
+    if (degrees[i] < 0 || sources[i] < 0 || sources[i] >= c->size)
+      return nxm_err(c, MPI_ERR_ARG, fn, "source %d degree %d", sources[i],
+                     degrees[i]);
+    nedges += degrees[i];
+    if (nedges > NXM_MAX_ITEMS / 2)
+      return nxm_err(c, MPI_ERR_ARG, fn, "too many edges");
+  }
+  if (nedges && !destinations)
+    return nxm_err(c, MPI_ERR_ARG, fn, "NULL destinations");
+  for (long e = 0; e < nedges; e++)
+    if (destinations[e] < 0 || destinations[e] >= c->size)
+      return nxm_err(c, MPI_ERR_RANK, fn, "destination %d", destinations[e]);
+  int weighted = weights != MPI_UNWEIGHTED;
+  size_t p = (size_t)c->size;
+  size_t *cnt = calloc(4 * p, sizeof *cnt);
+  int32_t *out = malloc((6 * (size_t)nedges + 1) * sizeof *out);
+  int32_t *in = NULL;
+  int *lists = NULL, cls = MPI_SUCCESS;
+  if (!cnt || !out) {
+    cls = nxm_err(c, MPI_ERR_NO_MEM, fn, "%ld edges", nedges);
+    goto out;
+  }
+  size_t *scount = cnt, *sdisp = cnt + p, *rcount = cnt + 2 * p,
+         *rdisp = cnt + 3 * p;
+  /* Count, then place, the triples for each rank. */
+  for (int pass = 0; pass < 2; pass++) {
+    long e = 0;
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < degrees[i]; k++, e++) {
+        int s = sources[i], d = destinations[e];
+        int w = weighted && weights ? weights[e] : 1;
+        int32_t tri[2][3] = {{0, d, w}, {1, s, w}};
+        int to[2] = {s, d};
+        for (int j = 0; j < 2; j++) {
+          if (pass == 0) {
+            scount[to[j]] += 3;
+          } else {
+            memcpy(out + sdisp[to[j]] + rcount[to[j]], tri[j], sizeof tri[j]);
+            rcount[to[j]] += 3; /* used as a fill cursor here */
+          }
+        }
+      }
+    if (pass == 0)
+      for (size_t r = 1; r < p; r++) sdisp[r] = sdisp[r - 1] + scount[r - 1];
+  }
+  int rc = nexar_alltoall(c->cc, scount, rcount, 1, NEXAR_UINT64);
+  size_t total = 0;
+  for (size_t r = 0; rc == NEXAR_OK && r < p; r++) {
+    rdisp[r] = total;
+    total += rcount[r];
+  }
+  if (rc == NEXAR_OK && total > 6 * (size_t)NXM_MAX_ITEMS) rc = NEXAR_ERR_PROTO;
+  in = rc == NEXAR_OK ? malloc((total + 1) * sizeof *in) : NULL;
+  if (rc == NEXAR_OK && !in) rc = NEXAR_ERR_NOMEM;
+  if (rc == NEXAR_OK)
+    rc = nexar_alltoallv(c->cc, out, scount, sdisp, in, rcount, rdisp,
+                         NEXAR_INT32);
+  if (rc != NEXAR_OK) {
+    cls = nxm_err_nexar(c, fn, rc);
+    goto out;
+  }
+  /* Split the received triples into the two lists (with weights). */
+  size_t ntri = total / 3;
+  lists = malloc((4 * ntri + 4) * sizeof *lists);
+  if (!lists) {
+    cls = nxm_err(c, MPI_ERR_NO_MEM, fn, "%zu neighbours", ntri);
+    goto out;
+  }
+  int *src = lists, *srcw = lists + ntri + 1, *dst = lists + 2 * ntri + 2,
+      *dstw = lists + 3 * ntri + 3, nin = 0, nout = 0;
+  for (size_t t = 0; t < ntri; t++) {
+    const int32_t *x = in + 3 * t;
+    if (x[1] < 0 || x[1] >= c->size) continue; /* never from a member */
+    if (x[0] == 1) {
+      src[nin] = x[1];
+      srcw[nin++] = x[2];
+    } else {
+      dst[nout] = x[1];
+      dstw[nout++] = x[2];
+    }
+  }
+  cls = dist_graph(c, fn, nin, src, weighted ? srcw : MPI_UNWEIGHTED, nout, dst,
+                   weighted ? dstw : MPI_UNWEIGHTED, comm_dist_graph);
+out:
+  free(cnt);
+  free(out);
+  free(in);
+  free(lists);
+  return cls;
 }
 
 int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree,

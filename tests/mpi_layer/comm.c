@@ -3,8 +3,8 @@
  * Comm_dup (attributes copied), Comm_create, Comm_create_group (the whole
  * group), Comm_compare, names, MPI_TAG_UB; Cartesian grids (Dims_create,
  * Cart_create / coords / rank / shift / get / sub) and distributed graphs
- * (Dist_graph_create_adjacent / neighbors), Topo_test; messages on each
- * new communicator. Needs 2 or more ranks (4 covers more). */
+ * (Dist_graph_create_adjacent, Dist_graph_create, neighbors), Topo_test;
+ * messages on each new communicator. Needs 2 or more ranks (4 covers more). */
 #include <string.h>
 
 #include "check.h"
@@ -192,6 +192,19 @@ int main(int argc, char **argv) {
   OK(MPI_Topo_test(g, &topo));
   CHECK(topo == MPI_DIST_GRAPH, "topo %d", topo);
   ring(g, "graph");
+  OK(MPI_Comm_free(&g));
+
+  /* The same ring through MPI_Dist_graph_create, each rank giving the
+   * edge that ends at it (left -> rank, weight 100 + left). */
+  int one = 1, wl = 100 + from;
+  OK(MPI_Dist_graph_create(MPI_COMM_WORLD, 1, &from, &one, &rank, &wl,
+                           MPI_INFO_NULL, 0, &g));
+  OK(MPI_Dist_graph_neighbors_count(g, &indeg, &outdeg, &weighted));
+  CHECK(indeg == 1 && outdeg == 1 && weighted, "general counts %d %d", indeg,
+        outdeg);
+  OK(MPI_Dist_graph_neighbors(g, 1, &s1, &sw1, 1, &d1, &dw1));
+  CHECK(s1 == from && sw1 == 100 + from && d1 == to && dw1 == 100 + rank,
+        "general neighbors %d(%d) %d(%d)", s1, sw1, d1, dw1);
   OK(MPI_Comm_free(&g));
 
   OK(MPI_Group_free(&evens));

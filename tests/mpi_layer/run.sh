@@ -81,4 +81,23 @@ timeout 60 "$mpiexec" -np 3 --oversubscribe --allow-run-as-root \
 timeout 60 "$mpiexec" -n 2 --host no-such-host.invalid "$tmp/env" \
   >"$tmp/out" 2>"$tmp/err" && fail "a remote host was accepted"
 grep -q "not this host" "$tmp/err" || fail "no message for a remote host"
+echo "== exports"
+# libnexar-mpi exports MPI_* / MPIX_* only, and every function mpi.h
+# declares (the collectives once mpi/coll*.c exist).
+lib="$("$mpicc" -showme:libdirs)/libnexar-mpi.so"
+nm -D --defined-only "$lib" | awk '{ print $NF }' | sort -u >"$tmp/exported"
+grep -v -e '^MPI_' -e '^MPIX_' "$tmp/exported" >"$tmp/out"
+[ -s "$tmp/out" ] && fail "libnexar-mpi exports other names (in $tmp/out)"
+proto="$here/../../mpi/include/mpi_proto.h"
+sed -n 's/^[A-Za-z_ ]* \**\(MPIX\{0,1\}_[A-Za-z0-9_]*\)(.*/\1/p' "$proto" |
+  sort -u >"$tmp/declared"
+comm -23 "$tmp/declared" "$tmp/exported" >"$tmp/missing"
+if ! ls "$here"/../../mpi/coll*.c >/dev/null 2>&1; then
+  sed -n '/^\/\* Collectives/,/^$/p' "$proto" |
+    grep -oE ' (MPI_[A-Za-z0-9_]+)\(' | tr -d ' (' | sort -u >"$tmp/coll"
+  comm -23 "$tmp/missing" "$tmp/coll" >"$tmp/out"
+else
+  cp "$tmp/missing" "$tmp/out"
+fi
+[ -s "$tmp/out" ] && fail "declared in mpi.h but not exported (in $tmp/out)"
 echo "mpi_layer: OK"
