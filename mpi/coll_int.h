@@ -14,7 +14,9 @@
  *    logical ops, types nexar cannot reduce, alltoallw, neighbourhood
  *    collectives).
  * The blocking form waits for that request (nxm_coll_block); the MPI_I*
- * form returns it (nxm_coll_post).
+ * form returns it (nxm_coll_post). A layer-built schedule advances when
+ * its request is tested or waited for: its later rounds are posted then
+ * (nexar advances the messages already posted on its own).
  */
 #ifndef NEXAR_MPI_COLL_INT_H
 #define NEXAR_MPI_COLL_INT_H

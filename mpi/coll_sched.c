@@ -405,7 +405,11 @@ int nxm_coll_op(nxm_comm_t *c, const char *fn, MPI_Op h, const nxm_dtype_t *t,
                 nxm_op_t **op) {
   *op = nxm_op_get(h);
   if (!*op) return nxm_err(c, MPI_ERR_OP, fn, "invalid op");
-  if ((*op)->user_fn) return MPI_SUCCESS;
+  nexar_op_t nop;
+  nexar_dtype_t ndt;
+  MPI_Aint scale;
+  if ((*op)->user_fn || nxm_op_native(*op, t, &nop, &ndt, &scale))
+    return MPI_SUCCESS;
   /* A predefined op the kernels do not define for this type fails on no
    * elements already. */
   uint8_t dummy[64];
