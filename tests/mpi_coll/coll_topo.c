@@ -96,6 +96,9 @@ static void cartesian(void) {
 static void graph(void) {
   int n = ct_size, me = ct_rank, up = (me + 1) % n, down = (me + n - 1) % n;
   int dst[2] = {up, me}, src[2] = {down, me};
+  /* One process: both edges are self loops, matched in list order by
+   * nexar's MPI (MPICH 4.0 does not). */
+  if (n == 1 && !CT_NEXAR) return;
   MPI_Comm g;
   CT_MPI(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 2, src, MPI_UNWEIGHTED,
                                         2, dst, MPI_UNWEIGHTED, MPI_INFO_NULL,

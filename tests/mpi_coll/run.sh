@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the collective-path tests (coll_paths.c, coll_topo.c) with an MPI
-# C compiler and runs each at np 2, 3 and 4 under a hard timeout; each run
+# C compiler and runs each at np 1, 2, 3 and 4 under a hard timeout; each run
 # must print "NAME OK np N". Works with any MPI, so the tests themselves
 # can be checked against Open MPI and MPICH:
 #   run.sh MPICC MPIEXEC [WORKDIR]
 #   MPIEXEC_FLAGS="--allow-run-as-root --oversubscribe" \
 #     run.sh mpicc.openmpi mpirun.openmpi
 # Environment: MPIEXEC_FLAGS (extra launcher flags), CT_TIMEOUT (seconds per
-# run, default 120), CT_NPS (default "2 3 4"), CT_PROGS (default both),
+# run, default 120), CT_NPS (default "1 2 3 4"), CT_PROGS (default both),
 # CT_CFLAGS (extra compiler flags, e.g. -fsanitize=address,undefined).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +22,7 @@ for prog in ${CT_PROGS:-coll_paths coll_topo}; do
     fail=1
     continue
   fi
-  for np in ${CT_NPS:-2 3 4}; do
+  for np in ${CT_NPS:-1 2 3 4}; do
     out=$(timeout -k 5 "${CT_TIMEOUT:-120}" "$mpiexec" ${MPIEXEC_FLAGS:-} \
       -n "$np" "$work/$prog" 2>&1)
     rc=$?
