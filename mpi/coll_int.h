@@ -27,8 +27,9 @@
  * datatype references it holds until it completes. */
 typedef struct nxm_cs nxm_cs_t;
 
-/* A new state for a collective on |c| reducing with |op| (NULL: none).
- * NULL when out of memory. */
+/* A new state for a collective on |c| reducing with |op| (NULL: none;
+ * a user op is referenced until the state is freed). NULL when out of
+ * memory. */
 nxm_cs_t *nxm_cs_new(nxm_comm_t *c, const nxm_op_t *op);
 void nxm_cs_free(nxm_cs_t *s);
 /* A temporary of |bytes| freed with the state; NULL when out of memory. */

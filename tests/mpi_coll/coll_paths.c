@@ -338,7 +338,15 @@ static void in_flight(void) {
   if (me == 0)
     for (int i = 0; i < 5; i++) b[i] = 40 + i;
   CT_MPI(MPI_Iallreduce(&x, &xs, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq[0]));
-  CT_MPI(MPI_Iallreduce(m, mr, 1, mat, matop, MPI_COMM_WORLD, &rq[1]));
+  /* An op and a type freed while the collective using them runs. */
+  MPI_Op op;
+  MPI_Datatype m4;
+  MPI_Op_create(matmul, 0, &op);
+  MPI_Type_contiguous(4, MPI_INT, &m4);
+  MPI_Type_commit(&m4);
+  CT_MPI(MPI_Iallreduce(m, mr, 1, m4, op, MPI_COMM_WORLD, &rq[1]));
+  MPI_Op_free(&op);
+  MPI_Type_free(&m4);
   CT_MPI(MPI_Ibcast(b, 5, MPI_INT, 0, MPI_COMM_WORLD, &rq[2]));
   CT_MPI(MPI_Iscan(&s, &ss, 1, MPI_SHORT, MPI_SUM, MPI_COMM_WORLD, &rq[3]));
   CT_MPI(MPI_Waitall(4, rq, MPI_STATUSES_IGNORE));
