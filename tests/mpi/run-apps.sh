@@ -16,11 +16,12 @@
 #                           temporary one, removed at the end)
 #       NEXAR_MPI_APPS_NEXAR=1  also check nexar's unsupported calls
 #                           (automatic when "MPICC -show" mentions nexar)
-# Exit status: 0 all passed, 1 some failed, 2 bad usage.
+# Exit status: 0 all passed, 1 some failed, 2 bad usage, 77 MPICC or
+# MPIEXEC not there (a skip for ctest).
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 mpicc=$1 mpiexec=$2
@@ -35,6 +36,10 @@ if [ -n "${NEXAR_MPI_APPS_DIR:-}" ]; then
 else
   dir=$(mktemp -d "${TMPDIR:-/tmp}/mpi-apps.XXXXXX")
   trap 'rm -rf "$dir"' EXIT
+fi
+if ! command -v "$mpicc" >/dev/null || ! command -v "$mpiexec" >/dev/null; then
+  echo "run-apps: no $mpicc or $mpiexec (MPI not built or not installed): skipped" >&2
+  exit 77
 fi
 nexar=${NEXAR_MPI_APPS_NEXAR:-0}
 if timeout 30 "$mpicc" -show 2>/dev/null | grep -qi nexar; then nexar=1; fi
