@@ -5,7 +5,8 @@
  * blocking and non-blocking: MPI_(I)neighbor_allgather(v) and
  * MPI_(I)neighbor_alltoall(v,w). Block k of the receive buffer comes from
  * sources[k]; block j of the send buffer goes to destinations[j]; here the
- * k-th source's k-th destination is this rank, which the checks use. */
+ * k-th source's k-th destination is this rank, which the checks use.
+ * Then MPI_Neighbor_allgather on a Cartesian communicator. */
 #include "mpitest.h"
 
 static int rank, size, nb;
@@ -120,6 +121,28 @@ int main(int argc, char **argv)
     }
 
     MPI_Comm_free(&g);
+
+    /* a Cartesian grid (dimension 0 periodic, 1 not) as stencil codes use
+     * it: receive block 2d is from the -1 neighbour of dimension d, block
+     * 2d + 1 from the +1 one; MPI_PROC_NULL blocks stay untouched */
+    int dims[2] = {0, 0}, periods[2] = {1, 0}, nbr[4], cg[8];
+    MPI_Comm cart;
+    MPI_Dims_create(size, 2, dims);
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+    MPI_Cart_shift(cart, 0, 1, &nbr[0], &nbr[1]);
+    MPI_Cart_shift(cart, 1, 1, &nbr[2], &nbr[3]);
+    int crank, me[2];
+    MPI_Comm_rank(cart, &crank);
+    me[0] = crank;
+    me[1] = -crank;
+    for (int i = 0; i < 8; i++)
+        cg[i] = -99;
+    MPI_Neighbor_allgather(me, 2, MPI_INT, cg, 2, MPI_INT, cart);
+    for (int k = 0; k < 4; k++) {
+        CHECK_EQ(cg[2 * k], nbr[k] == MPI_PROC_NULL ? -99 : nbr[k]);
+        CHECK_EQ(cg[2 * k + 1], nbr[k] == MPI_PROC_NULL ? -99 : -nbr[k]);
+    }
+    MPI_Comm_free(&cart);
     mt_ok("neighbor");
     MPI_Finalize();
     return 0;

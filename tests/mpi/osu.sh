@@ -17,7 +17,9 @@
 # benchmarks use OSU's default topology (a torus of radius 1, which needs
 # 3 ranks or more) at np 4 and a ring of two (-N graph:FILE) at np 2.
 #
-# usage: osu.sh MPICC MPIEXEC WORKDIR [MPIEXEC ARGS...]
+# usage: osu.sh [--build-only] MPICC MPIEXEC WORKDIR [MPIEXEC ARGS...]
+#   (--build-only: unpack, configure and make, run nothing; bench/compare
+#   uses it for its OSU-client table)
 #   e.g. osu.sh build/mpi/bin/mpicc build/mpi/bin/mpiexec build/osu
 #        osu.sh mpicc.openmpi mpirun.openmpi /tmp/osu-ompi --oversubscribe \
 #               --allow-run-as-root --mca op ^avx
@@ -34,8 +36,13 @@
 # usage, 77 no tarball or no MPICC/MPIEXEC (a skip for ctest).
 set -euo pipefail
 
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
 if [ $# -lt 3 ]; then
-  sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,/^set -e/p' "$0" | sed -n 's/^# \{0,1\}//p' >&2
   exit 2
 fi
 mpicc=$1 mpiexec=$2 work=$3
@@ -105,6 +112,7 @@ if [ ! -f "$src/.nexar-built" ] || [ "$(cat "$src/.nexar-built")" != "$stamp" ];
 else
   log "reusing the build in $src"
 fi
+[ "$build_only" = 1 ] && exit 0
 mpi=$src/c/mpi
 
 # ---- the plan: benchmark directory, np list and options ---------------------------

@@ -21,7 +21,7 @@
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,/^set -e/p' "$0" | sed -n 's/^# \{0,1\}//p' >&2
   exit 2
 fi
 mpicc=$1 mpiexec=$2
