@@ -3,8 +3,9 @@
 # runs each with its mpiexec at np 2 and 4 (the stencil also at 6), every
 # run under a hard timeout. A run passes when it exits 0 and rank 0 printed
 # "<program> OK np <N>"; two runs must instead fail cleanly: "errors fatal"
-# (a bad rank under MPI_ERRORS_ARE_FATAL: non-zero exit, a message naming
-# MPI_Send) and "errors abort" (MPI_Abort: non-zero exit, no hang).
+# (a bad rank under MPI_ERRORS_ARE_FATAL: non-zero exit and, on nexar, a
+# message naming MPI_Send) and "errors abort" (MPI_Abort: non-zero exit, no
+# hang).
 #
 # usage: run-apps.sh MPICC MPIEXEC [MPIEXEC ARGS...]
 #   e.g. run-apps.sh build/mpi/bin/mpicc build/mpi/bin/mpiexec
@@ -107,7 +108,13 @@ if [ -x "$dir/errors" ]; then
     elif [ "$rc" -eq 0 ] || grep -q "^FAIL:" "$log"; then
       result "errors $mode np 2" 0 "$log" "exit $rc: the job went on"
     elif [ "$mode" = fatal ] && ! grep -q "MPI_Send" "$log"; then
-      result "errors $mode np 2" 0 "$log" "exit $rc but no message names MPI_Send"
+      # nexar must name the call; Open MPI 4.1.4 loses its own message now
+      # and then under load (ORTE show_help: "Out of resource")
+      if [ "$nexar" = 1 ]; then
+        result "errors $mode np 2" 0 "$log" "exit $rc but no message names MPI_Send"
+      else
+        result "errors $mode np 2 (no message naming MPI_Send)" 1 "$log" ""
+      fi
     else
       result "errors $mode np 2" 1 "$log" ""
     fi
