@@ -4,9 +4,11 @@
     python3 bench/report.py bench/results/<timestamp>
 
 Reads raw/<peer>_np<N>_<op>_<band>.json (rows as nexar-perf --json writes
-them), raw/refs.jsonl, raw/reduce-bench.txt, meta.json, failures.txt and
-writes results.csv, results.json, refs.csv, refs.json, results.md and, with
-gnuplot, latency_np<N>.png and busbw_<op>_np<N>.png (data in plots/).
+them), raw/refs.jsonl, raw/reduce-bench.txt, raw/osu/ (the OSU client:
+status.tsv and <mpi>_<bench>_<size>.log), meta.json, failures.txt and
+writes results.csv, results.json, refs.csv, refs.json, osu.csv, results.md
+and, with gnuplot, latency_np<N>.png and busbw_<op>_np<N>.png (data in
+plots/).
 Python standard library only.
 """
 import csv
@@ -212,6 +214,90 @@ def op_table(rows, peers, nps, op, size, key, what):
     return out
 
 
+# The OSU client (bench/compare section 7): the same OSU 7.4 binaries'
+# figures, built with each MPI's own mpicc, at np 2.
+OSU_MPIS = [("nexar", "nexar"), ("openmpi", "Open MPI"), ("mpich", "MPICH")]
+OSU_POINTS = [  # label, benchmark, size, lower is better
+    ("osu_latency 8 B, µs", "osu_latency", 8, True),
+    ("osu_latency 64 KiB, µs", "osu_latency", 65536, True),
+    ("osu_bw 64 KiB, MB/s", "osu_bw", 65536, False),
+    ("osu_bw 4 MiB, MB/s", "osu_bw", 4 * MiB, False),
+    ("osu_allreduce 8 B, µs", "osu_allreduce", 8, True),
+    ("osu_allreduce 1 MiB, µs", "osu_allreduce", MiB, True),
+]
+
+
+def load_osu(res):
+    """(rows, status): rows {mpi, bench, size, value} from the OSU logs;
+    status {mpi: why} for an MPI that was not run, {(mpi, bench, size): why}
+    for a run that failed."""
+    d = os.path.join(res, "raw", "osu")
+    rows, status = [], {}
+    p = os.path.join(d, "status.tsv")
+    if not os.path.exists(p):
+        return None, None
+    with open(p) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 4:
+                continue
+            mpi, bench, size, why = parts
+            if bench == "-":
+                status[mpi] = why
+                continue
+            if why != "ok":
+                status[(mpi, bench, int(size))] = why
+                continue
+            try:
+                with open(os.path.join(d, f"{mpi}_{bench}_{size}.log")) as g:
+                    for l in g:
+                        m = re.match(r"^\s*(\d+)\s+([\d.]+)\s*$", l)
+                        if m and int(m.group(1)) == int(size):
+                            rows.append({"mpi": mpi, "bench": bench,
+                                         "size": int(size),
+                                         "value": float(m.group(2))})
+            except OSError:
+                status[(mpi, bench, int(size))] = "no log"
+    return rows, status
+
+
+def osu_table(rows, status):
+    """nexar's figure, then each other MPI's with nexar / MPI, as the first
+    table; a line for each MPI that was not run and each failed run."""
+    def val(mpi, bench, size):
+        for r in rows:
+            if (r["mpi"], r["bench"], r["size"]) == (mpi, bench, size):
+                return r["value"]
+        return None
+    others = OSU_MPIS[1:]
+    out = ["| metric (np 2) | nexar | " + " | ".join(
+        f"{name} (nexar/{name})" for _, name in others) + " |",
+        "|---|---|" + "---|" * len(others)]
+    for label, bench, size, lower in OSU_POINTS:
+        nv = val("nexar", bench, size)
+        cells = []
+        for mpi, _ in others:
+            v = val(mpi, bench, size)
+            if v is None:
+                cells.append("–")
+            elif nv is None or not v:
+                cells.append(fmt(v))
+            else:
+                cells.append(f"{fmt(v)} (**{nv / v:.2f}×**)")
+        what = "lower is better" if lower else "higher is better"
+        out.append(f"| {label} ({what}) | {fmt(nv)} | " + " | ".join(cells)
+                   + " |")
+    notes = []
+    for mpi, name in OSU_MPIS:
+        if mpi in status:
+            notes.append(f"- {name}: {status[mpi]}.")
+    for k, why in status.items():
+        if isinstance(k, tuple):
+            notes.append(f"- {k[0]} {k[1]} {k[2]} B: {why} "
+                         f"(raw/osu/{k[0]}_{k[1]}_{k[2]}.log).")
+    return out + ([""] + notes if notes else [])
+
+
 def ref_value(refs, name, size=None):
     """The figure of that reference at that size; without a size, the best
     over its sizes (the ceiling)."""
@@ -377,6 +463,13 @@ def main():
         json.dump(refs, f, indent=1)
 
     pngs = gnuplot(res, rows, peers, nps)
+    osu_rows, osu_status = load_osu(res)
+    if osu_rows is not None:
+        with open(os.path.join(res, "osu.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["mpi", "bench", "size", "value"])
+            w.writeheader()
+            for r in osu_rows:
+                w.writerow(r)
 
     md = [f"# nexar vs Open MPI, MPICH, Gloo: {meta.get('mode', '?')} run "
           f"{meta.get('timestamp', '')}", ""]
@@ -396,6 +489,16 @@ def main():
               "a ratio below 1 means nexar is slower.")
     md.append("")
     md += ratio_table(rows, peers, nps)
+    if osu_rows is not None:
+        md += ["", "## OSU client", "",
+               "OSU Micro-Benchmarks 7.4, unmodified, built with each MPI's "
+               "own mpicc (nexar's build-bench/mpi/bin/mpicc, mpicc.openmpi, "
+               "mpicc.mpich) and started with its own mpiexec, np 2, one size "
+               "per run, default options otherwise (MPI_CHAR data, sum). "
+               "Each cell: the MPI's figure, then **nexar / MPI**; for µs a "
+               "ratio above 1 means nexar is slower, for MB/s one below 1. "
+               "Launch lines: raw/osu/commands.txt.", ""]
+        md += osu_table(osu_rows, osu_status)
     shm = shm_table(rows, nps)
     if shm:
         md += ["", "## nexar over shared memory against Open MPI's", ""] + shm
@@ -481,7 +584,8 @@ def main():
         md.append("```")
         md.append("")
     md.append("Files: results.csv / results.json (every row of every peer), "
-              "refs.csv / refs.json, raw/ (each run's JSON and log, "
+              "refs.csv / refs.json, osu.csv (the OSU client's figures), "
+              "raw/ (each run's JSON and log, raw/osu/ the OSU logs, "
               "runs.tsv with exit status and seconds), plots/ (gnuplot data "
               "and script).")
     with open(os.path.join(res, "results.md"), "w") as f:
