@@ -14,7 +14,7 @@
 nxm_comm_t *nxm_comm_get(MPI_Comm h) {
   if (h == MPI_COMM_WORLD) return nxm_g.world;
   if (h == MPI_COMM_SELF) return nxm_g.self;
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_comm_t *c = (nxm_comm_t *)h;
   return c->magic == NXM_MAGIC_COMM && c->nc ? c : NULL;
 }

@@ -151,7 +151,7 @@ nxm_dtype_t *nxm_dtype_get(MPI_Datatype h) {
     nxm_dtype_t *t = &g_pre[v - PRE_BASE];
     return t->magic == NXM_MAGIC_DTYPE ? t : NULL;
   }
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_dtype_t *t = (nxm_dtype_t *)h;
   return t->magic == NXM_MAGIC_DTYPE ? t : NULL;
 }

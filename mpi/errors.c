@@ -55,7 +55,7 @@ int nxm_class_of_nexar(int rc) {
 nxm_errh_t *nxm_errh_get(MPI_Errhandler h) {
   if (h == MPI_ERRORS_ARE_FATAL) return &g_fatal;
   if (h == MPI_ERRORS_RETURN) return &g_return;
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_errh_t *e = (nxm_errh_t *)h;
   return e->magic == NXM_MAGIC_ERRH ? e : NULL;
 }

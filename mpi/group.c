@@ -12,7 +12,7 @@ static nxm_group_t g_empty = {NXM_MAGIC_GROUP, 1, 0, MPI_UNDEFINED, NULL};
 
 nxm_group_t *nxm_group_get(MPI_Group h) {
   if (h == MPI_GROUP_EMPTY) return &g_empty;
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_group_t *g = (nxm_group_t *)h;
   return g->magic == NXM_MAGIC_GROUP ? g : NULL;
 }

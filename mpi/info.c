@@ -25,7 +25,7 @@ static nxm_info_t g_env = {NXM_MAGIC_INFO, 0, NULL};
 
 static nxm_info_t *info_get(MPI_Info h) {
   if (h == MPI_INFO_ENV) return &g_env;
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_info_t *i = (nxm_info_t *)h;
   return i->magic == NXM_MAGIC_INFO ? i : NULL;
 }

@@ -66,6 +66,11 @@ int nexar_comm_create_group(nexar_comm_t *comm, const int *ranks, int n,
 /* Handles below this are predefined constants (never dereferenced). */
 #define NXM_PREDEF_MAX 0x1000u
 #define NXM_IS_PREDEF(h) ((uintptr_t)(h) < NXM_PREDEF_MAX)
+/* Whether |h| may be one of the layer's objects (then its magic is read):
+ * not a predefined constant, and aligned as malloc aligns. An unaligned or
+ * small integer is rejected without being dereferenced. */
+#define NXM_IS_OBJECT(h) \
+  (!NXM_IS_PREDEF(h) && ((uintptr_t)(h) & (_Alignof(max_align_t) - 1)) == 0)
 
 #define NXM_MAGIC_COMM 0x4e4d434du  /* "NMCM" */
 #define NXM_MAGIC_GROUP 0x4e4d4750u /* "NMGP" */

@@ -6,6 +6,7 @@
  * functions). MPI_Reduce_local is here too.
  */
 #include <complex.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,29 +23,33 @@ static void pre(MPI_Op h, int nop) {
   *o = (nxm_op_t){NXM_MAGIC_OP, 1, 1, h, nop, 1, NULL};
 }
 
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_ops(void) {
+  pre(MPI_SUM, NEXAR_SUM);
+  pre(MPI_MIN, NEXAR_MIN);
+  pre(MPI_MAX, NEXAR_MAX);
+  pre(MPI_PROD, NEXAR_PROD);
+  pre(MPI_BAND, NEXAR_BAND);
+  pre(MPI_BOR, NEXAR_BOR);
+  pre(MPI_BXOR, NEXAR_BXOR);
+  pre(MPI_LAND, NXM_OP_NONE);
+  pre(MPI_LOR, NXM_OP_NONE);
+  pre(MPI_LXOR, NXM_OP_NONE);
+  pre(MPI_MINLOC, NXM_OP_NONE);
+  pre(MPI_MAXLOC, NXM_OP_NONE);
+  pre(MPI_REPLACE, NXM_OP_NONE);
+  pre(MPI_NO_OP, NXM_OP_NONE);
+}
+
 nxm_op_t *nxm_op_get(MPI_Op h) {
   uintptr_t v = (uintptr_t)h;
   if (v > OP_BASE && v < OP_BASE + OP_COUNT) {
-    if (!g_ops[(uintptr_t)MPI_SUM - OP_BASE].magic) {
-      pre(MPI_SUM, NEXAR_SUM);
-      pre(MPI_MIN, NEXAR_MIN);
-      pre(MPI_MAX, NEXAR_MAX);
-      pre(MPI_PROD, NEXAR_PROD);
-      pre(MPI_BAND, NEXAR_BAND);
-      pre(MPI_BOR, NEXAR_BOR);
-      pre(MPI_BXOR, NEXAR_BXOR);
-      pre(MPI_LAND, NXM_OP_NONE);
-      pre(MPI_LOR, NXM_OP_NONE);
-      pre(MPI_LXOR, NXM_OP_NONE);
-      pre(MPI_MINLOC, NXM_OP_NONE);
-      pre(MPI_MAXLOC, NXM_OP_NONE);
-      pre(MPI_REPLACE, NXM_OP_NONE);
-      pre(MPI_NO_OP, NXM_OP_NONE);
-    }
+    pthread_once(&g_once, init_ops);
     nxm_op_t *o = &g_ops[v - OP_BASE];
     return o->magic == NXM_MAGIC_OP ? o : NULL;
   }
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_op_t *o = (nxm_op_t *)h;
   return o->magic == NXM_MAGIC_OP ? o : NULL;
 }

@@ -461,3 +461,96 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
                MPI_Status *status) {
   return probe("MPI_Iprobe", source, tag, comm, flag, status, 0);
 }
+
+/* ---- Matched probe. The message a probe found is the next one a receive
+ * from its source with its tag gets (nexar matches FIFO per source, tag
+ * and communicator), so MPI_Mrecv is that receive. Exact as long as no
+ * other thread receives on the communicator between the two calls. */
+
+#define NXM_MAGIC_MSG 0x4e4d4d53u /* "NMMS" */
+
+typedef struct nxm_msg {
+  uint32_t magic;
+  nxm_comm_t *comm; /* referenced */
+  int source, tag;
+} nxm_msg_t;
+
+static int mprobe(const char *fn, int source, int tag, MPI_Comm comm, int *flag,
+                  MPI_Message *message, MPI_Status *status) {
+  MPI_Status st;
+  int f = 1;
+  if (!message)
+    return nxm_err(nxm_comm_get(comm), MPI_ERR_ARG, fn, "NULL message");
+  int cls = probe(fn, source, tag, comm, flag ? &f : NULL, &st, !flag);
+  if (cls != MPI_SUCCESS) return cls;
+  if (flag) *flag = f;
+  if (!f) return MPI_SUCCESS;
+  if (status) *status = st;
+  if (source == MPI_PROC_NULL) {
+    *message = MPI_MESSAGE_NO_PROC;
+    return MPI_SUCCESS;
+  }
+  nxm_comm_t *c = nxm_comm_get(comm);
+  nxm_msg_t *m = malloc(sizeof *m);
+  if (!m) return nxm_err(c, MPI_ERR_NO_MEM, fn, "out of memory");
+  *m = (nxm_msg_t){NXM_MAGIC_MSG, c, st.MPI_SOURCE, st.MPI_TAG};
+  atomic_fetch_add(&c->refs, 1);
+  *message = (MPI_Message)m;
+  return MPI_SUCCESS;
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message,
+               MPI_Status *status) {
+  return mprobe("MPI_Mprobe", source, tag, comm, NULL, message, status);
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
+                MPI_Message *message, MPI_Status *status) {
+  if (!flag)
+    return nxm_err(nxm_comm_get(comm), MPI_ERR_ARG, "MPI_Improbe", "NULL");
+  return mprobe("MPI_Improbe", source, tag, comm, flag, message, status);
+}
+
+/* Takes the message behind *message (set to MPI_MESSAGE_NULL): its
+ * communicator handle, source and tag. MPI_MESSAGE_NO_PROC gives
+ * MPI_PROC_NULL on MPI_COMM_SELF. */
+static int take(const char *fn, MPI_Message *message, MPI_Comm *comm,
+                int *source, int *tag) {
+  if (message && *message == MPI_MESSAGE_NO_PROC) {
+    *comm = MPI_COMM_SELF;
+    *source = MPI_PROC_NULL;
+    *tag = MPI_ANY_TAG;
+    *message = MPI_MESSAGE_NULL;
+    return MPI_SUCCESS;
+  }
+  nxm_msg_t *m =
+      message && NXM_IS_OBJECT(*message) ? (nxm_msg_t *)*message : NULL;
+  if (!m || m->magic != NXM_MAGIC_MSG)
+    return nxm_err(NULL, MPI_ERR_REQUEST, fn, "invalid message");
+  *comm = nxm_comm_handle(m->comm);
+  *source = m->source;
+  *tag = m->tag;
+  m->magic = NXM_MAGIC_DEAD;
+  nxm_comm_unref(m->comm);
+  free(m);
+  *message = MPI_MESSAGE_NULL;
+  return MPI_SUCCESS;
+}
+
+int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
+              MPI_Status *status) {
+  MPI_Comm comm;
+  int source, tag;
+  int cls = take("MPI_Mrecv", message, &comm, &source, &tag);
+  if (cls != MPI_SUCCESS) return cls;
+  return MPI_Recv(buf, count, datatype, source, tag, comm, status);
+}
+
+int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype,
+               MPI_Message *message, MPI_Request *request) {
+  MPI_Comm comm;
+  int source, tag;
+  int cls = take("MPI_Imrecv", message, &comm, &source, &tag);
+  if (cls != MPI_SUCCESS) return cls;
+  return MPI_Irecv(buf, count, datatype, source, tag, comm, request);
+}

@@ -15,7 +15,7 @@ static nxm_req_t *g_orphans[4096];
 static int g_norphans;
 
 nxm_req_t *nxm_req_get(MPI_Request h) {
-  if (NXM_IS_PREDEF(h)) return NULL;
+  if (!NXM_IS_OBJECT(h)) return NULL;
   nxm_req_t *r = (nxm_req_t *)h;
   return r->magic == NXM_MAGIC_REQ ? r : NULL;
 }
@@ -361,15 +361,57 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
   return MPI_SUCCESS;
 }
 
+/* MPI_Waitany in nexar_waitany when each active request is one pending
+ * nexar request (sends and receives): one wait in the engine instead of a
+ * polling loop. Sets *handled = 0 (and does nothing) otherwise. */
+static int waitany_nexar(int count, MPI_Request reqs[], int *index,
+                         MPI_Status *status, int *handled) {
+  *handled = 0;
+  nexar_req_t *small[64];
+  nexar_req_t **arr = count <= 64 ? small : malloc((size_t)count * sizeof *arr);
+  if (!arr) return MPI_SUCCESS;
+  int any = 0, simple = 1;
+  for (int i = 0; i < count; i++) {
+    arr[i] = NULL;
+    if (inactive(reqs[i])) continue;
+    nxm_req_t *r = nxm_req_get(reqs[i]);
+    if (r->progress || r->nsub != 1 || !r->sub[0] || r->done) simple = 0;
+    arr[i] = r->sub[0];
+    any = 1;
+  }
+  int cls = MPI_SUCCESS;
+  if (any && simple) {
+    *handled = 1;
+    size_t idx = NEXAR_UNDEFINED_INDEX;
+    nexar_status_t st = {0};
+    int rc = nexar_waitany((size_t)count, arr, &idx, &st);
+    if (idx == NEXAR_UNDEFINED_INDEX || idx >= (size_t)count) {
+      cls = nxm_err(NULL, nxm_class_of_nexar(rc), "MPI_Waitany", "%s",
+                    nexar_strerror(rc));
+    } else {
+      nxm_req_t *r = nxm_req_get(reqs[idx]);
+      sub_done(r, 0, rc, &st);
+      finish(r);
+      *index = (int)idx;
+      if (r->error != MPI_SUCCESS) report(r->comm, r->error, "MPI_Waitany");
+      cls = nxm_req_complete(&reqs[idx], status);
+    }
+  }
+  if (arr != small) free(arr);
+  return cls;
+}
+
 int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
   int cls = check_array(count, reqs, "MPI_Waitany");
   if (cls != MPI_SUCCESS) return cls;
   if (!index) return nxm_err(NULL, MPI_ERR_ARG, "MPI_Waitany", "NULL index");
   double deadline = now_ms() + op_timeout_ms();
   for (;;) {
-    int flag = 0;
+    int flag = 0, handled = 0;
     cls = MPI_Testany(count, reqs, index, &flag, status);
     if (flag || cls != MPI_SUCCESS) return cls;
+    cls = waitany_nexar(count, reqs, index, status, &handled);
+    if (handled) return cls;
     if (now_ms() > deadline)
       return nxm_err(NULL, MPI_ERR_OTHER, "MPI_Waitany",
                      "no request finished within NEXAR_OP_TIMEOUT_MS");

@@ -1,17 +1,13 @@
 /*
  * The MPI functions outside the layer's scope (docs/mpi.md): one-sided
- * windows, MPI-IO, dynamic processes, inter-communicators, matched probes,
- * external32 packing and a few rare type constructors. Each exists so that
- * programs link, and returns MPI_ERR_UNSUPPORTED_OPERATION through
- * MPI_COMM_WORLD's error handler with a message naming the function.
- * */
+ * windows, MPI-IO, dynamic processes, inter-communicators, external32
+ * packing and a few rare type constructors. Each exists so that programs
+ * link, and returns MPI_ERR_UNSUPPORTED_OPERATION through MPI_COMM_WORLD's
+ * error handler with a message naming the function.
+ */
 #include "mpi_int.h"
 
 /* clang-format off */
-int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) { return nxm_unsupported("MPI_Mprobe"); }
-int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status) { return nxm_unsupported("MPI_Improbe"); }
-int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status) { return nxm_unsupported("MPI_Mrecv"); }
-int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Request *request) { return nxm_unsupported("MPI_Imrecv"); }
 int MPI_Type_create_darray(int size, int rank, int ndims, const int array_of_gsizes[], const int array_of_distribs[], const int array_of_dargs[], const int array_of_psizes[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype) { return nxm_unsupported("MPI_Type_create_darray"); }
 int MPI_Type_create_f90_integer(int r, MPI_Datatype *newtype) { return nxm_unsupported("MPI_Type_create_f90_integer"); }
 int MPI_Type_create_f90_real(int p, int r, MPI_Datatype *newtype) { return nxm_unsupported("MPI_Type_create_f90_real"); }

@@ -13,6 +13,12 @@
 # OSU link with $CXX (libtool --tag=CXX), and a system mpicxx found first on
 # PATH would link them against another MPI.
 set(NXM_GEN ${CMAKE_CURRENT_BINARY_DIR}/gen)
+# A sanitized library (NEXAR_SANITIZE) needs sanitized programs: the ASan
+# runtime must come first.
+set(NXM_SAN "")
+if(NEXAR_SANITIZE)
+  set(NXM_SAN " -fsanitize=address,undefined -fno-omit-frame-pointer")
+endif()
 set(NXM_LIBEXEC ${CMAKE_INSTALL_LIBEXECDIR}/nexar/mpi/bin)
 
 # nxm_wrappers(KIND DIR PREFIX_CODE INCDIR LIBDIR RUN NAMES...): writes

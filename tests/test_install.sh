@@ -83,4 +83,42 @@ echo "== find_package(nexar CONFIG)"
 "$cmake" --build "$tmp/cb" >"$tmp/out" 2>"$tmp/err" || fail "cmake build"
 run2 cmake "$tmp/cb/consumer"
 run2 cmake-static "$tmp/cb/consumer_static"
+
+echo "== the MPI layer (docs/mpi.md)"
+for f in bin/nexar-mpicc bin/nexar-mpicxx bin/nexar-mpiexec \
+  libexec/nexar/mpi/bin/mpicc libexec/nexar/mpi/bin/mpicxx \
+  libexec/nexar/mpi/bin/mpic++ libexec/nexar/mpi/bin/mpiexec \
+  libexec/nexar/mpi/bin/mpirun include/nexar/mpi/mpi.h \
+  lib/pkgconfig/nexar-mpi.pc "lib/libnexar-mpi.so.$ver"; do
+  [ -e "$p/$f" ] || fail "not installed: $f"
+done
+cat >"$tmp/mpi_sum.c" <<'C'
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  int rank, size, v, got = -1;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  v = rank + 1;
+  MPI_Sendrecv(&v, 1, MPI_INT, 1 - rank, 0, &got, 1, MPI_INT, 1 - rank, 0,
+               MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  printf("rank %d of %d: sum %d\n", rank, size, v + got);
+  MPI_Finalize();
+  return 0;
+}
+C
+PATH=$p/libexec/nexar/mpi/bin:$PATH mpicc -o "$tmp/mpi_sum" "$tmp/mpi_sum.c" \
+  >"$tmp/out" 2>"$tmp/err" || fail "installed mpicc"
+PATH=$p/libexec/nexar/mpi/bin:$PATH timeout 60 mpiexec -n 2 "$tmp/mpi_sum" \
+  >"$tmp/out" 2>"$tmp/err" || fail "installed mpiexec"
+for r in 0 1; do
+  grep -qxF "rank $r of 2: sum 3" "$tmp/out" || fail "mpi: rank $r"
+done
+# shellcheck disable=SC2046,SC2086
+"$cc" $cflags -o "$tmp/mpi_sum_pc" "$tmp/mpi_sum.c" $(pkg-config --cflags --libs nexar-mpi) \
+  >"$tmp/out" 2>"$tmp/err" || fail "pkg-config nexar-mpi build"
+timeout 60 "$p/bin/nexar-mpiexec" -n 2 "$tmp/mpi_sum_pc" >"$tmp/out" \
+  2>"$tmp/err" || fail "nexar-mpiexec"
+grep -qxF "rank 1 of 2: sum 3" "$tmp/out" || fail "pkg-config nexar-mpi run"
 echo "test_install: OK"

@@ -4,6 +4,7 @@
  * (blocking and non-blocking), functions outside the layer give
  * MPI_ERR_UNSUPPORTED_OPERATION; a user error handler is called with the
  * class; MPI_Error_string / MPI_Error_class. Nothing crashes. 2+ ranks. */
+#include <stdint.h>
 #include <string.h>
 
 #include "check.h"
@@ -49,6 +50,11 @@ int main(int argc, char **argv) {
   EXPECT(MPI_Send(buf, 1, MPI_INT, 0, 0, bad), MPI_ERR_COMM);
   int r;
   EXPECT(MPI_Comm_rank(bad, &r), MPI_ERR_COMM);
+  /* Integers that are not handles: never dereferenced. */
+  EXPECT(MPI_Comm_rank((MPI_Comm)(uintptr_t)0x12345, &r), MPI_ERR_COMM);
+  EXPECT(MPI_Comm_rank((MPI_Comm)(uintptr_t)7, &r), MPI_ERR_COMM);
+  EXPECT(MPI_Send(buf, 1, (MPI_Datatype)(uintptr_t)0xdead1, 0, 0, w),
+         MPI_ERR_TYPE);
   EXPECT(MPI_Send(buf, 1, MPI_INT, 0, -5, w), MPI_ERR_TAG);
   EXPECT(MPI_Send(buf, 1, MPI_INT, 0, MPI_ANY_TAG, w), MPI_ERR_TAG);
   EXPECT(MPI_Send(buf, 1, MPI_DATATYPE_NULL, 0, 0, w), MPI_ERR_TYPE);

@@ -159,6 +159,24 @@ int main(int argc, char **argv) {
   OK(MPI_Testsome(4, rs, &outc, &idx, MPI_STATUSES_IGNORE));
   CHECK(outc == MPI_UNDEFINED, "testsome of null requests: %d", outc);
 
+  /* MPI_Waitany blocking before any message came: tag 71 is sent after
+   * the receiver's go, tag 70 once the receiver has seen 71. */
+  int two_v[2] = {-1, -1};
+  MPI_Request two[2];
+  OK(MPI_Irecv(&two_v[0], 1, MPI_INT, left, 70, w, &two[0]));
+  OK(MPI_Irecv(&two_v[1], 1, MPI_INT, left, 71, w, &two[1]));
+  OK(MPI_Send(&token, 0, MPI_INT, left, 69, w));
+  OK(MPI_Recv(&token, 0, MPI_INT, right, 69, w, MPI_STATUS_IGNORE));
+  OK(MPI_Send(&rank, 1, MPI_INT, right, 71, w));
+  OK(MPI_Waitany(2, two, &idx, &st));
+  CHECK(idx == 1 && two_v[1] == left && st.MPI_TAG == 71, "waitany 1: %d", idx);
+  OK(MPI_Send(&token, 0, MPI_INT, left, 68, w));
+  OK(MPI_Recv(&token, 0, MPI_INT, right, 68, w, MPI_STATUS_IGNORE));
+  OK(MPI_Send(&rank, 1, MPI_INT, right, 70, w));
+  OK(MPI_Waitany(2, two, &idx, &st));
+  CHECK(idx == 0 && two_v[0] == left && two[0] == MPI_REQUEST_NULL,
+        "waitany 0: %d", idx);
+
   /* MPI_Test polled to completion, and a request freed while active. */
   int tv = -1, one = rank;
   OK(MPI_Irecv(&tv, 1, MPI_INT, left, 60, w, &rq));

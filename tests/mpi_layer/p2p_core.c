@@ -3,6 +3,7 @@
  * message of unknown length received after MPI_Probe + MPI_Get_count,
  * MPI_Iprobe polled until a message is there (and it stays queued), an
  * MPI_Issend that completes only once the receive is posted, and
+ * matched probes (MPI_Mprobe / MPI_Mrecv, MPI_Improbe / MPI_Imrecv) and
  * MPI_Cancel of a receive that never matches. 2+ ranks. */
 #include <stdlib.h>
 
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   MPI_Comm w = MPI_COMM_WORLD;
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
   MPI_Status st;
+  MPI_Request rq0;
 
   /* Probe, then size the buffer from MPI_Get_count. */
   int n = 100 + 37 * rank;
@@ -62,6 +64,28 @@ int main(int argc, char **argv) {
     OK(MPI_Recv(&got, 1, MPI_INT, 0, 10, w, MPI_STATUS_IGNORE));
     CHECK(got == 0, "issend value %d", got);
   }
+
+  /* Matched probe: MPI_Mprobe + MPI_Mrecv, MPI_Improbe + MPI_Imrecv. */
+  int pair[2] = {rank, -rank}, pin[2] = {0, 0};
+  MPI_Message m;
+  OK(MPI_Isend(pair, 2, MPI_INT, right, 12, w, &sq));
+  OK(MPI_Mprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w, &m, &st));
+  OK(MPI_Get_count(&st, MPI_INT, &count));
+  CHECK(st.MPI_SOURCE == left && st.MPI_TAG == 12 && count == 2, "mprobe");
+  OK(MPI_Mrecv(pin, count, MPI_INT, &m, &st));
+  CHECK(m == MPI_MESSAGE_NULL && pin[0] == left && pin[1] == -left, "mrecv");
+  OK(MPI_Wait(&sq, MPI_STATUS_IGNORE));
+  OK(MPI_Isend(pair, 1, MPI_INT, right, 13, w, &sq));
+  flag = 0;
+  while (!flag) OK(MPI_Improbe(left, 13, w, &flag, &m, &st));
+  OK(MPI_Imrecv(pin, 1, MPI_INT, &m, &rq0));
+  OK(MPI_Wait(&rq0, &st));
+  CHECK(pin[0] == left && st.MPI_TAG == 13, "imrecv %d", pin[0]);
+  OK(MPI_Wait(&sq, MPI_STATUS_IGNORE));
+  OK(MPI_Mprobe(MPI_PROC_NULL, 0, w, &m, &st));
+  CHECK(m == MPI_MESSAGE_NO_PROC, "mprobe of MPI_PROC_NULL");
+  OK(MPI_Mrecv(pin, 1, MPI_INT, &m, &st));
+  CHECK(st.MPI_SOURCE == MPI_PROC_NULL, "mrecv of MPI_MESSAGE_NO_PROC");
 
   /* Cancel a receive nobody matches. */
   MPI_Request rq;
