@@ -278,7 +278,10 @@ typedef struct nxm_dtype {
    * count * nbasic packed elements of its basic type. */
   const struct nxm_dtype *basic;
   MPI_Aint nbasic;
-  MPI_Aint size;    /* data bytes per element */
+  MPI_Aint size; /* data bytes per element */
+  /* Alignment of the strictest basic type in it (bytes): a struct's
+   * extent is rounded up to it, as a C compiler pads the struct. */
+  MPI_Aint align;
   MPI_Aint lb;      /* lower bound */
   MPI_Aint extent;  /* ub - lb */
   MPI_Aint true_lb; /* lowest data byte */
