@@ -13,21 +13,21 @@ static int check_rank(void) {
   return r;
 }
 
-#define CHECK(cond, ...)                                               \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      fprintf(stderr, "FAIL rank %d %s:%d: %s: ", check_rank(),        \
-              __FILE__, __LINE__, #cond);                              \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, "\n");                                           \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                    \
-    }                                                                  \
+#define CHECK(cond, ...)                                                  \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "FAIL rank %d %s:%d: %s: ", check_rank(), __FILE__, \
+              __LINE__, #cond);                                           \
+      fprintf(stderr, __VA_ARGS__);                                       \
+      fprintf(stderr, "\n");                                              \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                       \
+    }                                                                     \
   } while (0)
 
-#define OK(call)                                                       \
-  do {                                                                 \
-    int ok_rc_ = (call);                                               \
-    CHECK(ok_rc_ == MPI_SUCCESS, "%s returned %d", #call, ok_rc_);     \
+#define OK(call)                                                   \
+  do {                                                             \
+    int ok_rc_ = (call);                                           \
+    CHECK(ok_rc_ == MPI_SUCCESS, "%s returned %d", #call, ok_rc_); \
   } while (0)
 
 #endif
