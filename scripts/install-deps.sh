@@ -2,7 +2,7 @@
 # Installs what nexar needs to build and test, from Debian 12 packages, when
 # it is missing. Safe to run repeatedly: it does nothing when all is there.
 set -euo pipefail
-pkgs=(gcc make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev
+pkgs=(gcc g++ make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev
       libgnutls28-dev nettle-dev libcmocka-dev zlib1g-dev iproute2
       # Packaging (docs/installing.md): man pages, the .deb, static links.
       help2man dpkg-dev file libunistring-dev
