@@ -481,14 +481,15 @@ def main():
               " All processes on this one host (loopback or shared memory); "
               "np above the CPU count is oversubscribed. Launch lines and "
               "the size bands with their -n/-w/-W: commands.txt.")
-    md.append("")
-    md.append("## nexar against each peer")
-    md.append("")
-    md.append("Each cell: the peer's figure, then **nexar / peer**. For "
-              "latency a ratio above 1 means nexar is slower; for bandwidth "
-              "a ratio below 1 means nexar is slower.")
-    md.append("")
-    md += ratio_table(rows, peers, nps)
+    if rows:  # (none with bench/compare --osu-only)
+        md.append("")
+        md.append("## nexar against each peer")
+        md.append("")
+        md.append("Each cell: the peer's figure, then **nexar / peer**. For "
+                  "latency a ratio above 1 means nexar is slower; for "
+                  "bandwidth a ratio below 1 means nexar is slower.")
+        md.append("")
+        md += ratio_table(rows, peers, nps)
     if osu_rows is not None:
         md += ["", "## OSU client", "",
                "OSU Micro-Benchmarks 7.4, unmodified, built with each MPI's "
