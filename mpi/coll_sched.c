@@ -48,28 +48,18 @@ static int grow(void *arr, size_t *cap, size_t n, size_t size) {
   return 0;
 }
 
-/* A user op stays alive while a collective uses it (MPI_Op_free may come
- * first): the reference counting of mpi/op.c's MPI_Op_free. */
-static void op_unref(const nxm_op_t *op) {
-  nxm_op_t *o = (nxm_op_t *)op;
-  if (o && !o->predefined && atomic_fetch_sub(&o->refs, 1) == 1) {
-    o->magic = NXM_MAGIC_DEAD;
-    free(o);
-  }
-}
-
 nxm_cs_t *nxm_cs_new(nxm_comm_t *c, const nxm_op_t *op) {
   nxm_cs_t *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->c = c;
   s->op = op;
-  if (op && !op->predefined) atomic_fetch_add(&((nxm_op_t *)op)->refs, 1);
+  nxm_op_ref(op); /* MPI_Op_free may come before the collective ends */
   return s;
 }
 
 void nxm_cs_free(nxm_cs_t *s) {
   if (!s) return;
-  op_unref(s->op);
+  nxm_op_unref(s->op);
   for (size_t i = 0; i < s->ntmps; i++) free(s->tmps[i]);
   for (size_t i = 0; i < s->nrefs; i++) nxm_dtype_unref(s->refs[i]);
   free(s->tmps);

@@ -14,9 +14,9 @@
 nxm_comm_t *nxm_comm_get(MPI_Comm h) {
   if (h == MPI_COMM_WORLD) return nxm_g.world;
   if (h == MPI_COMM_SELF) return nxm_g.self;
-  if (!NXM_IS_OBJECT(h)) return NULL;
+  if (!nxm_obj_is(h, NXM_MAGIC_COMM)) return NULL;
   nxm_comm_t *c = (nxm_comm_t *)h;
-  return c->magic == NXM_MAGIC_COMM && c->nc ? c : NULL;
+  return c->nc ? c : NULL;
 }
 
 MPI_Comm nxm_comm_handle(nxm_comm_t *c) {
@@ -56,7 +56,7 @@ void nxm_comm_unref(nxm_comm_t *c) {
   if (!c || atomic_fetch_sub(&c->refs, 1) != 1) return;
   nxm_attr_delete_all(c);
   release_nexar(c);
-  c->magic = NXM_MAGIC_DEAD;
+  nxm_obj_close(c);
   nxm_group_unref(c->group);
   nxm_errh_unref(c->errh);
   nxm_topo_free(c->topo);
@@ -70,9 +70,9 @@ int nxm_comm_wrap(nxm_comm_t *parent, nexar_comm_t *nc, nxm_comm_t **out) {
   int *ids = NULL;
   nxm_comm_t *c = calloc(1, sizeof *c);
   if (!c) goto fail;
-  c->magic = NXM_MAGIC_COMM;
   atomic_init(&c->refs, 1);
   c->nc = nc;
+  if (nxm_obj_open(c, NXM_MAGIC_COMM) != MPI_SUCCESS) goto fail;
   nexar_comm_rank(nc, &c->rank);
   nexar_comm_size(nc, &c->size);
   c->errh = parent ? parent->errh : nxm_errh_get(MPI_ERRORS_ARE_FATAL);

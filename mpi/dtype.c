@@ -159,9 +159,7 @@ nxm_dtype_t *nxm_dtype_get(MPI_Datatype h) {
     nxm_dtype_t *t = &g_pre[v - PRE_BASE];
     return t->magic == NXM_MAGIC_DTYPE ? t : NULL;
   }
-  if (!NXM_IS_OBJECT(h)) return NULL;
-  nxm_dtype_t *t = (nxm_dtype_t *)h;
-  return t->magic == NXM_MAGIC_DTYPE ? t : NULL;
+  return nxm_obj_is(h, NXM_MAGIC_DTYPE) ? (nxm_dtype_t *)h : NULL;
 }
 
 MPI_Datatype nxm_dtype_handle(const nxm_dtype_t *t) {
@@ -180,7 +178,7 @@ void nxm_dtype_unref(nxm_dtype_t *t) {
   nxm_dtype_attr_delete_all(t);
   for (int i = 0; i < t->ntypes; i++)
     nxm_dtype_unref(nxm_dtype_get(t->types[i]));
-  t->magic = NXM_MAGIC_DEAD;
+  nxm_obj_close(t);
   free(t->blocks);
   free(t->ints);
   free(t->addrs);
@@ -302,8 +300,7 @@ static int make(const char *fn, int combiner, int n, const int *bl,
   if (!newtype) return nxm_err(NULL, MPI_ERR_ARG, fn, "NULL newtype");
   nxm_dtype_t *t = calloc(1, sizeof *t);
   int rc = MPI_ERR_NO_MEM;
-  if (!t) goto fail;
-  t->magic = NXM_MAGIC_DTYPE;
+  if (!t || nxm_obj_open(t, NXM_MAGIC_DTYPE) != MPI_SUCCESS) goto fail;
   atomic_init(&t->refs, 1);
   t->kind = NXM_DT_DERIVED;
   t->ndt = NXM_DT_NONE;
@@ -329,6 +326,7 @@ static int make(const char *fn, int combiner, int n, const int *bl,
   return MPI_SUCCESS;
 fail:
   if (t) {
+    nxm_obj_close(t);
     free(t->ints);
     free(t->addrs);
     free(t->types);

@@ -55,9 +55,7 @@ int nxm_class_of_nexar(int rc) {
 nxm_errh_t *nxm_errh_get(MPI_Errhandler h) {
   if (h == MPI_ERRORS_ARE_FATAL) return &g_fatal;
   if (h == MPI_ERRORS_RETURN) return &g_return;
-  if (!NXM_IS_OBJECT(h)) return NULL;
-  nxm_errh_t *e = (nxm_errh_t *)h;
-  return e->magic == NXM_MAGIC_ERRH ? e : NULL;
+  return nxm_obj_is(h, NXM_MAGIC_ERRH) ? (nxm_errh_t *)h : NULL;
 }
 
 void nxm_errh_ref(nxm_errh_t *e) {
@@ -67,7 +65,7 @@ void nxm_errh_ref(nxm_errh_t *e) {
 void nxm_errh_unref(nxm_errh_t *e) {
   if (!e || e == &g_fatal || e == &g_return) return;
   if (atomic_fetch_sub(&e->refs, 1) == 1) {
-    e->magic = NXM_MAGIC_DEAD;
+    nxm_obj_close(e);
     free(e);
   }
 }
@@ -262,7 +260,11 @@ int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function *fn,
   if (!e)
     return nxm_err(NULL, MPI_ERR_NO_MEM, "MPI_Comm_create_errhandler",
                    "out of memory");
-  e->magic = NXM_MAGIC_ERRH;
+  if (nxm_obj_open(e, NXM_MAGIC_ERRH) != MPI_SUCCESS) {
+    free(e);
+    return nxm_err(NULL, MPI_ERR_NO_MEM, "MPI_Comm_create_errhandler",
+                   "out of memory");
+  }
   atomic_init(&e->refs, 1);
   e->kind = NXM_ERRH_USER;
   e->fn = fn;

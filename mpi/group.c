@@ -12,9 +12,7 @@ static nxm_group_t g_empty = {NXM_MAGIC_GROUP, 1, 0, MPI_UNDEFINED, NULL};
 
 nxm_group_t *nxm_group_get(MPI_Group h) {
   if (h == MPI_GROUP_EMPTY) return &g_empty;
-  if (!NXM_IS_OBJECT(h)) return NULL;
-  nxm_group_t *g = (nxm_group_t *)h;
-  return g->magic == NXM_MAGIC_GROUP ? g : NULL;
+  return nxm_obj_is(h, NXM_MAGIC_GROUP) ? (nxm_group_t *)h : NULL;
 }
 
 static MPI_Group group_handle(nxm_group_t *g) {
@@ -48,7 +46,11 @@ nxm_group_t *nxm_group_new(int n, const int *ids) {
     return NULL;
   }
   memcpy(g->ids, ids, (size_t)n * sizeof *ids);
-  g->magic = NXM_MAGIC_GROUP;
+  if (nxm_obj_open(g, NXM_MAGIC_GROUP) != MPI_SUCCESS) {
+    free(g->ids);
+    free(g);
+    return NULL;
+  }
   atomic_init(&g->refs, 1);
   g->size = n;
   g->rank = nxm_group_rank_of(g, my_id());
@@ -62,7 +64,7 @@ void nxm_group_ref(nxm_group_t *g) {
 void nxm_group_unref(nxm_group_t *g) {
   if (!g || g == &g_empty) return;
   if (atomic_fetch_sub(&g->refs, 1) == 1) {
-    g->magic = NXM_MAGIC_DEAD;
+    nxm_obj_close(g);
     free(g->ids);
     free(g);
   }

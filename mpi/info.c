@@ -25,9 +25,7 @@ static nxm_info_t g_env = {NXM_MAGIC_INFO, 0, NULL};
 
 static nxm_info_t *info_get(MPI_Info h) {
   if (h == MPI_INFO_ENV) return &g_env;
-  if (!NXM_IS_OBJECT(h)) return NULL;
-  nxm_info_t *i = (nxm_info_t *)h;
-  return i->magic == NXM_MAGIC_INFO ? i : NULL;
+  return nxm_obj_is(h, NXM_MAGIC_INFO) ? (nxm_info_t *)h : NULL;
 }
 
 #define GET_INFO(var, h, fn)     \
@@ -51,7 +49,10 @@ int MPI_Info_create(MPI_Info *info) {
   nxm_info_t *i = calloc(1, sizeof *i);
   if (!i)
     return nxm_err(NULL, MPI_ERR_NO_MEM, "MPI_Info_create", "out of memory");
-  i->magic = NXM_MAGIC_INFO;
+  if (nxm_obj_open(i, NXM_MAGIC_INFO) != MPI_SUCCESS) {
+    free(i);
+    return nxm_err(NULL, MPI_ERR_NO_MEM, "MPI_Info_create", "out of memory");
+  }
   *info = (MPI_Info)i;
   return MPI_SUCCESS;
 }
@@ -167,7 +168,7 @@ int MPI_Info_free(MPI_Info *info) {
     free(it->value);
     free(it);
   }
-  i->magic = NXM_MAGIC_DEAD;
+  nxm_obj_close(i);
   free(i);
   *info = MPI_INFO_NULL;
   return MPI_SUCCESS;

@@ -41,11 +41,17 @@
 /* Handles below this are predefined constants (never dereferenced). */
 #define NXM_PREDEF_MAX 0x1000u
 #define NXM_IS_PREDEF(h) ((uintptr_t)(h) < NXM_PREDEF_MAX)
-/* Whether |h| may be one of the layer's objects (then its magic is read):
- * not a predefined constant, and aligned as malloc aligns. An unaligned or
- * small integer is rejected without being dereferenced. */
-#define NXM_IS_OBJECT(h) \
-  (!NXM_IS_PREDEF(h) && ((uintptr_t)(h) & (_Alignof(max_align_t) - 1)) == 0)
+
+/* The live-handle table (mpi/handle.c). Every object the layer hands out
+ * begins with its uint32_t magic. nxm_obj_open sets |magic| and enters
+ * |obj| (MPI_SUCCESS, or MPI_ERR_NO_MEM: not entered); nxm_obj_close takes
+ * it out and sets NXM_MAGIC_DEAD, before the object is freed. nxm_obj_is:
+ * whether |h| is a live object with |magic|; it reads the object only once
+ * the table holds it, so a freed, forged or stray handle is never
+ * dereferenced. Thread-safe. */
+int nxm_obj_open(void *obj, uint32_t magic);
+void nxm_obj_close(void *obj);
+int nxm_obj_is(const void *h, uint32_t magic);
 
 #define NXM_MAGIC_COMM 0x4e4d434du  /* "NMCM" */
 #define NXM_MAGIC_GROUP 0x4e4d4750u /* "NMGP" */
@@ -356,6 +362,10 @@ typedef struct nxm_op {
 } nxm_op_t;
 
 nxm_op_t *nxm_op_get(MPI_Op h);
+/* References on a user op (predefined ops: no effect): a collective holds
+ * one while it runs, so MPI_Op_free may come first. */
+void nxm_op_ref(const nxm_op_t *op);
+void nxm_op_unref(const nxm_op_t *op);
 
 /* Whether nexar reduces (|op|, |t|) itself: op->nop != NXM_OP_NONE and
  * t->ndt != NXM_DT_NONE and nexar accepts the pair (no bitwise op on a

@@ -49,9 +49,7 @@ nxm_op_t *nxm_op_get(MPI_Op h) {
     nxm_op_t *o = &g_ops[v - OP_BASE];
     return o->magic == NXM_MAGIC_OP ? o : NULL;
   }
-  if (!NXM_IS_OBJECT(h)) return NULL;
-  nxm_op_t *o = (nxm_op_t *)h;
-  return o->magic == NXM_MAGIC_OP ? o : NULL;
+  return nxm_obj_is(h, NXM_MAGIC_OP) ? (nxm_op_t *)h : NULL;
 }
 
 int nxm_op_native(const nxm_op_t *op, const nxm_dtype_t *t, nexar_op_t *nop,
@@ -270,7 +268,10 @@ int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op) {
   nxm_op_t *o = calloc(1, sizeof *o);
   if (!o)
     return nxm_err(NULL, MPI_ERR_NO_MEM, "MPI_Op_create", "out of memory");
-  o->magic = NXM_MAGIC_OP;
+  if (nxm_obj_open(o, NXM_MAGIC_OP) != MPI_SUCCESS) {
+    free(o);
+    return nxm_err(NULL, MPI_ERR_NO_MEM, "MPI_Op_create", "out of memory");
+  }
   atomic_init(&o->refs, 1);
   o->nop = NXM_OP_NONE;
   o->commute = commute != 0;
@@ -280,14 +281,23 @@ int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op) {
   return MPI_SUCCESS;
 }
 
+void nxm_op_ref(const nxm_op_t *op) {
+  if (op && !op->predefined) atomic_fetch_add(&((nxm_op_t *)op)->refs, 1);
+}
+
+void nxm_op_unref(const nxm_op_t *op) {
+  nxm_op_t *o = (nxm_op_t *)op;
+  if (o && !o->predefined && atomic_fetch_sub(&o->refs, 1) == 1) {
+    nxm_obj_close(o);
+    free(o);
+  }
+}
+
 int MPI_Op_free(MPI_Op *op) {
   nxm_op_t *o = op ? nxm_op_get(*op) : NULL;
   if (!o || o->predefined)
     return nxm_err(NULL, MPI_ERR_OP, "MPI_Op_free", "invalid or predefined");
-  if (atomic_fetch_sub(&o->refs, 1) == 1) {
-    o->magic = NXM_MAGIC_DEAD;
-    free(o);
-  }
+  nxm_op_unref(o);
   *op = MPI_OP_NULL;
   return MPI_SUCCESS;
 }

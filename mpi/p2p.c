@@ -493,7 +493,11 @@ static int mprobe(const char *fn, int source, int tag, MPI_Comm comm, int *flag,
   nxm_comm_t *c = nxm_comm_get(comm);
   nxm_msg_t *m = malloc(sizeof *m);
   if (!m) return nxm_err(c, MPI_ERR_NO_MEM, fn, "out of memory");
-  *m = (nxm_msg_t){NXM_MAGIC_MSG, c, st.MPI_SOURCE, st.MPI_TAG};
+  *m = (nxm_msg_t){NXM_MAGIC_DEAD, c, st.MPI_SOURCE, st.MPI_TAG};
+  if (nxm_obj_open(m, NXM_MAGIC_MSG) != MPI_SUCCESS) {
+    free(m);
+    return nxm_err(c, MPI_ERR_NO_MEM, fn, "out of memory");
+  }
   atomic_fetch_add(&c->refs, 1);
   *message = (MPI_Message)m;
   return MPI_SUCCESS;
@@ -523,14 +527,13 @@ static int take(const char *fn, MPI_Message *message, MPI_Comm *comm,
     *message = MPI_MESSAGE_NULL;
     return MPI_SUCCESS;
   }
-  nxm_msg_t *m =
-      message && NXM_IS_OBJECT(*message) ? (nxm_msg_t *)*message : NULL;
-  if (!m || m->magic != NXM_MAGIC_MSG)
+  if (!message || !nxm_obj_is(*message, NXM_MAGIC_MSG))
     return nxm_err(NULL, MPI_ERR_REQUEST, fn, "invalid message");
+  nxm_msg_t *m = (nxm_msg_t *)*message;
   *comm = nxm_comm_handle(m->comm);
   *source = m->source;
   *tag = m->tag;
-  m->magic = NXM_MAGIC_DEAD;
+  nxm_obj_close(m);
   nxm_comm_unref(m->comm);
   free(m);
   *message = MPI_MESSAGE_NULL;

@@ -15,9 +15,7 @@ static nxm_req_t *g_orphans[4096];
 static int g_norphans;
 
 nxm_req_t *nxm_req_get(MPI_Request h) {
-  if (!NXM_IS_OBJECT(h)) return NULL;
-  nxm_req_t *r = (nxm_req_t *)h;
-  return r->magic == NXM_MAGIC_REQ ? r : NULL;
+  return nxm_obj_is(h, NXM_MAGIC_REQ) ? (nxm_req_t *)h : NULL;
 }
 
 nxm_req_t *nxm_req_new(int kind, nxm_comm_t *c, size_t nsub) {
@@ -30,14 +28,15 @@ nxm_req_t *nxm_req_new(int kind, nxm_comm_t *c, size_t nsub) {
   } else {
     r->sub = calloc(nsub, sizeof *r->sub);
     r->xfer = calloc(nsub, sizeof *r->xfer);
-    if (!r->sub || !r->xfer) {
+  }
+  if (!r->sub || !r->xfer || nxm_obj_open(r, NXM_MAGIC_REQ) != MPI_SUCCESS) {
+    if (r->sub != r->sub_inline) {
       free(r->sub);
       free(r->xfer);
-      free(r);
-      return NULL;
     }
+    free(r);
+    return NULL;
   }
-  r->magic = NXM_MAGIC_REQ;
   r->kind = kind;
   r->nsub = nsub;
   r->comm = c;
@@ -63,7 +62,7 @@ void nxm_req_free(nxm_req_t *r) {
   if (r->ptype != NULL && !NXM_IS_PREDEF(r->ptype))
     nxm_dtype_unref(nxm_dtype_get(r->ptype));
   nxm_comm_unref(r->comm);
-  r->magic = NXM_MAGIC_DEAD;
+  nxm_obj_close(r);
   free(r);
 }
 

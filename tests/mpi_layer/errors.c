@@ -55,6 +55,21 @@ int main(int argc, char **argv) {
   EXPECT(MPI_Comm_rank((MPI_Comm)(uintptr_t)7, &r), MPI_ERR_COMM);
   EXPECT(MPI_Send(buf, 1, (MPI_Datatype)(uintptr_t)0xdead1, 0, 0, w),
          MPI_ERR_TYPE);
+  /* Aligned addresses that were never handles (one unmapped), and
+   * handles of objects already freed: looked up, never read. */
+  MPI_Comm unmapped = (MPI_Comm)(uintptr_t)(1ull << 46);
+  EXPECT(MPI_Comm_rank(unmapped, &r), MPI_ERR_COMM);
+  EXPECT(MPI_Send(buf, 1, (MPI_Datatype)unmapped, 0, 0, w), MPI_ERR_TYPE);
+  MPI_Comm dup, dup_copy;
+  OK(MPI_Comm_dup(w, &dup));
+  dup_copy = dup;
+  OK(MPI_Comm_free(&dup));
+  EXPECT(MPI_Comm_rank(dup_copy, &r), MPI_ERR_COMM);
+  MPI_Datatype pair, pair_copy;
+  OK(MPI_Type_contiguous(2, MPI_INT, &pair));
+  pair_copy = pair;
+  OK(MPI_Type_free(&pair));
+  EXPECT(MPI_Type_size(pair_copy, &r), MPI_ERR_TYPE);
   EXPECT(MPI_Send(buf, 1, MPI_INT, 0, -5, w), MPI_ERR_TAG);
   EXPECT(MPI_Send(buf, 1, MPI_INT, 0, MPI_ANY_TAG, w), MPI_ERR_TAG);
   EXPECT(MPI_Send(buf, 1, MPI_DATATYPE_NULL, 0, 0, w), MPI_ERR_TYPE);
