@@ -252,7 +252,16 @@ static PyObject *ctx_enter(PyObject *self, PyObject *unused) {
   return Py_NewRef(self);
 }
 
+/* An exception leaving the `with` block aborts first: the other ranks then
+ * fail at once instead of waiting in a collective finalize. */
 static PyObject *ctx_exit(PyObject *self, PyObject *args) {
+  npy_context *o = (npy_context *)self;
+  PyObject *type = PyTuple_Size(args) > 0 ? PyTuple_GET_ITEM(args, 0) : NULL;
+  if (type && type != Py_None && o->ctx && !o->closing && !o->busy) {
+    Py_BEGIN_ALLOW_THREADS;
+    nexar_abort(o->ctx);
+    Py_END_ALLOW_THREADS;
+  }
   PyObject *r = ctx_finalize(self, NULL);
   if (!r) return NULL;
   Py_DECREF(r);
