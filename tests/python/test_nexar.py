@@ -280,8 +280,16 @@ def check_rpc(comm):
             return -42
         raise RuntimeError("handler failure (expected by the test)")
 
+    def finalize_inside(caller, fn_id, request):
+        try:
+            comm.context.finalize()
+            return -1
+        except nexar.InvalidUsageError:
+            return b"refused"
+
     comm.rpc_register(7, echo)
     comm.rpc_register(8, fails)
+    comm.rpc_register(11, finalize_inside)
     comm.Barrier()
     dest = (r + 1) % p
     resp = comm.rpc_call(dest, 7, b"abc")
@@ -305,7 +313,10 @@ def check_rpc(comm):
         fail("truncation")
     except nexar.TruncateError:
         pass
+    if comm.rpc_call(r, 11) != b"refused":
+        fail("finalize from a handler")
     comm.Barrier()
+    comm.rpc_unregister(11)
     comm.rpc_unregister(7)
     comm.rpc_unregister(8)
     if len(seen) < 2:

@@ -110,30 +110,18 @@ class Comm(_nexar.Comm):
             data = bytearray(n[0])
             self.Scatterv(None, data, root=root)
             return pickle.loads(data)
-        if objs is None or len(objs) != self.size:
-            raise InvalidArgError(  # noqa: F405
-                "scatter: the root needs a sequence of %d objects" % self.size)
-        parts = [_dumps(o) for o in objs]
-        counts = _lengths(self.size)
-        for i, p in enumerate(parts):
-            counts[i] = len(p)
+        data, counts = _pack(objs, self.size, "scatter")
         self.Scatter(counts, n, root)
-        data = bytearray(n[0])
-        self.Scatterv(b"".join(parts), data, list(counts), root=root)
-        return pickle.loads(data)
+        out = bytearray(n[0])
+        self.Scatterv(data, out, list(counts), root=root)
+        return pickle.loads(out)
 
     def alltoall(self, objs):
-        if len(objs) != self.size:
-            raise InvalidArgError(  # noqa: F405
-                "alltoall: needs a sequence of %d objects" % self.size)
-        parts = [_dumps(o) for o in objs]
-        scounts = _lengths(self.size)
-        for i, p in enumerate(parts):
-            scounts[i] = len(p)
+        data, scounts = _pack(objs, self.size, "alltoall")
         rcounts = _lengths(self.size)
         self.Alltoall(scounts, rcounts)
         out = bytearray(sum(rcounts))
-        self.Alltoallv(b"".join(parts), out, list(scounts), list(rcounts))
+        self.Alltoallv(data, out, list(scounts), list(rcounts))
         return _split(out, rcounts)
 
     def reduce(self, obj, op=_nexar.SUM, root=0):
@@ -142,6 +130,18 @@ class Comm(_nexar.Comm):
 
     def allreduce(self, obj, op=_nexar.SUM):
         return _reduce(self.allgather(obj), op)
+
+
+def _pack(objs, size, what):
+    """One pickle per rank, concatenated, and their lengths."""
+    if objs is None or len(objs) != size:
+        raise InvalidArgError(  # noqa: F405
+            "%s: needs a sequence of %d objects" % (what, size))
+    parts = [_dumps(o) for o in objs]
+    counts = _lengths(size)
+    for i, p in enumerate(parts):
+        counts[i] = len(p)
+    return b"".join(parts), counts
 
 
 def _split(buf, counts):

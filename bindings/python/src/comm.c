@@ -60,6 +60,23 @@ static int divides(npy_op *o, const char *what, size_t n, int size) {
   return -1;
 }
 
+/* The receive side of Allgatherv and of Gatherv at the root: recvbuf with
+ * its counts and displacements (every block inside it), and the send
+ * buffer, which holds counts[rank] elements (or is in place). */
+static int gather_v(npy_op *o, PyObject *sb, PyObject *rb, PyObject *cnt,
+                    PyObject *dsp, int rank, int size) {
+  size_t n = 0;
+  int ip;
+  if (get_recv(o, rb, &n) < 0 ||
+      !(o->rcounts = npy_array(o, 2, cnt, size, NULL, "counts")) ||
+      !(o->rdispls = npy_array(o, 3, dsp, size, o->rcounts, "displs")) ||
+      npy_blocks_fit(o, o->rcounts, o->rdispls, size, n, "recvbuf") < 0 ||
+      (ip = get_send(o, sb, rb, &o->scount)) < 0)
+    return -1;
+  if (ip) o->scount = o->rcounts[rank];
+  return ip ? 0 : want(o, "sendbuf", o->scount, o->rcounts[rank]);
+}
+
 /* A buffer method (blocking and I-form) over one parser. */
 #define PAIR(Name, IName, parse, kind)                                \
   static PyObject *m_##Name(PyObject *s, PyObject *a, PyObject *k) {  \
@@ -155,18 +172,7 @@ PARSER(p_allgatherv) {
                            "displs",  "dtype",   NULL};
   PyObject *sb, *rb, *cnt, *dsp = Py_None;
   BEGIN("OOO|OO", &sb, &rb, &cnt, &dsp, &dt);
-  size_t n = 0;
-  int ip;
-  if (get_recv(&o, rb, &n) < 0 ||
-      !(o.rcounts = npy_array(&o, 2, cnt, size, NULL, "counts")) ||
-      !(o.rdispls = npy_array(&o, 3, dsp, size, o.rcounts, "displs")) ||
-      npy_blocks_fit(&o, o.rcounts, o.rdispls, size, n, "recvbuf") < 0 ||
-      (ip = get_send(&o, sb, rb, &o.scount)) < 0)
-    goto fail;
-  if (ip)
-    o.scount = o.rcounts[rank];
-  else if (want(&o, "sendbuf", o.scount, o.rcounts[rank]) < 0)
-    goto fail;
+  if (gather_v(&o, sb, rb, cnt, dsp, rank, size) < 0) goto fail;
   END
 }
 
@@ -254,17 +260,7 @@ PARSER(p_gatherv) {
   BEGIN("O|OOOiO", &sb, &rb, &cnt, &dsp, &o.peer, &dt);
   int ip = 0;
   if (rank == o.peer) {
-    size_t n = 0;
-    if (get_recv(&o, rb, &n) < 0 ||
-        !(o.rcounts = npy_array(&o, 2, cnt, size, NULL, "counts")) ||
-        !(o.rdispls = npy_array(&o, 3, dsp, size, o.rcounts, "displs")) ||
-        npy_blocks_fit(&o, o.rcounts, o.rdispls, size, n, "recvbuf") < 0 ||
-        (ip = get_send(&o, sb, rb, &o.scount)) < 0)
-      goto fail;
-    if (ip)
-      o.scount = o.rcounts[rank];
-    else if (want(&o, "sendbuf", o.scount, o.rcounts[rank]) < 0)
-      goto fail;
+    if (gather_v(&o, sb, rb, cnt, dsp, rank, size) < 0) goto fail;
   } else if ((ip = get_send(&o, sb, Py_None, &o.scount)) != 0) {
     if (ip > 0) npy_invalid("%s: IN_PLACE at the root only", name);
     goto fail;
@@ -285,6 +281,24 @@ static int scatter_recv(npy_op *o, PyObject *sb, PyObject *rb, int root) {
   return get_recv(o, rb, &o->rcount);
 }
 
+/* The send buffer at the root of a scatter. */
+static int root_send(npy_op *o, PyObject *sb, size_t *ns) {
+  if (sb == npy_in_place || sb == Py_None) {
+    npy_invalid("%s: sendbuf is required at the root", o->name);
+    return -1;
+  }
+  if (npy_buffer(o, sb, 0, "sendbuf", ns) < 0) return -1;
+  o->sbuf = o->views[o->nviews - 1].buf;
+  return 0;
+}
+
+/* The root's own block: |block| elements, in place or into recvbuf. */
+static int scatter_block(npy_op *o, int in_place, size_t block) {
+  if (!in_place) return want(o, "recvbuf", o->rcount, block);
+  o->rcount = block;
+  return 0;
+}
+
 /* Scatter(sendbuf, recvbuf, root=0, dtype=None) */
 PARSER(p_scatter) {
   static char *kwlist[] = {"sendbuf", "recvbuf", "root", "dtype", NULL};
@@ -294,17 +308,8 @@ PARSER(p_scatter) {
   size_t ns = 0;
   if ((ip = scatter_recv(&o, sb, rb, root)) < 0) goto fail;
   if (root) {
-    if (sb == npy_in_place || sb == Py_None) {
-      npy_invalid("%s: sendbuf is required at the root", name);
-      goto fail;
-    }
-    if (npy_buffer(&o, sb, 0, "sendbuf", &ns) < 0 ||
-        divides(&o, "sendbuf", ns, size) < 0)
-      goto fail;
-    o.sbuf = o.views[o.nviews - 1].buf;
-    if (ip)
-      o.rcount = ns / (size_t)size;
-    else if (want(&o, "recvbuf", o.rcount, ns / (size_t)size) < 0)
+    if (root_send(&o, sb, &ns) < 0 || divides(&o, "sendbuf", ns, size) < 0 ||
+        scatter_block(&o, ip, ns / (size_t)size) < 0)
       goto fail;
   }
   END
@@ -320,19 +325,11 @@ PARSER(p_scatterv) {
   size_t ns = 0;
   if ((ip = scatter_recv(&o, sb, rb, root)) < 0) goto fail;
   if (root) {
-    if (sb == npy_in_place || sb == Py_None) {
-      npy_invalid("%s: sendbuf is required at the root", name);
-      goto fail;
-    }
-    if (npy_buffer(&o, sb, 0, "sendbuf", &ns) < 0 ||
+    if (root_send(&o, sb, &ns) < 0 ||
         !(o.scounts = npy_array(&o, 0, cnt, size, NULL, "counts")) ||
         !(o.sdispls = npy_array(&o, 1, dsp, size, o.scounts, "displs")) ||
-        npy_blocks_fit(&o, o.scounts, o.sdispls, size, ns, "sendbuf") < 0)
-      goto fail;
-    o.sbuf = o.views[o.nviews - 1].buf;
-    if (ip)
-      o.rcount = o.scounts[rank];
-    else if (want(&o, "recvbuf", o.rcount, o.scounts[rank]) < 0)
+        npy_blocks_fit(&o, o.scounts, o.sdispls, size, ns, "sendbuf") < 0 ||
+        scatter_block(&o, ip, o.scounts[rank]) < 0)
       goto fail;
   }
   END

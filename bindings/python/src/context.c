@@ -85,6 +85,9 @@ fail:
 static PyObject *ctx_finalize(PyObject *self, PyObject *unused) {
   npy_context *o = (npy_context *)self;
   if (!o->ctx) Py_RETURN_NONE;
+  if (npy_in_handler)
+    return npy_raise(NEXAR_ERR_INVALID_USAGE, "finalize",
+                     "called from an RPC or failure handler");
   if (o->closing || o->busy)
     return npy_raise(NEXAR_ERR_INVALID_USAGE, "finalize",
                      "other threads are in nexar calls on this context");
@@ -138,7 +141,9 @@ static void failure_trampoline(nexar_ctx_t *ctx, const nexar_failure_t *f,
   PyGILState_STATE g = PyGILState_Ensure();
   PyObject *fn = user_data;
   PyObject *obj = failure_obj(f);
+  npy_in_handler++;
   PyObject *r = obj ? PyObject_CallOneArg(fn, obj) : NULL;
+  npy_in_handler--;
   if (!r) PyErr_WriteUnraisable(fn);
   Py_XDECREF(r);
   Py_XDECREF(obj);

@@ -129,6 +129,8 @@ PyObject *npy_request_wait(npy_request *r);
 void npy_request_end(npy_request *r, int rc);
 
 /* rpc.c */
+/* Nonzero on a library thread while it runs a Python handler. */
+extern _Thread_local int npy_in_handler;
 extern PyMethodDef npy_comm_rpc_methods[];
 PyObject *npy_set_failure_handler(npy_context *ctx, PyObject *fn);
 

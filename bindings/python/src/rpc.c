@@ -7,6 +7,8 @@
 
 #include "nexarpy.h"
 
+_Thread_local int npy_in_handler;
+
 /* Calls handler(caller, fn_id, request: bytes). It returns a bytes-like
  * response, None (empty response) or an int (>= 0 success with no
  * response, < 0 the caller's RpcHandlerError.rpc_code). An exception is
@@ -17,6 +19,7 @@ static int rpc_trampoline(void *user_data, int caller, uint16_t fn_id,
   PyGILState_STATE g = PyGILState_Ensure();
   PyObject *fn = user_data;
   int rc = -1;
+  npy_in_handler++;
   PyObject *r = PyObject_CallFunction(fn, "iiy#", caller, (int)fn_id, req,
                                       (Py_ssize_t)req_bytes);
   if (!r) goto out;
@@ -44,6 +47,7 @@ static int rpc_trampoline(void *user_data, int caller, uint16_t fn_id,
 out:
   if (PyErr_Occurred()) PyErr_WriteUnraisable(fn);
   Py_XDECREF(r);
+  npy_in_handler--;
   PyGILState_Release(g);
   return rc;
 }
