@@ -406,13 +406,29 @@ def check_gil(comm):
     comm.Barrier()
 
 
+def check_elastic(comm):
+    """An elastic checkpoint with nobody joining or leaving: a barrier that
+    returns the Membership; failures() is empty on a healthy job."""
+    r, p = comm.rank, comm.size
+    ctx = comm.context
+    m = ctx.elastic_checkpoint()
+    if (m.old_rank, m.old_size, m.new_rank, m.new_size, m.joined, m.left) != \
+            (r, p, r, p, 0, 0) or m.epoch != comm.epoch:
+        fail("elastic_checkpoint %r (epoch %d)" % (m, comm.epoch))
+    if ctx.failures() != [] or not 0 <= ctx.local_rank < ctx.local_size:
+        fail("failures %r, local %d/%d" % (ctx.failures(), ctx.local_rank, ctx.local_size))
+    if [comm.id_of(q) for q in range(p)] != list(range(p)):
+        fail("id_of")
+
+
 def main():
     with nexar.init() as ctx:
         comm = ctx.world
         if nexar.COMM_WORLD != comm:
             fail("COMM_WORLD")
         for check in (check_collectives, check_bfloat16, check_p2p, check_objects,
-                      check_comms, check_rpc, check_bad_input, check_gil):
+                      check_comms, check_rpc, check_bad_input, check_gil,
+                      check_elastic):
             check(comm)
             if comm.rank == 0:
                 print("ok", check.__name__, "np", comm.size, flush=True)
