@@ -25,6 +25,11 @@ add_test(NAME test_python_fail COMMAND ${NEXAR_PY_ENV} NEXAR_HEARTBEAT_MS=200
   NEXAR_HEARTBEAT_TIMEOUT_MS=2000 $<TARGET_FILE:nexar-run> -n 2 -t 60
   --tolerate-kill -- ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_fail.py)
 set_tests_properties(test_python_fail PROPERTIES TIMEOUT 90)
+# Elastic: a process joins at a checkpoint, then a member leaves.
+add_test(NAME test_python_elastic COMMAND ${NEXAR_PY_ENV}
+  $<TARGET_FILE:nexar-run> -n 2 --max-world 3 -t 90 -- ${Python3_EXECUTABLE}
+  ${CMAKE_CURRENT_SOURCE_DIR}/python/test_elastic.py)
+set_tests_properties(test_python_elastic PROPERTIES TIMEOUT 120)
 # `cmake --install` into a scratch prefix gives an importable package.
 add_test(NAME test_python_install COMMAND bash
   ${CMAKE_CURRENT_SOURCE_DIR}/python/test_install.sh ${CMAKE_COMMAND}
