@@ -353,6 +353,13 @@ def check_bad_input(comm):
     bad(nexar.InvalidArgError, comm.Alltoallv, f32, f32, [1] * p, None)
     bad(nexar.InvalidArgError, comm.rpc_call, 0, 70000)
     bad(nexar.UnsupportedError, comm.Allreduce, f32, f32.copy(), op=nexar.BAND)
+    bad(nexar.InvalidArgError, comm.Send, f32, p)
+    bad(nexar.InvalidArgError, comm.Bcast, f32, root=-1)
+    bad(nexar.InvalidArgError, comm.id_of, p)
+    comm.rpc_register(12, lambda *a: None)
+    bad(nexar.InvalidUsageError, comm.rpc_register, 12, lambda *a: None)
+    comm.rpc_unregister(12)
+    bad(nexar.InvalidArgError, comm.rpc_unregister, 12)
     # Truncation: 8 elements into room for 4.
     dest = (r + 1) % p
     sq = comm.Isend(np.arange(8, dtype=np.int32), dest, 20)

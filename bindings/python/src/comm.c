@@ -16,7 +16,7 @@ int npy_comm_check(npy_comm *c, const char *what) {
 int npy_comm_rank_size(npy_comm *c, int *rank, int *size) {
   int rc = nexar_comm_rank(c->comm, rank);
   if (rc == NEXAR_OK) rc = nexar_comm_size(c->comm, size);
-  if (rc < 0) npy_raise_comm(rc, "Comm", c->comm);
+  if (rc < 0) npy_raise(rc, "Comm", NULL); /* accessors record no message */
   return rc < 0 ? -1 : 0;
 }
 
@@ -460,7 +460,7 @@ static PyObject *comm_epoch(PyObject *self, void *unused) {
   uint32_t e = 0;
   if (npy_comm_check(c, "epoch") < 0) return NULL;
   int rc = nexar_comm_epoch(c->comm, &e);
-  if (rc < 0) return npy_raise_comm(rc, "epoch", c->comm);
+  if (rc < 0) return npy_raise(rc, "epoch", NULL);
   return PyLong_FromUnsignedLong(e);
 }
 
@@ -480,7 +480,9 @@ static PyObject *comm_id_of(PyObject *self, PyObject *arg) {
   if (rank == -1 && PyErr_Occurred()) return NULL;
   if (npy_comm_check(c, "id_of") < 0) return NULL;
   int rc = nexar_comm_id_of(c->comm, rank, &id);
-  if (rc < 0) return npy_raise_comm(rc, "id_of", c->comm);
+  if (rc < 0)
+    return npy_invalid("id_of: rank %d is not a rank of this communicator",
+                       rank);
   return PyLong_FromLong(id);
 }
 

@@ -75,7 +75,11 @@ static PyObject *comm_rpc_register(PyObject *self, PyObject *args) {
                         "rpc_register: handler must be "
                         "callable");
   int rc = nexar_rpc_register(c->comm, id, rpc_trampoline, fn);
-  if (rc < 0) return npy_raise_comm(rc, "rpc_register", c->comm);
+  if (rc < 0)
+    return npy_raise(rc, "rpc_register",
+                     rc == NEXAR_ERR_INVALID_USAGE
+                         ? "the function id has a handler: unregister it first"
+                         : NULL);
   if (PyDict_SetItem(c->ctx->rpc_fns, idobj, fn) < 0) return NULL;
   Py_RETURN_NONE;
 }
@@ -92,7 +96,10 @@ static PyObject *comm_rpc_unregister(PyObject *self, PyObject *idobj) {
   rc = nexar_rpc_unregister(c->comm, id);
   Py_END_ALLOW_THREADS;
   c->ctx->busy--;
-  if (rc < 0) return npy_raise_comm(rc, "rpc_unregister", c->comm);
+  if (rc < 0)
+    return npy_raise(
+        rc, "rpc_unregister",
+        rc == NEXAR_ERR_INVALID_ARG ? "the function id has no handler" : NULL);
   if (PyDict_DelItem(c->ctx->rpc_fns, idobj) < 0) PyErr_Clear();
   Py_RETURN_NONE;
 }
