@@ -397,13 +397,17 @@ def check_gil(comm):
         time.sleep(0.5)
         comm.Send(np.array([r], np.int32), (r + 1) % p, 30)
 
-    t1 = threading.Thread(target=ticker)
-    t2 = threading.Thread(target=late_send)
+    t1 = threading.Thread(target=ticker, daemon=True)
+    t2 = threading.Thread(target=late_send, daemon=True)
     t1.start()
     t2.start()
     out = np.zeros(1, np.int32)
     before = ticks[0]
-    comm.Recv(out, (r - 1) % p, 30)
+    try:
+        comm.Recv(out, (r - 1) % p, 30)
+    except nexar.Error as e:
+        # With the GIL held, the sending thread never runs: the op timeout.
+        fail("GIL: Recv raised %s: %s" % (type(e).__name__, e))
     during = ticks[0] - before
     stop.set()
     t1.join()
@@ -429,7 +433,9 @@ def check_elastic(comm):
 
 
 def main():
-    with nexar.init() as ctx:
+    # A healthy run needs well under a second per call; a broken one (say
+    # the GIL held in Recv) fails after 60 s rather than at the deadline.
+    with nexar.init(op_timeout_ms=60000) as ctx:
         comm = ctx.world
         if nexar.COMM_WORLD != comm:
             fail("COMM_WORLD")
