@@ -213,4 +213,8 @@ def _finalize_at_exit():
         try:
             ctx.finalize()
         except Error:
-            pass
+            # Say, a daemon thread still inside a call: end its operations.
+            try:
+                ctx.abort()
+            except Error:
+                pass
