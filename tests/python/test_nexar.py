@@ -351,6 +351,7 @@ def check_bad_input(comm):
         dtype=nexar.FLOAT32)
     bad(TypeError, comm.Allreduce, 3, f32)
     bad(nexar.InvalidArgError, comm.Alltoallv, f32, f32, [1] * p, None)
+    bad(nexar.InvalidArgError, comm.Reduce_scatter, f32, f32[:4], [4] * (p - 1) + [2**62])
     bad(nexar.InvalidArgError, comm.rpc_call, 0, 70000)
     bad(nexar.UnsupportedError, comm.Allreduce, f32, f32.copy(), op=nexar.BAND)
     bad(nexar.InvalidArgError, comm.Send, f32, p)
