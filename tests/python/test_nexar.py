@@ -385,35 +385,42 @@ def check_bad_input(comm):
 
 
 def check_gil(comm):
-    """A blocking Recv lets other Python threads run."""
-    r, p = comm.rank, comm.size
+    """A blocking Recv lets other Python threads run: the message it waits
+    for is sent (to this rank itself) by a Python thread, once a third
+    thread, counting in pure Python, has counted 10000 more while the main
+    thread is in Recv. With the GIL held in Recv neither could run, and
+    Recv would end at the op timeout."""
+    r = comm.rank
     ticks = [0]
     stop = threading.Event()
+    waiting = threading.Event()
 
     def ticker():
         while not stop.is_set():
             ticks[0] += 1
 
-    def late_send():
-        time.sleep(0.5)
-        comm.Send(np.array([r], np.int32), (r + 1) % p, 30)
+    def sender():
+        waiting.wait()
+        start, deadline = ticks[0], time.monotonic() + 30
+        while ticks[0] - start < 10000 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        comm.Send(np.array([r], np.int32), r, 30)
 
-    t1 = threading.Thread(target=ticker, daemon=True)
-    t2 = threading.Thread(target=late_send, daemon=True)
-    t1.start()
-    t2.start()
+    threads = [threading.Thread(target=f, daemon=True) for f in (ticker, sender)]
+    for t in threads:
+        t.start()
     out = np.zeros(1, np.int32)
     before = ticks[0]
+    waiting.set()
     try:
-        comm.Recv(out, (r - 1) % p, 30)
+        comm.Recv(out, r, 30)
     except nexar.Error as e:
-        # With the GIL held, the sending thread never runs: the op timeout.
         fail("GIL: Recv raised %s: %s" % (type(e).__name__, e))
     during = ticks[0] - before
     stop.set()
-    t1.join()
-    t2.join()
-    if out[0] != (r - 1) % p or during < 1000:
+    for t in threads:
+        t.join()
+    if out[0] != r or during < 10000:
         fail("GIL: %d ticks while Recv waited" % during)
     comm.Barrier()
 
