@@ -8,7 +8,10 @@ pkgs=(gcc g++ make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnu
       help2man dpkg-dev file libunistring-dev
       # Launchers (docs/launching.md): PMIx headers, Open MPI's mpirun, and a
       # single-node Slurm with munge for test_mpirun and test_slurm.
-      libpmix-dev openmpi-bin slurm-wlm munge)
+      libpmix-dev openmpi-bin slurm-wlm munge
+      # The Python binding (docs/python.md): headers of Debian's python3,
+      # numpy for its tests and examples.
+      python3-dev python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -42,4 +42,13 @@ so=$(ls "$tmp"/root/usr/lib/libnexar.so.*.*.* | head -1)
 readelf -d "$so" | grep -q 'SONAME.*libnexar.so.0' || fail "$so: SONAME is not libnexar.so.0"
 v=$("$tmp/root/usr/bin/nexar-run" --version | head -1)
 [[ $v == "nexar-run (nexar) "* ]] || fail "nexar-run --version printed '$v'"
+# The Python package (docs/python.md), when the build has it: importable
+# from the extracted tree, its extension finding the package's libnexar.so.
+site=$(ls -d "$tmp"/root/usr/lib/python3*/dist-packages 2>/dev/null | head -1)
+if [ -n "$site" ]; then
+  pv=$(PYTHONPATH=$site /usr/bin/python3 -c 'import nexar; print(nexar.version())') ||
+    fail "import nexar from the package"
+  [ "$pv" = "${v##* }" ] || fail "nexar.version() printed '$pv'"
+  echo "python: import nexar $pv from ${site#"$tmp"/root}"
+fi
 echo "ok test_deb ($v; $(wc -l <"$tmp/contents") entries)"
