@@ -14,9 +14,15 @@
  *    logical ops, types nexar cannot reduce, alltoallw, neighbourhood
  *    collectives).
  * The blocking form waits for that request (nxm_coll_block); the MPI_I*
- * form returns it (nxm_coll_post). A layer-built schedule advances when
- * its request is tested or waited for: its later rounds are posted then
- * (nexar advances the messages already posted on its own).
+ * form returns it (nxm_coll_post). nexar advances the messages already
+ * posted on its own; a layer-built schedule's later rounds are posted by
+ * its progress hook, so MPI's progress rule needs the layer: from its
+ * start until it finishes, the request is on the list of active schedules
+ * (mpi/progress.c), and every MPI call that waits (the wait family,
+ * blocking sends, receives and probes, blocking collectives of both
+ * paths, MPI_Finalize) steps each active schedule while it waits, as do
+ * the MPI_Test family and MPI_Iprobe. A step is non-blocking and never
+ * runs on two threads at once (the request's busy flag).
  */
 #ifndef NEXAR_MPI_COLL_INT_H
 #define NEXAR_MPI_COLL_INT_H

@@ -329,7 +329,11 @@ int nxm_cs_start(nxm_cs_t *s, const char *fn, nxm_req_t **out) {
   r->progress = cs_progress;
   int done = 0;
   cls = cs_progress(r, &done);
-  if (cls == MPI_SUCCESS) return MPI_SUCCESS;
+  if (cls == MPI_SUCCESS) {
+    /* Later rounds: stepped from every MPI call until it finishes. */
+    if (!done) nxm_progress_add(r);
+    return MPI_SUCCESS;
+  }
   /* Nothing of this round may stay in flight with the request gone. */
   r->progress = NULL;
   r->error = cls;

@@ -160,6 +160,16 @@ int MPI_Init(int *argc, char ***argv) {
   return MPI_Init_thread(argc, argv, MPI_THREAD_SINGLE, &provided);
 }
 
+/* MPI_Finalize's barrier over the world; schedules the program left
+ * active keep moving meanwhile (see nxm_progress). */
+static int world_barrier(void) {
+  nexar_comm_t *w = nexar_comm_world(nxm_g.ctx);
+  if (!nxm_progress_active()) return nexar_barrier(w);
+  nexar_req_t *q = NULL;
+  int rc = nexar_ibarrier(w, &q);
+  return rc == NEXAR_OK ? nxm_wait_nexar(&q, NULL) : rc;
+}
+
 int MPI_Finalize(void) {
   int cls = nxm_check_init("MPI_Finalize");
   if (cls != MPI_SUCCESS) return cls;
@@ -167,7 +177,7 @@ int MPI_Finalize(void) {
    * MPI_Finalize before any leaves, so that messages in flight to a rank
    * are not cut off by its exit. */
   nxm_req_drain();
-  int rc = nexar_barrier(nexar_comm_world(nxm_g.ctx));
+  int rc = world_barrier();
   nxm_comm_unref(nxm_g.self);
   nxm_comm_unref(nxm_g.world);
   nxm_g.self = nxm_g.world = NULL;

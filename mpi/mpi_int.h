@@ -26,7 +26,9 @@
  *
  * Thread-safety: the layer grants MPI_THREAD_MULTIPLE (nexar is
  * thread-safe); reference counts are atomic and the few global tables
- * (keyvals, the attached buffer) are under nxm_lock.
+ * (keyvals, the attached buffer) are under nxm_lock; the list of active
+ * schedules has its own lock, and a request is stepped by one thread at a
+ * time (its busy flag, mpi/progress.c).
  */
 #ifndef NEXAR_MPI_INT_H
 #define NEXAR_MPI_INT_H
@@ -455,6 +457,13 @@ struct nxm_req {
   MPI_Datatype ptype;
   int ppeer, ptag;
   int freed; /* MPI_Request_free ran while active: free at completion */
+  /* Progress (mpi/progress.c): held (1) by the thread stepping the
+   * request (nxm_req_poll's try-lock), so that its progress hook never
+   * runs on two threads at once; the links of the active schedules'
+   * list (under the list's lock); |sched| set once it was listed. */
+  atomic_int busy;
+  int sched, listed;
+  nxm_req_t *prev, *next;
 };
 
 enum {
@@ -475,9 +484,14 @@ void nxm_req_free(nxm_req_t *r);
  * finished one is unpacked / its temporary freed, its slot set NULL; a
  * receive's nexar status goes to r->status), then calls r->progress.
  * Sets *done once everything finished and finish ran. Returns
- * r->error's class once done, MPI_SUCCESS before. */
+ * r->error's class once done, MPI_SUCCESS before. While another thread
+ * steps |r| (r->busy held) it does nothing: *done 0, MPI_SUCCESS. */
 int nxm_req_poll(nxm_req_t *r, int *done);
-/* Blocks until |r| completes (nexar's op timeout bounds each step). */
+/* nxm_req_poll for a caller that holds r->busy (mpi/progress.c). */
+int nxm_req_step(nxm_req_t *r, int *done);
+/* Blocks until |r| completes, keeping the active schedules moving
+ * (nxm_spin) while any exists; bounded by the op timeout (then
+ * MPI_ERR_OTHER). */
 int nxm_req_wait(nxm_req_t *r);
 /* Waits for every request MPI_Request_free left active (buffered sends
  * included): MPI_Buffer_detach, MPI_Finalize. */
@@ -486,6 +500,49 @@ void nxm_req_drain(void);
  * status, frees a non-persistent request (*h = MPI_REQUEST_NULL) or marks
  * a persistent one inactive. Returns the request's error class. */
 int nxm_req_complete(MPI_Request *h, MPI_Status *status);
+
+/* ---------------------------------------------------------------- */
+/* Progress (mpi/progress.c). MPI's progress rule: a pending operation
+ * advances while its process is inside any MPI call. nexar advances its
+ * own requests by itself; a request with a progress hook (a layer-built
+ * collective schedule) posts its later rounds only when stepped. Such a
+ * request is listed as active from its start until it finishes or is
+ * freed, and while any is listed every MPI call that waits does so in a
+ * loop of non-blocking checks of its own target, one step of each active
+ * schedule (nxm_progress) and a bounded backoff, within the op timeout;
+ * with none listed it blocks in nexar as before (no cost for native
+ * operations). The MPI_Test family and MPI_Iprobe step them too. */
+
+/* Lists |r| (its progress hook set, not finished) as active. */
+void nxm_progress_add(nxm_req_t *r);
+/* Unlists |r| if listed and waits until no other thread steps it:
+ * nxm_req_free calls it before the memory goes. */
+void nxm_progress_remove(nxm_req_t *r);
+/* Whether any schedule is active (one atomic load). */
+int nxm_progress_active(void);
+/* One non-blocking step of each active schedule but |skip| (NULL: none),
+ * a bounded batch of them per call in round-robin order; skips those
+ * another thread is stepping, and does nothing inside a step (a user op
+ * calling MPI) or while another thread runs this. Unlists the finished. */
+void nxm_progress(const nxm_req_t *skip);
+
+/* A wait loop's state: its deadline (the op timeout from its start,
+ * NEXAR_OP_TIMEOUT_MS) and its turn count (the backoff). */
+typedef struct nxm_spin {
+  double deadline_ms;
+  unsigned turns;
+} nxm_spin_t;
+
+void nxm_spin_init(nxm_spin_t *sp);
+/* One idle turn of a wait loop: nxm_progress(skip), then sched_yield for
+ * the first turns and short sleeps growing to 50 us after them. Returns 1
+ * while the deadline is ahead, 0 once it passed. */
+int nxm_spin(nxm_spin_t *sp, const nxm_req_t *skip);
+/* nexar_wait (same results and status) that keeps the active schedules
+ * moving while it waits; plain nexar_wait when none is active. */
+int nxm_wait_nexar(nexar_req_t **q, nexar_status_t *st);
+/* nexar_probe the same way: NEXAR_ERR_TIMEOUT after the op timeout. */
+int nxm_probe_nexar(nexar_comm_t *nc, int source, int tag, nexar_status_t *st);
 
 /* ---------------------------------------------------------------- */
 /* Status. The byte count is kept in mpi_private[0..1] (64 bits), the

@@ -14,6 +14,29 @@ static int ntag(int tag) {
   return tag == MPI_ANY_TAG ? NEXAR_ANY_TAG : tag;
 }
 
+/* The blocking nexar send (|sync|: synchronous) and receive of bytes; while
+ * layer-built schedules are active, their non-blocking forms waited for by
+ * nxm_wait_nexar, which keeps those schedules moving. */
+static int send_bytes(nexar_comm_t *nc, const void *p, size_t n, int dest,
+                      int tag, int sync) {
+  if (!nxm_progress_active())
+    return sync ? nexar_ssend(nc, p, n, NEXAR_BYTE, dest, tag)
+                : nexar_send(nc, p, n, NEXAR_BYTE, dest, tag);
+  nexar_req_t *q = NULL;
+  int rc = sync ? nexar_issend(nc, p, n, NEXAR_BYTE, dest, tag, &q)
+                : nexar_isend(nc, p, n, NEXAR_BYTE, dest, tag, &q);
+  return rc == NEXAR_OK ? nxm_wait_nexar(&q, NULL) : rc;
+}
+
+static int recv_bytes(nexar_comm_t *nc, void *p, size_t n, int source, int tag,
+                      nexar_status_t *st) {
+  if (!nxm_progress_active())
+    return nexar_recv(nc, p, n, NEXAR_BYTE, source, tag, st);
+  nexar_req_t *q = NULL;
+  int rc = nexar_irecv(nc, p, n, NEXAR_BYTE, source, tag, &q);
+  return rc == NEXAR_OK ? nxm_wait_nexar(&q, st) : rc;
+}
+
 /* Validates the arguments of a send (|recv| 0) or receive (1) and finds
  * the communicator and type. Reports errors through nxm_err. */
 static int check_args(const char *fn, MPI_Comm comm, const void *buf, int count,
@@ -190,9 +213,7 @@ static int send_blocking(const char *fn, const void *buf, int count,
   nxm_view_t v;
   if (nxm_view_make(buf, (size_t)count, t, 1, &v) != MPI_SUCCESS)
     return nxm_err(c, MPI_ERR_NO_MEM, fn, "packing %zu bytes", bytes);
-  int rc = mode == NXM_SEND_SYNC
-               ? nexar_ssend(c->nc, v.ptr, bytes, NEXAR_BYTE, dest, tag)
-               : nexar_send(c->nc, v.ptr, bytes, NEXAR_BYTE, dest, tag);
+  int rc = send_bytes(c->nc, v.ptr, bytes, dest, tag, mode == NXM_SEND_SYNC);
   nxm_view_free(&v);
   if (rc != NEXAR_OK) return nxm_err_nexar(c, fn, rc);
   return MPI_SUCCESS;
@@ -373,7 +394,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
   if (nxm_view_make(buf, (size_t)count, t, 0, &v) != MPI_SUCCESS)
     return nxm_err(c, MPI_ERR_NO_MEM, fn, "%zu bytes", bytes);
   nexar_status_t ns = {0};
-  int rc = nexar_recv(c->nc, v.ptr, bytes, NEXAR_BYTE, source, ntag(tag), &ns);
+  int rc = recv_bytes(c->nc, v.ptr, bytes, source, ntag(tag), &ns);
   if (v.tmp && (rc == NEXAR_OK || rc == NEXAR_ERR_TRUNCATE))
     nxm_unpack(v.tmp, ns.bytes < bytes ? ns.bytes : bytes, (size_t)count, t,
                buf);
@@ -445,7 +466,8 @@ static int probe(const char *fn, int source, int tag, MPI_Comm comm, int *flag,
   }
   nexar_status_t ns = {0};
   int f = 1;
-  int rc = blocking ? nexar_probe(c->nc, source, ntag(tag), &ns)
+  if (!blocking) nxm_progress(NULL);
+  int rc = blocking ? nxm_probe_nexar(c->nc, source, ntag(tag), &ns)
                     : nexar_iprobe(c->nc, source, ntag(tag), &f, &ns);
   if (rc != NEXAR_OK) return nxm_err_nexar(c, fn, rc);
   if (flag) *flag = f;

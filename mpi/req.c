@@ -2,12 +2,12 @@
  * Requests: the machinery under every non-blocking MPI call (mpi_int.h),
  * generalized requests, and requests freed by MPI_Request_free while still
  * active (kept on an orphan list and completed in the background of later
- * calls, and at MPI_Finalize).
+ * calls, and at MPI_Finalize). Every wait keeps the active layer-built
+ * schedules moving (mpi/progress.c), and every test steps them once.
  */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "mpi_int.h"
 
@@ -54,6 +54,7 @@ static void xfer_clear(nxm_xfer_t *x) {
 
 void nxm_req_free(nxm_req_t *r) {
   if (!r) return;
+  nxm_progress_remove(r);
   for (size_t i = 0; i < r->nsub; i++) xfer_clear(&r->xfer[i]);
   if (r->sub != r->sub_inline) {
     free(r->sub);
@@ -89,7 +90,7 @@ static void finish(nxm_req_t *r) {
   r->done = 1;
 }
 
-int nxm_req_poll(nxm_req_t *r, int *done) {
+int nxm_req_step(nxm_req_t *r, int *done) {
   *done = 0;
   if (r->done) {
     *done = 1;
@@ -123,24 +124,34 @@ int nxm_req_poll(nxm_req_t *r, int *done) {
   return r->error;
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+int nxm_req_poll(nxm_req_t *r, int *done) {
+  *done = 0;
+  if (atomic_exchange(&r->busy, 1)) return MPI_SUCCESS; /* being stepped */
+  int cls = nxm_req_step(r, done);
+  atomic_store(&r->busy, 0);
+  return cls;
 }
 
-/* How long a multi-step request may go without finishing: nexar's op
- * timeout (each nexar request inside it is bounded by it too). */
-static double op_timeout_ms(void) {
-  const char *v = getenv("NEXAR_OP_TIMEOUT_MS");
-  long ms = v ? strtol(v, NULL, 10) : 0;
-  return ms > 0 ? (double)ms : 300000.0;
+/* The op timeout passed while waiting for |r|: its schedule stops, its
+ * receives are cancelled; it finishes with MPI_ERR_OTHER once nexar has
+ * completed its pending requests (each bounded by the op timeout). */
+static void expire(nxm_req_t *r) {
+  while (atomic_exchange(&r->busy, 1)) sched_yield();
+  if (!r->done) {
+    r->error = MPI_ERR_OTHER;
+    r->progress = NULL;
+    for (size_t i = 0; i < r->nsub; i++)
+      if (r->sub[i]) nexar_cancel(r->sub[i]);
+  }
+  atomic_store(&r->busy, 0);
 }
 
-int nxm_req_wait(nxm_req_t *r) {
-  if (r->done) return r->error;
-  if (!r->progress) {
-    /* Only nexar requests: block in nexar on each. */
+/* Only nexar requests left in |r| and nothing else to advance: blocks in
+ * nexar on each (a once-listed request is taken from any last step). */
+static int block_in_nexar(nxm_req_t *r) {
+  if (r->sched)
+    while (atomic_exchange(&r->busy, 1)) sched_yield();
+  if (!r->done) {
     for (size_t i = 0; i < r->nsub; i++) {
       if (!r->sub[i]) continue;
       nexar_status_t st = {0};
@@ -148,20 +159,25 @@ int nxm_req_wait(nxm_req_t *r) {
       sub_done(r, i, rc, &st);
     }
     finish(r);
-    return r->error;
   }
-  double deadline = now_ms() + op_timeout_ms();
+  if (r->sched) atomic_store(&r->busy, 0);
+  return r->error;
+}
+
+int nxm_req_wait(nxm_req_t *r) {
+  nxm_spin_t sp;
+  int spinning = 0, expired = 0;
   for (;;) {
+    if (!r->progress && !nxm_progress_active()) return block_in_nexar(r);
     int done = 0;
     nxm_req_poll(r, &done);
     if (done) return r->error;
-    if (now_ms() > deadline) {
-      r->error = MPI_ERR_OTHER;
-      r->progress = NULL;
-      for (size_t i = 0; i < r->nsub; i++)
-        if (r->sub[i]) nexar_cancel(r->sub[i]);
+    if (!spinning) nxm_spin_init(&sp);
+    spinning = 1;
+    if (!nxm_spin(&sp, r) && !expired) {
+      expire(r);
+      expired = 1;
     }
-    sched_yield();
   }
 }
 
@@ -184,30 +200,38 @@ int nxm_req_complete(MPI_Request *h, MPI_Status *status) {
   return cls;
 }
 
-/* Completes the requests MPI_Request_free left behind, without blocking. */
-static void reap_orphans(void) {
+/* Completes the requests MPI_Request_free left behind, without blocking,
+ * and steps the active schedules: what every test does besides its own
+ * requests. Orphans are freed outside nxm_lock (nxm_progress_remove may
+ * wait for a step that takes it), a bounded batch per call. */
+static void background(void) {
+  nxm_req_t *done_reqs[64];
+  int n = 0;
   nxm_lock();
-  for (int i = 0; i < g_norphans;) {
+  for (int i = 0; i < g_norphans && n < 64;) {
     int done = 0;
     nxm_req_poll(g_orphans[i], &done);
     if (done) {
-      nxm_req_free(g_orphans[i]);
+      done_reqs[n++] = g_orphans[i];
       g_orphans[i] = g_orphans[--g_norphans];
     } else {
       i++;
     }
   }
   nxm_unlock();
+  for (int i = 0; i < n; i++) nxm_req_free(done_reqs[i]);
+  nxm_progress(NULL);
 }
 
 void nxm_req_drain(void) {
-  nxm_lock();
-  for (int i = 0; i < g_norphans; i++) {
-    nxm_req_wait(g_orphans[i]);
-    nxm_req_free(g_orphans[i]);
+  for (;;) {
+    nxm_lock();
+    nxm_req_t *r = g_norphans ? g_orphans[--g_norphans] : NULL;
+    nxm_unlock();
+    if (!r) return;
+    nxm_req_wait(r);
+    nxm_req_free(r);
   }
-  g_norphans = 0;
-  nxm_unlock();
 }
 
 /* ---- MPI functions. An inactive persistent request and MPI_REQUEST_NULL
@@ -249,7 +273,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   int cls = check_req(request, "MPI_Test");
   if (cls != MPI_SUCCESS) return cls;
   if (!flag) return nxm_err(NULL, MPI_ERR_ARG, "MPI_Test", "NULL flag");
-  reap_orphans();
+  background();
   *flag = 1;
   if (inactive(*request)) {
     nxm_status_empty(status);
@@ -319,7 +343,7 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag,
   int cls = check_array(count, reqs, "MPI_Testall");
   if (cls != MPI_SUCCESS) return cls;
   if (!flag) return nxm_err(NULL, MPI_ERR_ARG, "MPI_Testall", "NULL flag");
-  reap_orphans();
+  background();
   *flag = 1;
   for (int i = 0; i < count; i++) {
     nxm_req_t *r = inactive(reqs[i]) ? NULL : nxm_req_get(reqs[i]);
@@ -337,7 +361,7 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
   if (cls != MPI_SUCCESS) return cls;
   if (!index || !flag)
     return nxm_err(NULL, MPI_ERR_ARG, "MPI_Testany", "NULL argument");
-  reap_orphans();
+  background();
   int any_active = 0;
   *flag = 0;
   *index = MPI_UNDEFINED;
@@ -361,11 +385,13 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
 }
 
 /* MPI_Waitany in nexar_waitany when each active request is one pending
- * nexar request (sends and receives): one wait in the engine instead of a
- * polling loop. Sets *handled = 0 (and does nothing) otherwise. */
+ * nexar request (sends and receives) and no schedule is active: one wait
+ * in the engine instead of a polling loop. Sets *handled = 0 (and does
+ * nothing) otherwise. */
 static int waitany_nexar(int count, MPI_Request reqs[], int *index,
                          MPI_Status *status, int *handled) {
   *handled = 0;
+  if (nxm_progress_active()) return MPI_SUCCESS;
   nexar_req_t *small[64];
   nexar_req_t **arr = count <= 64 ? small : malloc((size_t)count * sizeof *arr);
   if (!arr) return MPI_SUCCESS;
@@ -404,17 +430,17 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
   int cls = check_array(count, reqs, "MPI_Waitany");
   if (cls != MPI_SUCCESS) return cls;
   if (!index) return nxm_err(NULL, MPI_ERR_ARG, "MPI_Waitany", "NULL index");
-  double deadline = now_ms() + op_timeout_ms();
+  nxm_spin_t sp;
+  nxm_spin_init(&sp);
   for (;;) {
     int flag = 0, handled = 0;
     cls = MPI_Testany(count, reqs, index, &flag, status);
     if (flag || cls != MPI_SUCCESS) return cls;
     cls = waitany_nexar(count, reqs, index, status, &handled);
     if (handled) return cls;
-    if (now_ms() > deadline)
+    if (!nxm_spin(&sp, NULL))
       return nxm_err(NULL, MPI_ERR_OTHER, "MPI_Waitany",
                      "no request finished within NEXAR_OP_TIMEOUT_MS");
-    sched_yield();
   }
 }
 
@@ -424,7 +450,7 @@ int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
   if (cls != MPI_SUCCESS) return cls;
   if (!outcount || (incount > 0 && !indices))
     return nxm_err(NULL, MPI_ERR_ARG, "MPI_Testsome", "NULL argument");
-  reap_orphans();
+  background();
   int n = 0, any_active = 0, failed = 0;
   nxm_comm_t *fc = NULL;
   for (int i = 0; i < incount; i++) {
@@ -449,14 +475,14 @@ int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
 
 int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
                  MPI_Status statuses[]) {
-  double deadline = now_ms() + op_timeout_ms();
+  nxm_spin_t sp;
+  nxm_spin_init(&sp);
   for (;;) {
     int cls = MPI_Testsome(incount, reqs, outcount, indices, statuses);
     if (cls != MPI_SUCCESS || *outcount != 0) return cls;
-    if (now_ms() > deadline)
+    if (!nxm_spin(&sp, NULL))
       return nxm_err(NULL, MPI_ERR_OTHER, "MPI_Waitsome",
                      "no request finished within NEXAR_OP_TIMEOUT_MS");
-    sched_yield();
   }
 }
 
@@ -471,6 +497,7 @@ int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status) {
     nxm_status_empty(status);
     return MPI_SUCCESS;
   }
+  background();
   nxm_req_t *r = nxm_req_get(request);
   int done = 0;
   nxm_req_poll(r, &done);

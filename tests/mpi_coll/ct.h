@@ -52,11 +52,19 @@ static inline void ct_fail(int line, const char *what, long long a,
     }                                              \
   } while (0)
 
-static inline void ct_init(int *argc, char ***argv) {
-  MPI_Init(argc, argv);
+/* MPI_Init_thread asking for |level| (the job ends when less is
+ * provided); ct_init asks for MPI_THREAD_SINGLE. */
+static inline void ct_init_thread(int *argc, char ***argv, int level) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(argc, argv, level, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &ct_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ct_size);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (provided < level) ct_fail(__LINE__, "thread level", provided, level);
+}
+
+static inline void ct_init(int *argc, char ***argv) {
+  ct_init_thread(argc, argv, MPI_THREAD_SINGLE);
 }
 
 static inline void ct_ok(const char *name) {
