@@ -199,6 +199,23 @@ def check_p2p(comm):
         expect(b, np.full(2, left + i, np.float64), "waitall %d" % i)
     if len(sts) != 6 or sts[0].source != left:
         fail("waitall statuses %r" % (sts,))
+    # Probe / Iprobe: size the receive from the probe; the message stays
+    # queued until received; a tag never sent probes as None.
+    sq = comm.Isend(np.arange(5, dtype=np.int32) + r, right, tag=8)
+    deadline = time.monotonic() + 20
+    st = comm.Iprobe(nexar.ANY_SOURCE, 8)
+    while st is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+        st = comm.Iprobe(nexar.ANY_SOURCE, 8)
+    st2 = comm.Probe(tag=8)
+    if st is None or (st.source, st.tag, st.bytes) != (left, 8, 20) or st2 != st:
+        fail("Iprobe/Probe %r %r" % (st, st2))
+    got = np.empty(st.bytes // 4, np.int32)
+    comm.Recv(got, st.source, 8)
+    sq.wait()
+    expect(got, np.arange(5, dtype=np.int32) + left, "Recv after Probe")
+    if comm.Iprobe(tag=9) is not None:
+        fail("Iprobe found a message that was never sent")
     # Non-blocking collective.
     x = np.full(3, r + 1, np.int64)
     comm.Iallreduce(nexar.IN_PLACE, x).wait()

@@ -530,6 +530,36 @@ static PyObject *comm_dup(PyObject *self, PyObject *unused) {
   return new_comm((npy_comm *)self, "Dup", 0, 0);
 }
 
+/* Probe(source=ANY_SOURCE, tag=ANY_TAG) -> Status and Iprobe(...) -> Status
+ * or None: the next message a receive posted now would get, left queued
+ * (nexar_probe / nexar_iprobe); count is in bytes. */
+static PyObject *probe(PyObject *self, PyObject *args, PyObject *kw,
+                       int blocking) {
+  static char *kwlist[] = {"source", "tag", NULL};
+  npy_comm *c = (npy_comm *)self;
+  const char *what = blocking ? "Probe" : "Iprobe";
+  int source = NEXAR_ANY_SOURCE, tag = NEXAR_ANY_TAG, flag = 1, rc;
+  nexar_status_t st;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|ii", kwlist, &source, &tag) ||
+      npy_comm_check(c, what) < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS;
+  rc = blocking ? nexar_probe(c->comm, source, tag, &st)
+                : nexar_iprobe(c->comm, source, tag, &flag, &st);
+  Py_END_ALLOW_THREADS;
+  if (rc != NEXAR_OK) return npy_raise_comm(rc, what, c->comm);
+  if (!flag) Py_RETURN_NONE;
+  return npy_status(&st, 1);
+}
+
+static PyObject *comm_probe(PyObject *self, PyObject *args, PyObject *kw) {
+  return probe(self, args, kw, 1);
+}
+
+static PyObject *comm_iprobe(PyObject *self, PyObject *args, PyObject *kw) {
+  return probe(self, args, kw, 0);
+}
+
 static PyObject *comm_shrink(PyObject *self, PyObject *unused) {
   return new_comm((npy_comm *)self, "shrink", 0, 0);
 }
@@ -575,6 +605,13 @@ static PyMethodDef comm_methods[] = {
      "Split(color, key=0) -> Comm | None: collective; None for color "
      "UNDEFINED."},
     {"Dup", comm_dup, METH_NOARGS, "Dup() -> Comm: collective."},
+    {"Probe", (PyCFunction)(void (*)(void))comm_probe,
+     METH_VARARGS | METH_KEYWORDS,
+     "Probe(source=ANY_SOURCE, tag=ANY_TAG) -> Status: waits for a matching "
+     "message and leaves it queued; count in bytes."},
+    {"Iprobe", (PyCFunction)(void (*)(void))comm_iprobe,
+     METH_VARARGS | METH_KEYWORDS,
+     "Iprobe(source=ANY_SOURCE, tag=ANY_TAG) -> Status or None."},
     {"Free", comm_free, METH_NOARGS,
      "Free(): collective; every request on it must have completed."},
     {"shrink", comm_shrink, METH_NOARGS,
