@@ -10,7 +10,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL test_deb: $*" >&2; exit 1; }
 
-(cd "$build" && timeout 120 "$cpack" -G DEB -B "$tmp/out" >"$tmp/cpack.log" 2>&1) ||
+(cd "$build" && timeout 480 "$cpack" -G DEB -B "$tmp/out" >"$tmp/cpack.log" 2>&1) ||
   { cat "$tmp/cpack.log" >&2; fail "cpack -G DEB failed"; }
 deb=$(ls "$tmp"/out/nexar_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || fail "cpack made no nexar_*.deb"
@@ -46,7 +46,8 @@ v=$("$tmp/root/usr/bin/nexar-run" --version | head -1)
 # from the extracted tree, its extension finding the package's libnexar.so.
 site=$(ls -d "$tmp"/root/usr/lib/python3*/dist-packages 2>/dev/null | head -1)
 if [ -n "$site" ]; then
-  pv=$(PYTHONPATH=$site /usr/bin/python3 -c 'import nexar; print(nexar.version())') ||
+  # shellcheck disable=SC2086 # NEXAR_TEST_PY_ENV is a list of VAR=value
+  pv=$(env ${NEXAR_TEST_PY_ENV:-} PYTHONPATH=$site /usr/bin/python3 -c 'import nexar; print(nexar.version())') ||
     fail "import nexar from the package"
   [ "$pv" = "${v##* }" ] || fail "nexar.version() printed '$pv'"
   echo "python: import nexar $pv from ${site#"$tmp"/root}"

@@ -1,16 +1,7 @@
 # The Python binding (docs/python.md), run with the binding's interpreter
 # (/usr/bin/python3 unless configured otherwise) from the build tree.
-set(NEXAR_PY_ENV ${CMAKE_COMMAND} -E env PYTHONPATH=${PROJECT_BINARY_DIR}/bindings/python)
-if(NEXAR_SANITIZE)
-  # The interpreter is not instrumented: the sanitizer runtimes are
-  # preloaded; Python's own allocations at exit are not reported as leaks.
-  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
-    OUTPUT_VARIABLE _asan OUTPUT_STRIP_TRAILING_WHITESPACE)
-  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libubsan.so
-    OUTPUT_VARIABLE _ubsan OUTPUT_STRIP_TRAILING_WHITESPACE)
-  list(APPEND NEXAR_PY_ENV "LD_PRELOAD=${_asan}:${_ubsan}"
-    ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc)
-endif()
+set(NEXAR_PY_ENV ${CMAKE_COMMAND} -E env
+  PYTHONPATH=${PROJECT_BINARY_DIR}/bindings/python ${NEXAR_SAN_ENV})
 # Every buffer collective and p2p call bit-exact against numpy, objects,
 # split/dup, requests, RPC to Python handlers, bad input, the GIL.
 foreach(np 1 2 4)
@@ -30,8 +21,10 @@ add_test(NAME test_python_elastic COMMAND ${NEXAR_PY_ENV}
   $<TARGET_FILE:nexar-run> -n 2 --max-world 3 -t 90 -- ${Python3_EXECUTABLE}
   ${CMAKE_CURRENT_SOURCE_DIR}/python/test_elastic.py)
 set_tests_properties(test_python_elastic PROPERTIES TIMEOUT 120)
-# `cmake --install` into a scratch prefix gives an importable package.
-add_test(NAME test_python_install COMMAND bash
+# `cmake --install` into a scratch prefix gives an importable package (the
+# script sets PYTHONPATH to the installed package; the environment brings
+# the sanitizer runtimes in a sanitized build).
+add_test(NAME test_python_install COMMAND ${NEXAR_PY_ENV} bash
   ${CMAKE_CURRENT_SOURCE_DIR}/python/test_install.sh ${CMAKE_COMMAND}
   ${PROJECT_BINARY_DIR} ${Python3_EXECUTABLE} ${NEXAR_PYTHON_INSTALL_DIR})
 set_tests_properties(test_python_install PROPERTIES TIMEOUT 120)
