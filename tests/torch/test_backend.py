@@ -192,5 +192,8 @@ g = dist.new_group(list(range(size)))
 t = torch.zeros(4 + rank)
 refused(lambda: dist.all_reduce(t, group=g), "allreduce", "tensors[0]", "MISMATCH")
 
+# Rank 0 hosts torch's TCPStore under torchrun: nobody leaves while
+# another rank may still poll it (new_group's store-based barrier).
+dist.barrier()
 dist.destroy_process_group()
 print("rank %d of %d: torch backend OK" % (rank, size))

@@ -12,6 +12,7 @@ or, under torchrun as well as under ``nexar-run``::
 
 import hashlib
 import os
+import sys
 import tempfile
 
 import torch.distributed as _dist
@@ -26,8 +27,22 @@ def _create(store, rank, size, timeout):
     return _nexar_torch.create_process_group(store, rank, size, timeout)
 
 
+def abort():
+    """nexar_abort on every nexar process group of this process: the peers
+    fail at once (PEER_FAILED) instead of waiting for this rank until the
+    op timeout. Only destroying the groups may follow."""
+    _nexar_torch.abort()
+
+
+def _excepthook(kind, value, tb, _previous=sys.excepthook):
+    # An uncaught exception ends this rank: tell the others now.
+    abort()
+    _previous(kind, value, tb)
+
+
 if BACKEND.upper() not in _dist.Backend._plugins:
     _dist.Backend.register_backend(BACKEND, _create)
+    sys.excepthook = _excepthook
 
 
 def _nexar_run_store(rank, size):

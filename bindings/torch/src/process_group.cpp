@@ -5,9 +5,14 @@
 #include <ATen/Context.h>
 #include <c10/util/Exception.h>
 
-#include <numeric>
+#include <set>
 
 namespace nexar_torch {
+
+namespace {
+std::mutex g_groups_mutex;  // the live groups, for abortAll
+std::set<ProcessGroupNexar *> g_groups;
+}  // namespace
 
 namespace {
 
@@ -543,15 +548,32 @@ ProcessGroupNexar::ProcessGroupNexar(
             nexar_device_adapter_set(ctx_, ops, nullptr) == NEXAR_OK;
   }
   progress_ = std::thread([this] { progressLoop(); });
+  std::lock_guard<std::mutex> g(g_groups_mutex);
+  g_groups.insert(this);
+}
+
+void ProcessGroupNexar::abortAll() {
+  std::lock_guard<std::mutex> g(g_groups_mutex);
+  for (ProcessGroupNexar *pg : g_groups) {
+    pg->fatal_ = true;
+    nexar_abort(pg->ctx_);
+  }
 }
 
 ProcessGroupNexar::~ProcessGroupNexar() {
+  {
+    std::lock_guard<std::mutex> g(g_groups_mutex);
+    g_groups.erase(this);
+  }
   {
     std::lock_guard<std::mutex> g(queue_mutex_);
     stop_ = true;
   }
   queue_cv_.notify_one();
   progress_.join();  // after it has waited for every outstanding request
+  // nexar_finalize ends with a barrier; after a fatal error the peers may
+  // never get there, so abort first (they see this rank leave at once).
+  if (fatal_) nexar_abort(ctx_);
   nexar_finalize(ctx_);
 }
 

@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -45,6 +46,7 @@ class WorkNexar : public c10d::Work {
 
   // Filled by the process group before the work is handed out.
   nexar_comm_t *comm = nullptr;
+  std::atomic<bool> *fatal = nullptr;  // set on an error fatal to the group
   std::vector<nexar_req_t *> reqs;
   std::vector<at::Tensor> keep;
   std::function<void()> on_success;
@@ -124,6 +126,10 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
       const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
       std::chrono::milliseconds timeout);
 
+  // nexar_abort on every live group of this process: their peers fail at
+  // once instead of waiting (nexar.torch calls it on an uncaught exception).
+  static void abortAll();
+
  private:
   using Start = std::function<int(nexar_req_t **)>;
   // Makes a work, starts |starts| (one nexar request each) and queues it
@@ -137,7 +143,8 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
   [[noreturn]] void fail(const std::string &what, int rc) const;
   void progressLoop();
 
-  nexar_ctx_t *ctx_ = nullptr;  // owned; finalized by the destructor
+  nexar_ctx_t *ctx_ = nullptr;      // owned; finalized by the destructor
+  std::atomic<bool> fatal_{false};  // then abort before finalizing
   nexar_comm_t *comm_ = nullptr;
   bool cuda_ = false;  // CUDA tensors are staged by nexar's CUDA adapter
 

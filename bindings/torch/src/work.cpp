@@ -50,6 +50,7 @@ bool WorkNexar::drive(bool block) {
                    : nexar_test(&reqs[next_], &finished, &st);
     if (!finished) return false;
     if (rc != NEXAR_OK && error.empty()) error = nexarError(comm, rc);
+    if (rc != NEXAR_OK && nexar_err_is_fatal(rc) && fatal) *fatal = true;
     if (rc == NEXAR_OK) {
       std::lock_guard<std::mutex> s(mutex_);
       source_ = st.source;
@@ -70,16 +71,17 @@ void WorkNexar::complete() {
   done_ = true;
   keep.clear();
   on_success = nullptr;
+  // Work::finish first: whoever sees the future done sees the work done.
   if (error.empty()) {
-    future_->markCompleted(c10::IValue(outputs_));
     finish();
+    future_->markCompleted(c10::IValue(outputs_));
     return;
   }
   auto eptr = std::make_exception_ptr(
       std::runtime_error("nexar backend: rank " + std::to_string(rank_) + ": " +
                          what_ + " failed: " + error));
-  future_->setError(eptr);
   finish(eptr);
+  future_->setError(eptr);
 }
 
 bool WorkNexar::wait(std::chrono::milliseconds timeout) {
@@ -95,6 +97,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::launch(
   auto work =
       c10::make_intrusive<WorkNexar>(rank_, type, what, std::move(outputs));
   work->comm = comm_;
+  work->fatal = &fatal_;
   work->keep = std::move(keep);
   work->on_success = std::move(on_success);
   for (const Start &start : starts) {
