@@ -1,7 +1,8 @@
 # The torch.distributed backend (docs/torch.md), with the binding's
-# interpreter from the build tree. A script exits 77 (skipped) when torch
-# cannot be imported.
-set(NEXAR_TORCH_ENV ${CMAKE_COMMAND} -E env PYTHONPATH=${PROJECT_BINARY_DIR}/bindings/python)
+# interpreter and environment from the build tree (NEXAR_PY_ENV of
+# python/tests.cmake, sanitizer runtimes preloaded in a sanitizer build).
+# A script exits 77 (skipped) when torch cannot be imported.
+set(NEXAR_TORCH_ENV ${NEXAR_PY_ENV})
 math(EXPR _torch_t "240 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
 # Every operation bit-exact, bad input, a mismatch across ranks: world size
 # 2 under nexar-run, 4 under torchrun (the store rendezvous).
