@@ -351,6 +351,7 @@ def check_bad_input(comm):
         dtype=nexar.FLOAT32)
     bad(TypeError, comm.Allreduce, 3, f32)
     bad(nexar.InvalidArgError, comm.Alltoallv, f32, f32, [1] * p, None)
+    bad(nexar.InvalidArgError, comm.Reduce_scatter, f32, f32[:4], [4] * (p - 1) + [2**62])
     bad(nexar.InvalidArgError, comm.rpc_call, 0, 70000)
     bad(nexar.UnsupportedError, comm.Allreduce, f32, f32.copy(), op=nexar.BAND)
     bad(nexar.InvalidArgError, comm.Send, f32, p)
@@ -384,31 +385,42 @@ def check_bad_input(comm):
 
 
 def check_gil(comm):
-    """A blocking Recv lets other Python threads run."""
-    r, p = comm.rank, comm.size
+    """A blocking Recv lets other Python threads run: the message it waits
+    for is sent (to this rank itself) by a Python thread, once a third
+    thread, counting in pure Python, has counted 10000 more while the main
+    thread is in Recv. With the GIL held in Recv neither could run, and
+    Recv would end at the op timeout."""
+    r = comm.rank
     ticks = [0]
     stop = threading.Event()
+    waiting = threading.Event()
 
     def ticker():
         while not stop.is_set():
             ticks[0] += 1
 
-    def late_send():
-        time.sleep(0.5)
-        comm.Send(np.array([r], np.int32), (r + 1) % p, 30)
+    def sender():
+        waiting.wait()
+        start, deadline = ticks[0], time.monotonic() + 30
+        while ticks[0] - start < 10000 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        comm.Send(np.array([r], np.int32), r, 30)
 
-    t1 = threading.Thread(target=ticker)
-    t2 = threading.Thread(target=late_send)
-    t1.start()
-    t2.start()
+    threads = [threading.Thread(target=f, daemon=True) for f in (ticker, sender)]
+    for t in threads:
+        t.start()
     out = np.zeros(1, np.int32)
     before = ticks[0]
-    comm.Recv(out, (r - 1) % p, 30)
+    waiting.set()
+    try:
+        comm.Recv(out, r, 30)
+    except nexar.Error as e:
+        fail("GIL: Recv raised %s: %s" % (type(e).__name__, e))
     during = ticks[0] - before
     stop.set()
-    t1.join()
-    t2.join()
-    if out[0] != (r - 1) % p or during < 1000:
+    for t in threads:
+        t.join()
+    if out[0] != r or during < 10000:
         fail("GIL: %d ticks while Recv waited" % during)
     comm.Barrier()
 
@@ -429,7 +441,9 @@ def check_elastic(comm):
 
 
 def main():
-    with nexar.init() as ctx:
+    # A healthy run needs well under a second per call; a broken one (say
+    # the GIL held in Recv) fails after 60 s rather than at the deadline.
+    with nexar.init(op_timeout_ms=60000) as ctx:
         comm = ctx.world
         if nexar.COMM_WORLD != comm:
             fail("COMM_WORLD")

@@ -17,7 +17,7 @@ import struct
 
 from . import _nexar
 from ._nexar import *  # noqa: F401,F403  constants, exceptions, types
-from ._nexar import Context, Request, Status, IN_PLACE, ANY_SOURCE, ANY_TAG
+from ._nexar import ANY_SOURCE, ANY_TAG, Error, InvalidArgError, InvalidUsageError
 
 __version__ = _nexar.version()
 
@@ -135,7 +135,7 @@ class Comm(_nexar.Comm):
 def _pack(objs, size, what):
     """One pickle per rank, concatenated, and their lengths."""
     if objs is None or len(objs) != size:
-        raise InvalidArgError(  # noqa: F405
+        raise InvalidArgError(
             "%s: needs a sequence of %d objects" % (what, size))
     parts = [_dumps(o) for o in objs]
     counts = _lengths(size)
@@ -158,7 +158,7 @@ def _reduce(objs, op):
         return functools.reduce(operator.add, objs) / len(objs)
     fn = _OBJ_OPS.get(op, op) if isinstance(op, int) else op
     if not callable(fn):
-        raise InvalidArgError("unknown reduction op %r" % (op,))  # noqa: F405
+        raise InvalidArgError("unknown reduction op %r" % (op,))
     return functools.reduce(fn, objs)
 
 
@@ -185,7 +185,7 @@ def waitall(requests):
     for r in requests:
         try:
             statuses.append(r.wait())
-        except Error as e:  # noqa: F405
+        except Error as e:
             statuses.append(None)
             first = first or e
     if first is not None:
@@ -198,7 +198,7 @@ def __getattr__(name):
     if name == "COMM_WORLD":
         live = [c for c in _contexts if not c.closed]
         if len(live) != 1:
-            raise InvalidUsageError(  # noqa: F405
+            raise InvalidUsageError(
                 "nexar.COMM_WORLD needs exactly one live context "
                 "(call nexar.init()); there are %d" % len(live))
         return live[0].world
@@ -212,5 +212,9 @@ def _finalize_at_exit():
     for ctx in _contexts:
         try:
             ctx.finalize()
-        except Error:  # noqa: F405
-            pass
+        except Error:
+            # Say, a daemon thread still inside a call: end its operations.
+            try:
+                ctx.abort()
+            except Error:
+                pass

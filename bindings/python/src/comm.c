@@ -196,7 +196,18 @@ PARSER(p_reduce_scatter) {
   } else {
     if (!(o.rcounts = npy_array(&o, 2, cnt, size, NULL, "recvcounts")))
       goto fail;
-    for (int i = 0; i < size; i++) total += o.rcounts[i];
+    /* Each block lies in the input, so the sum cannot wrap. */
+    size_t in = ip ? n : ns;
+    for (int i = 0; i < size; i++) {
+      if (o.rcounts[i] > in - total) {
+        npy_invalid(
+            "%s: recvcounts add up to more than the %zu elements of "
+            "the input",
+            name, in);
+        goto fail;
+      }
+      total += o.rcounts[i];
+    }
     if (ip ? n < total
            : want(&o, "sendbuf", ns, total) < 0 || n < o.rcounts[rank]) {
       if (!PyErr_Occurred())

@@ -103,7 +103,11 @@ static PyObject *ctx_finalize(PyObject *self, PyObject *unused) {
   if (o->world) ((npy_comm *)o->world)->comm = NULL;
   PyDict_Clear(o->rpc_fns);
   if (PyList_SetSlice(o->fail_fns, 0, PY_SSIZE_T_MAX, NULL) < 0) return NULL;
-  if (rc < 0) return npy_raise(rc, "finalize", "flushing the sends timed out");
+  if (rc < 0) /* the context is freed all the same */
+    return npy_raise(rc, "finalize",
+                     rc == NEXAR_ERR_TIMEOUT
+                         ? "flushing the sends timed out; the context is freed"
+                         : "the final barrier failed; the context is freed");
   Py_RETURN_NONE;
 }
 

@@ -78,6 +78,10 @@ int npy_buffer(npy_op *op, PyObject *obj, int writable, const char *what,
                  op->name, what, Py_TYPE(obj)->tp_name);
     return -1;
   }
+  if (op->nviews == 2) { /* every operation has two buffers at most */
+    npy_raise(NEXAR_ERR_INTERNAL, op->name, "more than two buffers");
+    return -1;
+  }
   Py_buffer *v = &op->views[op->nviews];
   int flags =
       PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
