@@ -1,6 +1,7 @@
 """Every operation of the "nexar" torch.distributed backend, bit-exact
 against values each rank computes locally, plus bad input. Run under
-nexar-run -n N or torchrun --nproc_per_node N (tests/torch/tests.cmake)."""
+nexar-run -n N or torchrun --nproc_per_node N (tests/torch/tests.cmake).
+--keep-groups: exit without destroy_process_group."""
 
 import sys
 import warnings
@@ -132,6 +133,13 @@ dist.all_to_all_single(out, inp, out_splits, in_splits)
 same(out, torch.cat([torch.full((r + rank + 1, 3), 10 * r + rank, dtype=torch.int64)
                      for r in range(size)]), "alltoall split")
 
+# alltoall (lists): rank r sends r + j + 1 elements to rank j
+ins = [torch.full((rank + j + 1,), 10 * rank + j, dtype=torch.bfloat16) for j in range(size)]
+outs = [torch.empty(r + rank + 1, dtype=torch.bfloat16) for r in range(size)]
+dist.all_to_all(outs, ins)
+for r in range(size):
+    same(outs[r], torch.full((r + rank + 1,), 10 * r + rank, dtype=torch.bfloat16), "alltoall from %d" % r)
+
 # gather, scatter
 for root in (0, size - 1):
     outs = [torch.empty(N, dtype=torch.float64) for _ in range(size)] if rank == root else None
@@ -195,5 +203,7 @@ refused(lambda: dist.all_reduce(t, group=g), "allreduce", "tensors[0]", "MISMATC
 # Rank 0 hosts torch's TCPStore under torchrun: nobody leaves while
 # another rank may still poll it (new_group's store-based barrier).
 dist.barrier()
-dist.destroy_process_group()
+if "--keep-groups" not in sys.argv:
+    dist.destroy_process_group()
+# else: the groups end at exit (nexar.torch's atexit hook, then Python).
 print("rank %d of %d: torch backend OK" % (rank, size))

@@ -11,7 +11,7 @@ add_test(NAME test_torch_backend_np2 COMMAND ${NEXAR_TORCH_ENV}
   ${CMAKE_CURRENT_SOURCE_DIR}/torch/test_backend.py)
 add_test(NAME test_torch_backend_np4 COMMAND ${NEXAR_TORCH_ENV}
   ${Python3_EXECUTABLE} -m torch.distributed.run --standalone --nproc_per_node 4
-  --redirects 1 --tee 1 ${CMAKE_CURRENT_SOURCE_DIR}/torch/test_backend.py)
+  --redirects 1 --tee 1 ${CMAKE_CURRENT_SOURCE_DIR}/torch/test_backend.py --keep-groups)
 # DDP on the digits: nexar under nexar-run and torchrun, gloo under torchrun.
 add_test(NAME test_torch_ddp COMMAND ${NEXAR_TORCH_ENV} ${Python3_EXECUTABLE}
   ${CMAKE_CURRENT_SOURCE_DIR}/torch/test_ddp.py $<TARGET_FILE:nexar-run>

@@ -10,6 +10,7 @@ or, under torchrun as well as under ``nexar-run``::
     nexar.torch.init_process_group("nexar")
 """
 
+import atexit
 import hashlib
 import os
 import sys
@@ -43,6 +44,9 @@ def _excepthook(kind, value, tb, _previous=sys.excepthook):
 if BACKEND.upper() not in _dist.Backend._plugins:
     _dist.Backend.register_backend(BACKEND, _create)
     sys.excepthook = _excepthook
+    # Before Python finalizes: no progress thread may then free a tensor
+    # that has a Python object (it would need the GIL).
+    atexit.register(_nexar_torch.shutdown)
 
 
 def _nexar_run_store(rank, size):

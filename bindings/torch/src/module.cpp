@@ -12,6 +12,8 @@ PYBIND11_MODULE(_nexar_torch, m) {
         pybind11::arg("timeout"),
         pybind11::call_guard<pybind11::gil_scoped_release>(),
         "Makes the nexar ProcessGroup of one torch process group.");
+  m.def("shutdown", &nexar_torch::ProcessGroupNexar::shutdownAll,
+        "Stops the progress threads of every live nexar process group.");
   m.def("abort", &nexar_torch::ProcessGroupNexar::abortAll,
         "nexar_abort on every live nexar process group of this process.");
 }

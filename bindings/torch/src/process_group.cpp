@@ -1,5 +1,7 @@
 // The operations of ProcessGroupNexar: argument checks, then one nexar
 // non-blocking call per tensor (docs/torch.md, "Operations").
+#include <Python.h>  // first, as Python asks
+
 #include "process_group.hpp"
 
 #include <ATen/Context.h>
@@ -204,14 +206,15 @@ at::Tensor flatCat(const std::vector<at::Tensor> &ts) {
   return at::cat(flat);
 }
 
-// Copies the blocks of |flat| into |outs| (equal sizes).
+// Copies the consecutive blocks of |flat| into |outs|.
 std::function<void()> scatterInto(at::Tensor flat,
                                   std::vector<at::Tensor> outs) {
   return [flat, outs]() mutable {
-    int64_t n = outs.empty() ? 0 : outs[0].numel();
-    for (size_t i = 0; i < outs.size(); i++)
-      outs[i].copy_(
-          flat.narrow(0, static_cast<int64_t>(i) * n, n).view(outs[i].sizes()));
+    int64_t at = 0;
+    for (auto &out : outs) {
+      out.copy_(flat.narrow(0, at, out.numel()).view(out.sizes()));
+      at += out.numel();
+    }
   };
 }
 
@@ -494,6 +497,45 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::alltoall_base(
                 }});
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::alltoall(
+    std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+    const c10d::AllToAllOptions &) {
+  CHECKER("alltoall");
+  TORCH_CHECK_VALUE(inputs.size() == static_cast<size_t>(size_) &&
+                        outputs.size() == inputs.size(),
+                    chk.at(), ": inputs and outputs hold ", inputs.size(),
+                    " and ", outputs.size(), " tensors, not the world size ",
+                    size_);
+  chk.tensor("inputs[0]", inputs[0]);
+  size_t unit = unitOf(inputs[0]);
+  std::vector<size_t> sc, sd, rc, rd;
+  int64_t in_total = 0, out_total = 0;
+  for (int i = 0; i < size_; i++) {
+    std::string n = "[" + std::to_string(i) + "]";
+    chk.like("inputs" + n, inputs[i], "inputs[0]", inputs[0],
+             inputs[i].numel());
+    chk.like("outputs" + n, outputs[i], "inputs[0]", inputs[0],
+             outputs[i].numel());
+    sd.push_back(static_cast<size_t>(in_total) * unit);
+    sc.push_back(static_cast<size_t>(inputs[i].numel()) * unit);
+    rd.push_back(static_cast<size_t>(out_total) * unit);
+    rc.push_back(static_cast<size_t>(outputs[i].numel()) * unit);
+    in_total += inputs[i].numel();
+    out_total += outputs[i].numel();
+  }
+  at::Tensor in = flatCat(inputs);
+  at::Tensor out = at::empty({out_total}, inputs[0].options());
+  Buf b = moveBuf(in);
+  void *dst = out.data_ptr();
+  return launch(OpType::ALLTOALL, describe(chk.op, "inputs[0]", inputs[0]),
+                outputs, {in, out}, {[=](nexar_req_t **r) {
+                  return nexar_ialltoallv(comm_, b.ptr, sc.data(), sd.data(),
+                                          dst, rc.data(), rd.data(), b.dtype,
+                                          r);
+                }},
+                scatterInto(out, outputs));
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::barrier(
     const c10d::BarrierOptions &) {
   return launch(OpType::BARRIER, "barrier", {}, {},
@@ -560,21 +602,43 @@ void ProcessGroupNexar::abortAll() {
   }
 }
 
-ProcessGroupNexar::~ProcessGroupNexar() {
-  {
-    std::lock_guard<std::mutex> g(g_groups_mutex);
-    g_groups.erase(this);
-  }
+void ProcessGroupNexar::shutdownAll() {
+  std::lock_guard<std::mutex> g(g_groups_mutex);
+  for (ProcessGroupNexar *pg : g_groups) pg->stopProgress();
+}
+
+// Without the GIL: the progress thread may need it to free the last
+// reference to a tensor that has a Python object, and the final barrier
+// should not stop the process's other Python threads.
+void ProcessGroupNexar::stopProgress() {
+  PyThreadState *ts = nullptr;
+  if (Py_IsInitialized() && PyGILState_Check()) ts = PyEval_SaveThread();
   {
     std::lock_guard<std::mutex> g(queue_mutex_);
     stop_ = true;
   }
   queue_cv_.notify_one();
-  progress_.join();  // after it has waited for every outstanding request
+  // It returns once it has waited for every outstanding request.
+  if (progress_.joinable()) progress_.join();
+  if (ts) PyEval_RestoreThread(ts);
+}
+
+ProcessGroupNexar::~ProcessGroupNexar() {
+  {
+    std::lock_guard<std::mutex> g(g_groups_mutex);
+    g_groups.erase(this);
+  }
+  stopProgress();
+  PyThreadState *ts = nullptr;
+  if (Py_IsInitialized() && PyGILState_Check()) ts = PyEval_SaveThread();
+  // Works started after shutdownAll: their requests end before the context.
+  for (auto &w : queue_) w->drive(true);
+  queue_.clear();
   // nexar_finalize ends with a barrier; after a fatal error the peers may
   // never get there, so abort first (they see this rank leave at once).
   if (fatal_) nexar_abort(ctx_);
   nexar_finalize(ctx_);
+  if (ts) PyEval_RestoreThread(ts);
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroupNexar::create(

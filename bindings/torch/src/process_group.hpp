@@ -108,6 +108,9 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor &output, at::Tensor &input,
       const c10d::ReduceScatterOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+      const c10d::AllToAllOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(
       at::Tensor &output, at::Tensor &input, std::vector<int64_t> &outputSplits,
       std::vector<int64_t> &inputSplits,
@@ -129,6 +132,11 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
   // nexar_abort on every live group of this process: their peers fail at
   // once instead of waiting (nexar.torch calls it on an uncaught exception).
   static void abortAll();
+  // Stops the progress thread of every live group (nexar.torch calls it at
+  // interpreter exit, so that no thread of ours frees a Python-owned tensor
+  // while Python finalizes); operations started later complete only in
+  // Work::wait().
+  static void shutdownAll();
 
  private:
   using Start = std::function<int(nexar_req_t **)>;
@@ -142,6 +150,7 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
       std::function<void()> on_success = nullptr);
   [[noreturn]] void fail(const std::string &what, int rc) const;
   void progressLoop();
+  void stopProgress();
 
   nexar_ctx_t *ctx_ = nullptr;      // owned; finalized by the destructor
   std::atomic<bool> fatal_{false};  // then abort before finalizing
