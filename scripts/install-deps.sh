@@ -11,7 +11,10 @@ pkgs=(gcc g++ make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnu
       libpmix-dev openmpi-bin slurm-wlm munge
       # The Python binding (docs/python.md): headers of Debian's python3,
       # numpy for its tests and examples.
-      python3-dev python3-numpy)
+      python3-dev python3-numpy
+      # The torch.distributed backend (docs/torch.md): Debian's torch, its
+      # C++ headers and pybind11 (the extension shares torch._C's types).
+      python3-torch libtorch-dev pybind11-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
