@@ -213,6 +213,10 @@ struct nexar__link {
   uint64_t tx_err_since;
   int tx_errno;
   bool port_closed; /* an ICMP port unreachable came back from its address */
+  /* The peer said its own mesh is formed (a process-level HEARTBEAT): until
+   * then the failure detector gives it the bootstrap's deadline, not the
+   * heartbeat timeout (failure.c). */
+  bool peer_meshed;
 };
 
 /* ---- Endpoint: one UDP socket, one progress thread, many connections. */
