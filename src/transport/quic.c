@@ -520,6 +520,7 @@ static int quic_init(nexar__ep_t *ep, const struct sockaddr_storage *bind,
 static void quic_fini(nexar__ep_t *ep) {
   for (int i = 0; i < ep->nstash; i++) free(ep->stash[i].data);
   ep->nstash = 0;
+  nexar__loss_close(ep);
   if (ep->fd >= 0) close(ep->fd);
   ep->fd = -1;
 }

@@ -376,7 +376,8 @@ struct nexar__ep {
    * [tx_off, tx_len) of datagrams of tx_seg bytes to tx_to, sent by
    * nexar__udp_resume. While tx_blocked nothing else is written. */
   bool tx_blocked;
-  bool tx_pollout; /* EPOLLOUT is armed on the socket */
+  bool tx_pollout;          /* EPOLLOUT is armed on the socket */
+  struct nexar__loss *loss; /* test only: NEXAR_TEST_LOSS (udp_loss.c) */
   size_t tx_off, tx_len, tx_seg;
   struct sockaddr_storage tx_to;
   socklen_t tx_tolen;
