@@ -414,20 +414,22 @@ static void say_waiting(nexar_ctx_t *ctx, uint64_t now) {
               seed_cause(c, cause, sizeof(cause)));
 }
 
-/* Whether a handshake with |r| is in progress (dialled by either side). */
-static bool handshaking(nexar_ctx_t *ctx, int r) {
+/* Mesh handshakes in progress with peer |r| (dialled by either side; -1:
+ * accepted ones whose client has not shown its certificate yet, so whose
+ * rank is not known). */
+static int handshakes(nexar_ctx_t *ctx, int r) {
+  int n = 0;
   for (int i = 0; i < ctx->ep.nconns; i++) {
     nexar__link_t *c = ctx->ep.conns[i];
-    if (c->peer == r && c->role == NEXAR__ROLE_MESH &&
-        c->state != NEXAR__CS_READY && c->state != NEXAR__CS_DEAD)
-      return true;
+    n += c->peer == r && c->role == NEXAR__ROLE_MESH &&
+         c->state != NEXAR__CS_READY && c->state != NEXAR__CS_DEAD;
   }
-  return false;
+  return n;
 }
 
 /* The mesh's deadline passed: the error names the links still missing and
- * how far each got (in its handshake, not yet dialled, or waiting for
- * the lower rank to dial), as many as the message holds. */
+ * how far each got (in its handshake, not yet dialled, or no connection
+ * from the lower rank identified yet), as many as the message holds. */
 static void mesh_timeout(nexar_ctx_t *ctx) {
   char missing[320] = "";
   size_t o = 0;
@@ -443,9 +445,10 @@ static void mesh_timeout(nexar_ctx_t *ctx) {
     socklen_t sl;
     nexar__wire_to_addr(&ctx->roster[r].addr, &ss, &sl);
     nexar__addr_str((struct sockaddr *)&ss, a, sizeof(a));
-    const char *how = handshaking(ctx, r) ? "handshake in progress"
-                      : r < ctx->rank     ? "it has not dialled"
-                                          : "not dialled yet";
+    const char *how =
+        handshakes(ctx, r) ? "handshake in progress"
+        : r < ctx->rank ? "no connection from it, or not yet at its certificate"
+                        : "not dialled yet";
     o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d at %s (%s)",
                           o ? ", " : "", r, a, how);
     shown++;
@@ -455,9 +458,11 @@ static void mesh_timeout(nexar_ctx_t *ctx) {
   boot_fail(ctx, NEXAR_ERR_TIMEOUT,
             "rank %d: mesh formation timed out after %lld ms "
             "(NEXAR_BOOTSTRAP_TIMEOUT_MS): %d of %d neighbours (topology %s) "
-            "connected; missing rank %s",
+            "connected, %d accepted handshakes before the client's "
+            "certificate; missing rank %s",
             ctx->rank, (long long)ctx->prm.bootstrap_timeout_ms,
-            connected_peers(ctx), mesh_peers(ctx), ctx->topo.name, missing);
+            connected_peers(ctx), mesh_peers(ctx), ctx->topo.name,
+            handshakes(ctx, -1), missing);
 }
 
 static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
