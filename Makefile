@@ -5,7 +5,8 @@ JOBS ?= $(shell nproc)
 
 PREFIX ?= /usr/local
 
-.PHONY: all deps build run run-ft test ft-campaign elastic-soak rpc-soak asan \
+.PHONY: all deps build run run-ft test ft-campaign scale-campaign elastic-soak \
+  rpc-soak asan \
   clean install deb
 
 all: build
@@ -39,6 +40,17 @@ ft-campaign: deps
 	@cmake -S . -B $(BUILD) -DNEXAR_WERROR=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target ft_campaign
 	$(BUILD)/tests/ft_campaign
+
+# Repeated starts at scale (docs/testing.md): 20 starts of 64 ranks with
+# the full topology, 0 failures; then 5 over QUIC. A few minutes on a
+# 2-core machine; not part of `make test`. SCALE_N, SCALE_STARTS.
+SCALE_N ?= 64
+SCALE_STARTS ?= 20
+scale-campaign: build
+	bash tests/test_scale.sh $(BUILD)/tools/nexar-run $(BUILD)/tools/nexar-perf \
+	  $(SCALE_N) $(SCALE_STARTS)
+	bash tests/test_scale.sh $(BUILD)/tools/nexar-run $(BUILD)/tools/nexar-perf \
+	  $(SCALE_N) 5 quic
 
 # The elastic soak (docs/testing.md): 1,000 join/leave cycles on a world of
 # 4, a long-lived member's RSS asserted flat within 2 MiB after warm-up;

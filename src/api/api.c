@@ -414,11 +414,16 @@ int nexar_comm_free(nexar_comm_t **pcomm) {
 
 /* ---- Finalize ---- */
 
+/* Whether everything sent has been acknowledged, on every link whose peer
+ * can still acknowledge it: a peer whose port is closed (its process has
+ * finalized and exited, and its CONNECTION_CLOSE was lost) never will. */
 static int flushed_fn(nexar__req_t *ctl) {
   nexar_ctx_t *ctx = ctl->cb_arg;
   for (int r = 0; r < ctx->world; r++) {
     nexar__link_t *c = ctx->peers[r];
-    if (c && c->state == NEXAR__CS_READY && !nexar__link_idle(c)) return 0;
+    if (c && c->state == NEXAR__CS_READY && !c->port_closed &&
+        !nexar__link_idle(c))
+      return 0;
   }
   return 1;
 }

@@ -96,6 +96,9 @@
     "1: join a running elastic job at its next nexar_elastic_checkpoint")      \
   X(STR, topology, "NEXAR_TOPOLOGY", "full", 0, 0,                             \
     "connection graph: full, kregular:K or hypercube (docs/topology.md)")      \
+  X(INT, mesh_dials, "NEXAR_MESH_DIALS", 8, 1, 1 << 20,                        \
+    "connections this process dials at once while the mesh forms "             \
+    "(handshakes in flight); the others wait their turn")                      \
   X(INT, relay_window_bytes, "NEXAR_RELAY_WINDOW_BYTES", 1048576, 1024,        \
     1 << 30,                                                                   \
     "bytes of one relayed message a relay holds in transit (at least the "     \

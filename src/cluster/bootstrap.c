@@ -71,8 +71,20 @@ static int connected_peers(nexar_ctx_t *ctx) {
   return n;
 }
 
+/* Tells neighbour |r| that this process's mesh is formed: until it hears
+ * so, its failure detector judges this process by the bootstrap's deadline,
+ * not the heartbeat timeout (a process busy forming its mesh is not
+ * silent by choice). */
+static void say_meshed(nexar_ctx_t *ctx, int r) {
+  nexar__link_t *c = ctx->peers[r];
+  if (c && c->state == NEXAR__CS_READY && c->peer == r)
+    nexar__ctl_probe(ctx, r, NULL);
+}
+
 static void boot_done(nexar_ctx_t *ctx) {
   boot_set(ctx, BOOT_DONE);
+  for (int r = 0; r < ctx->world; r++)
+    if (link_peer(ctx, r)) say_meshed(ctx, r);
   NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
               "rank %d: mesh of %d formed (topology %s): %d links", ctx->rank,
               ctx->world, ctx->topo.name, connected_peers(ctx));
@@ -150,11 +162,30 @@ int nexar__dial_peer(nexar_ctx_t *ctx, int id) {
   return 0;
 }
 
+/* Whether this process dialled |r| and the handshake is not over. */
+static bool dialling(nexar_ctx_t *ctx, int r) {
+  nexar__link_t *c = ctx->peers[r];
+  return r > ctx->rank && c && !c->is_server && c->state != NEXAR__CS_READY &&
+         c->state != NEXAR__CS_DEAD;
+}
+
 /* Lower ids dial higher ones: this process dials every higher member that
- * is its neighbour. */
-static int dial_peers(nexar_ctx_t *ctx) {
-  for (int r = ctx->rank + 1; r < ctx->world; r++)
-    if (link_peer(ctx, r)) NEXAR__CHECK(nexar__dial_peer(ctx, r));
+ * is its neighbour, nearest first and NEXAR_MESH_DIALS at a time (a job of
+ * N ranks does not start N(N-1)/2 handshakes at once; each process also
+ * receives about that many from the ranks just below it). Called again on
+ * every tick while the mesh forms. */
+static int dial_more(nexar_ctx_t *ctx) {
+  if (ctx->dial_next <= ctx->rank) ctx->dial_next = ctx->rank + 1;
+  int busy = 0;
+  for (int r = ctx->rank + 1; r < ctx->dial_next && r < ctx->world; r++)
+    busy += dialling(ctx, r);
+  for (; ctx->dial_next < ctx->world && busy < ctx->prm.mesh_dials;
+       ctx->dial_next++) {
+    int r = ctx->dial_next;
+    if (!link_peer(ctx, r) || ctx->peers[r]) continue;
+    NEXAR__CHECK(nexar__dial_peer(ctx, r));
+    busy++;
+  }
   return 0;
 }
 
@@ -166,7 +197,8 @@ static int mesh_begin(nexar_ctx_t *ctx, nexar__link_t *c) {
   /* Done with the seed: it is never on the data path. */
   nexar__link_close(c, NEXAR__CLOSE_OK, "welcome received");
   nexar__link_fail(c, NEXAR_ERR_CLOSED, "welcome received");
-  NEXAR__CHECK(dial_peers(ctx));
+  ctx->dial_next = 0;
+  NEXAR__CHECK(dial_more(ctx));
   check_mesh(ctx);
   return 0;
 }
@@ -294,6 +326,10 @@ static void worker_on_ready(nexar__link_t *c) {
     ctx->peers[c->peer] = c;
     nexar__relay_unpark(ctx, c->peer);
   }
+  if (ctx->boot_state >= BOOT_DONE) { /* a link made later (elastic) */
+    if (c->peer >= 0) say_meshed(ctx, c->peer);
+    return;
+  }
   check_mesh(ctx);
 }
 
@@ -378,6 +414,57 @@ static void say_waiting(nexar_ctx_t *ctx, uint64_t now) {
               seed_cause(c, cause, sizeof(cause)));
 }
 
+/* Mesh handshakes in progress with peer |r| (dialled by either side; -1:
+ * accepted ones whose client has not shown its certificate yet, so whose
+ * rank is not known). */
+static int handshakes(nexar_ctx_t *ctx, int r) {
+  int n = 0;
+  for (int i = 0; i < ctx->ep.nconns; i++) {
+    nexar__link_t *c = ctx->ep.conns[i];
+    n += c->peer == r && c->role == NEXAR__ROLE_MESH &&
+         c->state != NEXAR__CS_READY && c->state != NEXAR__CS_DEAD;
+  }
+  return n;
+}
+
+/* The mesh's deadline passed: the error names the links still missing and
+ * how far each got (in its handshake, not yet dialled, or no connection
+ * from the lower rank identified yet), as many as the message holds. */
+static void mesh_timeout(nexar_ctx_t *ctx) {
+  char missing[320] = "";
+  size_t o = 0;
+  int n = 0, shown = 0;
+  for (int r = 0; r < ctx->world; r++) {
+    if (!link_peer(ctx, r) ||
+        (ctx->peers[r] && ctx->peers[r]->state == NEXAR__CS_READY))
+      continue;
+    n++;
+    if (o >= sizeof(missing) - 64) continue;
+    char a[64];
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    nexar__wire_to_addr(&ctx->roster[r].addr, &ss, &sl);
+    nexar__addr_str((struct sockaddr *)&ss, a, sizeof(a));
+    const char *how =
+        handshakes(ctx, r) ? "handshake in progress"
+        : r < ctx->rank ? "no connection from it, or not yet at its certificate"
+                        : "not dialled yet";
+    o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d at %s (%s)",
+                          o ? ", " : "", r, a, how);
+    shown++;
+  }
+  if (n > shown)
+    snprintf(missing + o, sizeof(missing) - o, " and %d more", n - shown);
+  boot_fail(ctx, NEXAR_ERR_TIMEOUT,
+            "rank %d: mesh formation timed out after %lld ms "
+            "(NEXAR_BOOTSTRAP_TIMEOUT_MS): %d of %d neighbours (topology %s) "
+            "connected, %d accepted handshakes before the client's "
+            "certificate; missing rank %s",
+            ctx->rank, (long long)ctx->prm.bootstrap_timeout_ms,
+            connected_peers(ctx), mesh_peers(ctx), ctx->topo.name,
+            handshakes(ctx, -1), missing);
+}
+
 static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
@@ -389,6 +476,15 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   }
   if (ctx->boot_state == BOOT_SEED && now < ctx->boot_deadline)
     say_waiting(ctx, now);
+  /* The next dials, outside any link's callback. */
+  if (ctx->boot_state == BOOT_MESH && now < ctx->boot_deadline) {
+    int rc = dial_more(ctx);
+    if (rc < 0) {
+      boot_fail(ctx, rc, "rank %d: cannot dial the next neighbours: %s",
+                ctx->rank, nexar_strerror(rc));
+      return;
+    }
+  }
   /* Not begun (boot_begin sets the deadline), or not yet due. */
   if (!ctx->boot_state || now < ctx->boot_deadline) return;
   /* While connected to the seed, give its verdict (which names the missing
@@ -417,25 +513,7 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
                   : "connected; the seed is still waiting for other workers");
     return;
   }
-  char missing[256] = "";
-  size_t o = 0;
-  for (int r = 0; r < ctx->world && o < sizeof(missing) - 32; r++) {
-    if (!link_peer(ctx, r) ||
-        (ctx->peers[r] && ctx->peers[r]->state == NEXAR__CS_READY))
-      continue;
-    char a[64];
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    nexar__wire_to_addr(&ctx->roster[r].addr, &ss, &sl);
-    nexar__addr_str((struct sockaddr *)&ss, a, sizeof(a));
-    o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d (%s)",
-                          o ? ", " : "", r, a);
-  }
-  boot_fail(ctx, NEXAR_ERR_TIMEOUT,
-            "rank %d: mesh formation timed out after %lld ms: %d of %d "
-            "neighbours (topology %s) connected; missing rank %s",
-            ctx->rank, (long long)ctx->prm.bootstrap_timeout_ms,
-            connected_peers(ctx), mesh_peers(ctx), ctx->topo.name, missing);
+  mesh_timeout(ctx);
 }
 
 static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {

@@ -479,6 +479,8 @@ void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
    * pass (passes come once per message on a busy engine). */
   if (now < ctx->hb_scan_at) return;
   ctx->hb_scan_at = now + ctx->hb_timeout_ns / 32;
+  uint64_t boot_ns = (uint64_t)ctx->prm.bootstrap_timeout_ms * 1000000ull;
+  if (boot_ns < ctx->hb_timeout_ns) boot_ns = ctx->hb_timeout_ns;
   for (int id = 0; id < ctx->world; id++) {
     nexar__link_t *c = ctx->peers[id];
     if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY) continue;
@@ -495,11 +497,18 @@ void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
       nexar__declare_failed(ctx, id, NEXAR_FAIL_UNREACHABLE, ctx->rank, detail);
       continue;
     }
-    if (now < c->last_rx + ctx->hb_timeout_ns) continue;
-    snprintf(detail, sizeof(detail),
-             "nothing received for %llu ms (NEXAR_HEARTBEAT_TIMEOUT_MS=%lld)",
+    /* A peer still forming its own mesh (busy with handshakes, or starved
+     * of CPU by the others' on a crowded host) has the bootstrap's
+     * deadline, not the heartbeat timeout: it says when it is done. */
+    uint64_t limit = c->peer_meshed ? ctx->hb_timeout_ns : boot_ns;
+    if (now < c->last_rx + limit) continue;
+    snprintf(detail, sizeof(detail), "nothing received for %llu ms (%s=%lld)",
              (unsigned long long)((now - c->last_rx) / 1000000ull),
-             (long long)ctx->prm.heartbeat_timeout_ms);
+             c->peer_meshed ? "NEXAR_HEARTBEAT_TIMEOUT_MS"
+                            : "NEXAR_BOOTSTRAP_TIMEOUT_MS: its mesh was not "
+                              "formed yet",
+             (long long)(c->peer_meshed ? ctx->prm.heartbeat_timeout_ms
+                                        : ctx->prm.bootstrap_timeout_ms));
     nexar__declare_failed(ctx, id, NEXAR_FAIL_HEARTBEAT, ctx->rank, detail);
   }
 }

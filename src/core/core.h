@@ -242,6 +242,7 @@ struct nexar_ctx {
   char boot_err[NEXAR__ERRMSG_MAX];
   uint64_t boot_deadline;
   uint64_t boot_say_at; /* next "still waiting for the seed" (bootstrap.c) */
+  int dial_next;        /* the next higher rank the staged mesh dials */
   bool finalizing;      /* engine: past the final barrier */
   bool no_recovery; /* user: nexar_finalize started (no automatic rebuild) */
   /* Failures (failure.c). The list and the handler are guarded by fmu;

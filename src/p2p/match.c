@@ -399,8 +399,15 @@ void nexar__p2p_discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
 
 static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   if (m->hdr.kind == NEXAR__KIND_HEARTBEAT) {
-    /* A resumed process's membership probe (failure.c): the transport's
-     * acknowledgement is the answer; the message itself carries nothing. */
+    /* The sender's mesh is formed (bootstrap.c says so to each neighbour;
+     * a resumed process's membership probe, failure.c, comes later still):
+     * from now on the detector gives it the heartbeat timeout. The
+     * transport's acknowledgement answers a probe; the message itself
+     * carries nothing. */
+    nexar__link_t *c = ctx->peers && m->origin >= 0 && m->origin < ctx->world
+                           ? ctx->peers[m->origin]
+                           : NULL;
+    if (c && c->peer == m->origin) c->peer_meshed = true;
     discard(ctx, m);
     return;
   }

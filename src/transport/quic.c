@@ -174,7 +174,10 @@ static void fill_settings(nexar__link_t *c, ngtcp2_settings *st,
    * a relayed frame as the next hop acknowledges, which bounds what a relay
    * holds to its ring, relay.c). */
   st->max_stream_window = 0;
-  st->handshake_timeout = 30 * NGTCP2_SECONDS;
+  /* A handshake ends with the bootstrap's deadline, not before: on a
+   * crowded host one may wait long for its turn on a CPU. */
+  int64_t hs_ms = p ? p->bootstrap_timeout_ms : 30000;
+  st->handshake_timeout = (uint64_t)hs_ms * NGTCP2_MILLISECONDS;
   /* Large packets on loopback (64 KB: +87 % measured); the Initial stays
    * small because shaping is only switched off for loopback paths. */
   int64_t payload = p && p->udp_payload ? p->udp_payload : 0;
@@ -338,8 +341,12 @@ static nexar__link_t *accept_conn(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
   ngtcp2_conn_set_tls_native_handle(Q(c)->qc, Q(c)->tls);
   set_keepalive(c);
   /* A client that never finishes its handshake is dropped (no ngtcp2 timer
-   * covers a silent server-side connection for long). */
-  Q(c)->handshake_deadline = nexar__now() + 10ull * 1000000000ull;
+   * covers a silent server-side connection for long), at the bootstrap's
+   * deadline: on a crowded host (hundreds of ranks forming their meshes)
+   * this side may not run for seconds, and a client that has finished its
+   * half would be left with a link that leads nowhere. */
+  int64_t hs_ms = ep->prm ? ep->prm->bootstrap_timeout_ms : 10000;
+  Q(c)->handshake_deadline = nexar__now() + (uint64_t)hs_ms * 1000000ull;
   return c;
 }
 
@@ -513,6 +520,7 @@ static int quic_init(nexar__ep_t *ep, const struct sockaddr_storage *bind,
 static void quic_fini(nexar__ep_t *ep) {
   for (int i = 0; i < ep->nstash; i++) free(ep->stash[i].data);
   ep->nstash = 0;
+  nexar__loss_close(ep);
   if (ep->fd >= 0) close(ep->fd);
   ep->fd = -1;
 }

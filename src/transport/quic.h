@@ -41,6 +41,14 @@ int nexar__tls_exporter(nexar__link_t *l, uint8_t out[32]);
 /* udp.c */
 int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
                     socklen_t len);
+/* Test only (udp_loss.c): the NEXAR_TEST_LOSS injector. open sets ep->loss
+ * when the variable is set (NEXAR_ERR_INVALID_ARG when it cannot be read);
+ * send stands for nexar__udp_send while it is on. */
+int nexar__loss_open(nexar__ep_t *ep);
+void nexar__loss_close(nexar__ep_t *ep);
+int nexar__loss_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
+                     socklen_t tolen, const uint8_t *data, size_t len,
+                     size_t segsize);
 int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
                     socklen_t tolen, const uint8_t *data, size_t len,
                     size_t segsize);

@@ -213,6 +213,10 @@ struct nexar__link {
   uint64_t tx_err_since;
   int tx_errno;
   bool port_closed; /* an ICMP port unreachable came back from its address */
+  /* The peer said its own mesh is formed (a process-level HEARTBEAT): until
+   * then the failure detector gives it the bootstrap's deadline, not the
+   * heartbeat timeout (failure.c). */
+  bool peer_meshed;
 };
 
 /* ---- Endpoint: one UDP socket, one progress thread, many connections. */
@@ -372,7 +376,8 @@ struct nexar__ep {
    * [tx_off, tx_len) of datagrams of tx_seg bytes to tx_to, sent by
    * nexar__udp_resume. While tx_blocked nothing else is written. */
   bool tx_blocked;
-  bool tx_pollout; /* EPOLLOUT is armed on the socket */
+  bool tx_pollout;          /* EPOLLOUT is armed on the socket */
+  struct nexar__loss *loss; /* test only: NEXAR_TEST_LOSS (udp_loss.c) */
   size_t tx_off, tx_len, tx_seg;
   struct sockaddr_storage tx_to;
   socklen_t tx_tolen;

@@ -122,7 +122,12 @@ int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
   ep->linger_ns = (uint64_t)p->progress_linger_us * 1000u;
   ep->spin_ns = (uint64_t)p->spin_us * 1000u;
   ep->fd = fd;
-  return 0;
+  int rc = nexar__loss_open(ep);
+  if (rc < 0) {
+    close(fd);
+    ep->fd = -1;
+  }
+  return rc;
 }
 
 /* Errors a send or receive call reports for an earlier datagram's ICMP
@@ -257,6 +262,7 @@ static void defer(nexar__ep_t *ep, int why, uint64_t now) {
 int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
                     socklen_t tolen, const uint8_t *data, size_t len,
                     size_t segsize) {
+  if (ep->loss) return nexar__loss_send(ep, to, tolen, data, len, segsize);
   size_t off = 0;
   int rc = send_from(ep, to, tolen, data, &off, len, segsize);
   if (rc == 0 || (rc != -EAGAIN && rc != -ENOBUFS)) return rc;
