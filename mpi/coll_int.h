@@ -129,6 +129,12 @@ void nxm_coll_work(const nxm_op_t *op, const nxm_dtype_t *t,
 /* The byte type (MPI_BYTE). */
 const nxm_dtype_t *nxm_byte(void);
 
+/* What the blocking form puts in *out before it calls the start function:
+ * a start function that sees it may run the operation to completion in the
+ * call itself (no request, no state: the blocking native fast path) and
+ * then sets *out = NULL; any other start function overwrites it. */
+#define NXM_REQ_BLOCKING ((nxm_req_t *)(uintptr_t)1)
+
 /* Defines MPI_<Name> and MPI_<IName> (its non-blocking form) from a start
  * function start(c, fn, args..., nxm_req_t **out). |P| is the
  * parenthesised parameter list ending with |comm|, |A| the arguments passed
@@ -138,7 +144,7 @@ const nxm_dtype_t *nxm_byte(void);
   int MPI_##Name(NXM_UNPAREN P) {                                  \
     const char *fn = "MPI_" #Name;                                 \
     nxm_comm_t *c = NULL;                                          \
-    nxm_req_t *r = NULL;                                           \
+    nxm_req_t *r = NXM_REQ_BLOCKING;                               \
     int cls = nxm_coll_begin(comm, fn, &c);                        \
     if (cls == MPI_SUCCESS) cls = start(c, fn, NXM_UNPAREN A, &r); \
     return nxm_coll_block(c, fn, cls, r);                          \

@@ -165,9 +165,34 @@ static void *rs_image(nxm_cs_t *s, const red_t *a, size_t total, size_t mine) {
   return img;
 }
 
+/* The blocking fast path of native(): MPI_Allreduce / MPI_Reduce on
+ * contiguous buffers, while no layer-built schedule needs this thread's
+ * progress (mpi/progress.c), is the blocking nexar collective on the
+ * user's buffers: no request, no state. Returns -1 when it does not
+ * apply. */
+static int native_now(nxm_comm_t *c, const red_t *a, nexar_op_t nop,
+                      nexar_dtype_t ndt, size_t nel) {
+  if ((a->kind != RED_ALLREDUCE && a->kind != RED_REDUCE) || !a->t->contig ||
+      nxm_progress_active())
+    return -1;
+  const void *s = a->sendbuf == MPI_IN_PLACE ? NEXAR_IN_PLACE : a->sendbuf;
+  int rc = a->kind == RED_ALLREDUCE
+               ? nexar_allreduce(c->nc, s, a->recvbuf, nel, ndt, nop)
+               : nexar_reduce(c->nc, s, c->rank == a->root ? a->recvbuf : NULL,
+                              nel, ndt, nop, a->root);
+  return rc == NEXAR_OK ? MPI_SUCCESS : nxm_err_nexar(c, a->fn, rc);
+}
+
 /* The nexar collective of |a| on (nop, ndt), counts scaled by |scale|. */
 static int native(nxm_comm_t *c, const red_t *a, nexar_op_t nop,
                   nexar_dtype_t ndt, size_t scale, nxm_req_t **out) {
+  if (*out == NXM_REQ_BLOCKING) {
+    int cls = native_now(c, a, nop, ndt, a->count * scale);
+    if (cls != -1) {
+      *out = NULL;
+      return cls;
+    }
+  }
   nxm_cs_t *s = nxm_cs_new(c, a->op);
   if (!s) return nxm_err(c, MPI_ERR_NO_MEM, a->fn, "out of memory");
   int ip = a->sendbuf == MPI_IN_PLACE, n = c->size;

@@ -370,7 +370,7 @@ int nxm_coll_begin(MPI_Comm comm, const char *fn, nxm_comm_t **c) {
 }
 
 int nxm_coll_block(nxm_comm_t *c, const char *fn, int cls, nxm_req_t *r) {
-  if (cls != MPI_SUCCESS || !r) return cls;
+  if (cls != MPI_SUCCESS || !r || r == NXM_REQ_BLOCKING) return cls;
   /* Layer-built schedules run on c->cc, the rest on c->nc. */
   nexar_comm_t *on = r->progress ? c->cc : c->nc;
   cls = nxm_req_wait(r);
