@@ -56,4 +56,11 @@ foreach(r IN LISTS _mpi_refs)
            COMMAND bash ${_mpi_tests}/osu.sh ${_cc} ${_run} ${CMAKE_BINARY_DIR}/osu${_sfx} ${_args})
   set_tests_properties(test_mpi_apps${_sfx} PROPERTIES TIMEOUT ${_t_apps} SKIP_RETURN_CODE 77)
   set_tests_properties(test_mpi_osu${_sfx} PROPERTIES TIMEOUT ${_t_osu} SKIP_RETURN_CODE 77)
+  if(NEXAR_SANITIZE)
+    # OSU's own code leaks (osu_alltoallw.c's posix_memalign'd arrays, never
+    # freed); a sanitized build compiles it instrumented, so its leaks
+    # would fail the run. Memory errors are still reported.
+    set_tests_properties(test_mpi_osu${_sfx} PROPERTIES
+      ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+  endif()
 endforeach()
