@@ -355,6 +355,18 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag,
   return MPI_Waitall(count, reqs, statuses);
 }
 
+/* One poll of the request behind |h| for the test family: NULL for an
+ * inactive handle (*active untouched) or one still pending (*active = 1);
+ * the request once it has finished. */
+static nxm_req_t *poll_done(MPI_Request h, int *active) {
+  if (inactive(h)) return NULL;
+  *active = 1;
+  nxm_req_t *r = nxm_req_get(h);
+  int done = 0;
+  nxm_req_poll(r, &done);
+  return done ? r : NULL;
+}
+
 int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
                 MPI_Status *status) {
   int cls = check_array(count, reqs, "MPI_Testany");
@@ -366,12 +378,8 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
   *flag = 0;
   *index = MPI_UNDEFINED;
   for (int i = 0; i < count; i++) {
-    if (inactive(reqs[i])) continue;
-    any_active = 1;
-    nxm_req_t *r = nxm_req_get(reqs[i]);
-    int done = 0;
-    nxm_req_poll(r, &done);
-    if (!done) continue;
+    nxm_req_t *r = poll_done(reqs[i], &any_active);
+    if (!r) continue;
     *flag = 1;
     *index = i;
     if (r->error != MPI_SUCCESS) report(r->comm, r->error, "MPI_Testany");
@@ -454,12 +462,8 @@ int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
   int n = 0, any_active = 0, failed = 0;
   nxm_comm_t *fc = NULL;
   for (int i = 0; i < incount; i++) {
-    if (inactive(reqs[i])) continue;
-    any_active = 1;
-    nxm_req_t *r = nxm_req_get(reqs[i]);
-    int done = 0;
-    nxm_req_poll(r, &done);
-    if (!done) continue;
+    nxm_req_t *r = poll_done(reqs[i], &any_active);
+    if (!r) continue;
     note_failure(r, &failed, &fc);
     indices[n] = i;
     MPI_Status tmp;
