@@ -131,12 +131,25 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
   }
   nexar__seqs_t *sq = nexar__peer_seqs(ctx, dest, h->comm_id);
   if (!sq) return NEXAR_ERR_INTERNAL;
-  nexar__omsg_t *m = nexar__zalloc(sizeof(*m));
-  if (!m) return NEXAR_ERR_NOMEM;
   h->lane = (uint8_t)lane;
   h->payload_len = len;
   h->seq = sq->next_tx[lane];
-  nexar__hdr_encode(h, m->hdr);
+  uint8_t hdr[NEXAR__HDR_BYTES];
+  nexar__hdr_encode(h, hdr);
+  /* An eager message to a neighbour whose transport writes it at once
+   * needs no message object and no copy. */
+  if (copy && c->peer == dest && c->tp->send_now &&
+      c->tp->send_now(c, lane, hdr, data, len)) {
+    sq->next_tx[lane]++;
+    if (req) {
+      req->st.bytes = len;
+      nexar__p2p_complete(req, NEXAR_OK);
+    }
+    return 0;
+  }
+  nexar__omsg_t *m = nexar__zalloc(sizeof(*m));
+  if (!m) return NEXAR_ERR_NOMEM;
+  memcpy(m->hdr, hdr, NEXAR__HDR_BYTES);
   m->len = len;
   m->sid = -1;
   m->lane = lane;

@@ -554,6 +554,34 @@ static void shm_flush(nexar__link_t *l) {
   if (nexar__shm_ring_need_kick(&s->seg.tx)) nexar__shm_kick(s);
 }
 
+/* The fast path for small messages (tp->send_now): one DATA record with
+ * FIN that opens and ends its stream, written under the same rules as
+ * put_msg's (stream limit, window, the data lane's half of the ring) but
+ * with no message object, no copy and no flush. */
+static bool shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,
+                         const uint8_t *data, uint64_t len) {
+  nexar__shm_t *s = S(l);
+  nexar__shm_ring_t *r = &s->seg.tx;
+  uint64_t total = NEXAR__HDR_BYTES + len;
+  uint64_t chunk = nexar__shm_ring_max_payload(r);
+  if (l->state != NEXAR__CS_READY || l->outq[lane] || s->tx_full ||
+      !may_open(s, lane) || total > s->window || total > chunk ||
+      total > CHUNK_BYTES || (s->peer_reads && s->cma_min && len >= s->cma_min))
+    return false;
+  if (lane == NEXAR__LANE_DATA && nexar__shm_ring_free(r) < r->cap / 2)
+    return false;
+  struct iovec v[2] = {{(void *)(uintptr_t)hdr, NEXAR__HDR_BYTES},
+                       {(void *)(uintptr_t)data, (size_t)len}};
+  if (nexar__shm_ring_put(r, R_DATA, F_FIN, (uint64_t)s->next_sid, 0, v,
+                          len ? 2 : 1) != 0)
+    return false; /* full (or corrupt: the queued path reports it) */
+  s->tx_at = l->ep->pass_now;
+  s->next_sid += 4;
+  s->streams_left--;
+  if (nexar__shm_ring_need_kick(r)) nexar__shm_kick(s);
+  return true;
+}
+
 /* ---- Timers: the rendezvous deadline, the heartbeat, the socket. */
 
 static uint64_t shm_expiry(nexar__link_t *l) {
@@ -713,6 +741,7 @@ const nexar__tp_t nexar__tp_shm = {
     .ready = shm_ready,
     .dial = nexar__shm_dial,
     .flush = shm_flush,
+    .send_now = shm_send_now,
     .expiry = shm_expiry,
     .on_expiry = shm_on_expiry,
     .send_close = nexar__shm_send_close,

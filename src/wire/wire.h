@@ -11,8 +11,10 @@
 #ifndef NEXAR_WIRE_H
 #define NEXAR_WIRE_H
 
+#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "nexar.h"
 
@@ -485,29 +487,34 @@ void nexar__relay_env_encode(const nexar__relay_env_t *e,
 void nexar__relay_env_decode(nexar__relay_env_t *e,
                              const uint8_t in[NEXAR__RELAY_ENV_BYTES]);
 
-/* Little-endian helpers shared by the codecs. */
+/* Little-endian helpers shared by the codecs: one unaligned load or store
+ * each (memcpy), converted from or to the host's byte order. */
 static inline void nexar__put_u16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
+  v = htole16(v);
+  memcpy(p, &v, sizeof(v));
 }
 static inline void nexar__put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+  v = htole32(v);
+  memcpy(p, &v, sizeof(v));
 }
 static inline void nexar__put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+  v = htole64(v);
+  memcpy(p, &v, sizeof(v));
 }
 static inline uint16_t nexar__get_u16(const uint8_t *p) {
-  return (uint16_t)(p[0] | (p[1] << 8));
+  uint16_t v;
+  memcpy(&v, p, sizeof(v));
+  return le16toh(v);
 }
 static inline uint32_t nexar__get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
+  uint32_t v;
+  memcpy(&v, p, sizeof(v));
+  return le32toh(v);
 }
 static inline uint64_t nexar__get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
+  uint64_t v;
+  memcpy(&v, p, sizeof(v));
+  return le64toh(v);
 }
 
 /* Id |i| of an id list decoded in place (ADMIT ids, JOIN members). */
