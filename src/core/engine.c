@@ -125,6 +125,19 @@ static int tp_index(const nexar__ep_t *ep, const nexar__tp_t *tp) {
 static void ep_input(nexar__ep_t *ep);
 static uint64_t ep_output(nexar__ep_t *ep);
 
+static bool run_ops(nexar__ep_t *ep);
+
+/* What a post runs once it has the engine lock: the queued operations and
+ * the output half (their writes, closes a control call asked for, links
+ * that ended). The input half is left to the caller's wait or test, or to
+ * the progress thread: reading every transport and running the ticks
+ * costs more than starting a small send does. */
+static void post_run(nexar__ep_t *ep) {
+  ep->pass_now = nexar__now();
+  run_ops(ep);
+  ep->due = ep_output(ep);
+}
+
 void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {
   req->next = NULL;
   pthread_mutex_lock(&ep->qmu);
@@ -137,7 +150,7 @@ void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {
   atomic_store_explicit(&ep->q_any, true, memory_order_release);
   pthread_mutex_unlock(&ep->qmu);
   if (pthread_mutex_trylock(&ep->emu) == 0) {
-    ep_pass(ep);
+    post_run(ep);
     ep_leave(ep);
     return;
   }
