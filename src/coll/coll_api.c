@@ -308,8 +308,8 @@ static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
     rc = coll_stage(comm, &a, &sendbuf, &recvbuf, &stage);
     if (rc < 0) return rc;
   }
-  nexar__sched_t *s = calloc(1, sizeof(*s));
-  nexar__req_t *u = calloc(1, sizeof(*u));
+  nexar__sched_t *s = nexar__zalloc(sizeof(*s));
+  nexar__req_t *u = nexar__zalloc(sizeof(*u));
   if (!s || !u) {
     free(s);
     free(u);

@@ -214,7 +214,7 @@ static int seal(nexar__sched_t *s) {
   size_t n = s->nsteps;
   s->succ = malloc((s->nedges ? s->nedges : 1) * sizeof(*s->succ));
   s->ready = malloc((n ? n : 1) * sizeof(*s->ready));
-  s->reqs = calloc(n ? n : 1, sizeof(*s->reqs));
+  s->reqs = nexar__zalloc((n ? n : 1) * sizeof(*s->reqs));
   if (!s->succ || !s->ready || !s->reqs) return NEXAR_ERR_NOMEM;
   /* Counting sort of the edges by source: successor lists. */
   for (size_t i = 0; i < n; i++) s->steps[i].nsucc = s->steps[i].ndeps = 0;
@@ -270,6 +270,8 @@ int nexar__build_flat(nexar__sched_t *s) {
 }
 
 int nexar__sched_build(nexar__sched_t *s) {
+  int hit = nexar__plan_use(s);
+  if (hit) return hit < 0 ? hit : 0;
   int n = s->comm->size;
   s->fence = SIZE_MAX;
   s->gsize = n;
@@ -288,7 +290,9 @@ int nexar__sched_build(nexar__sched_t *s) {
   free(s->nsent);
   free(s->nrecvd);
   s->nsent = s->nrecvd = NULL;
-  return rc ? rc : seal(s);
+  if (rc == 0) rc = seal(s);
+  if (rc == 0) nexar__plan_keep(s);
+  return rc;
 }
 
 void nexar__sched_free(nexar__sched_t *s) {

@@ -231,6 +231,15 @@ int nexar__coll_flat_algo(const nexar__sched_t *s, const nexar__params_t *p,
 /* Creates the schedule of a call: validates nothing (the API did), builds,
  * and seals the dependency graph. Returns 0, NEXAR_ERR_NOMEM. */
 int nexar__sched_build(nexar__sched_t *s);
+/* The plan cache (plan_cache.c). nexar__plan_use fills |s| (steps,
+ * successors, run-time arrays, scratch size) from a kept schedule of the
+ * same call: 1 when it did, 0 when none is kept (build it), or
+ * NEXAR_ERR_NOMEM (nexar__sched_free releases what it took).
+ * nexar__plan_keep keeps a copy of |s|, sealed and not yet started. Both
+ * run on the calling thread. */
+typedef struct nexar__plan nexar__plan_t;
+int nexar__plan_use(nexar__sched_t *s);
+void nexar__plan_keep(const nexar__sched_t *s);
 
 /* Names of collectives and algorithms, for messages. */
 const char *nexar__coll_name(int coll);

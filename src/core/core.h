@@ -80,6 +80,7 @@ struct nexar_req {
 
 /* ---- Communicator. */
 #define NEXAR__FP_RING 64 /* collective fingerprints kept per comm */
+#define NEXAR__PLANS 4    /* built schedules kept per comm */
 struct nexar_comm {
   nexar_ctx_t *ctx;
   uint64_t id;
@@ -114,6 +115,10 @@ struct nexar_comm {
   uint8_t *scratch;
   uint64_t scratch_bytes;
   bool scratch_busy;
+  /* Built schedules kept for repeated calls (coll/plan_cache.c; one
+   * allocation each), replaced in turn. */
+  _Atomic(struct nexar__plan *) plans[NEXAR__PLANS];
+  _Atomic unsigned plan_next;
   int coll_poison;     /* sticky NEXAR_ERR_MISMATCH */
   uint64_t poison_seq; /* from this collective on */
   char poison_msg[NEXAR__ERRMSG_MAX];

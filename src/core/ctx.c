@@ -26,6 +26,7 @@ void nexar__comm_free(nexar_comm_t *c) {
   free(c->world_ranks);
   free(c->hosts);
   free(c->scratch);
+  for (int i = 0; i < NEXAR__PLANS; i++) free(atomic_load(&c->plans[i]));
   free(c);
 }
 
