@@ -114,6 +114,9 @@ struct nexar_comm {
   uint8_t *scratch;
   uint64_t scratch_bytes;
   bool scratch_busy;
+  /* Payload bytes of the messages this process sent to other processes
+   * on the comm (p2p/match.c; nexar_comm_bytes_sent). */
+  _Atomic uint64_t tx_bytes;
   int coll_poison;     /* sticky NEXAR_ERR_MISMATCH */
   uint64_t poison_seq; /* from this collective on */
   char poison_msg[NEXAR__ERRMSG_MAX];
