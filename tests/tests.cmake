@@ -76,6 +76,9 @@ nexar_test(test_backpressure 120 test_backpressure.c)
 # Stream state freed per message (a barrier or a call keeps nothing).
 nexar_test(test_streams 120 test_streams.c)
 nexar_test(test_mismatch 300 test_mismatch.c)
+# Compressed allreduce (top-k, random-k, error feedback) at world sizes 1 to
+# 5: bit-exact against a serial model, conservation, bytes, bad input.
+nexar_test(test_compress 180 test_compress.c)
 # Several user threads per process calling p2p at once (caller-driven progress).
 nexar_test(test_threads 180 test_threads.c)
 # RPC by function id at world sizes 1 and 3.
