@@ -1036,7 +1036,8 @@ NEXAR_EXTERN int nexar_compressor_residual(const nexar_compressor_t *c,
  * the residual gets back what this call took from it to send, so it holds
  * the old residual plus this call's input, and the step does not advance;
  * |recvbuf| is then unspecified. The message (nexar_comm_last_error)
- * names the rank, communicator, operation and collective number.
+ * names the rank, the communicator and the operation (the exchange's
+ * errors: the collective and its number, as any collective's).
  * Thread-safety: a collective on |comm| (same order on every rank); one
  * call at a time per compressor.
  */
