@@ -398,6 +398,16 @@ static int bad_input(nexar_comm_t *w, int me, int n) {
   for (int t = 0; t < 2; t++)
     model_step(cf, n, t, res, sum, all, idx, NULL, want);
   NT_CHECK(!memcmp(out, want, count * 4));
+  /* An infinity is sent and leaves a zero residual, not NaN. */
+  nexar_compressor_t *ci = NULL;
+  float x[8] = {1, 2, 3, INFINITY, 5, 6, 7, 8}, y[8], rr[8];
+  NT_OKC(w, nexar_compressor_create(w, T, NEXAR_FLOAT32, 8, 1, 0, 0, &ci));
+  NT_OKC(w,
+         nexar_allreduce_compressed(w, x, y, 8, NEXAR_FLOAT32, NEXAR_SUM, ci));
+  NT_OK(nexar_compressor_residual(ci, rr, 8));
+  NT_CHECKF(isinf(y[3]) && y[3] > 0 && rr[3] == 0.0f && rr[4] == 5.0f,
+            "inf: result %g, residual %g", y[3], rr[3]);
+  NT_OK(nexar_compressor_free(&ci));
   NT_OKC(dup, nexar_comm_free(&dup));
   NT_OK(nexar_compressor_free(&c));
   NT_OK(nexar_compressor_free(NULL));

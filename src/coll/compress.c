@@ -275,7 +275,8 @@ static int topk(nexar_compressor_t *c, void *recvbuf, nexar_op_t op) {
     c->saved[j] = a;
     memcpy(mine + 4 * j, &i, 4);
     narrow(mine + 4 * k, j, c->dtype, a);
-    c->res[i] = a - widen(mine + 4 * k, j, c->dtype);
+    float v = widen(mine + 4 * k, j, c->dtype);
+    c->res[i] = v == a ? 0.0f : a - v; /* an infinity sent leaves 0 */
   }
   int rc = nexar_allgather(comm, NEXAR_IN_PLACE, c->xbuf, rec, NEXAR_UINT8);
   if (rc < 0) return rc;
