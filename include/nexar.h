@@ -981,9 +981,10 @@ typedef enum nexar_compress_kind {
  * |ratio| in (0, 1] (the compression ratio: 0.01 sends 1%). |seed| picks
  * random-k's indices and must be equal on every rank (TOPK ignores it).
  * The residual starts at zero and the step at 0. Local: nothing is sent.
- * Memory: count x 4 bytes of residual, plus for TOPK count x 4 (float16,
- * bfloat16) and 256 KiB of selection scratch, and n x k x (4 + dtype
- * size) bytes of exchange buffer; for RANDK 12 x k bytes.
+ * Memory: count x 4 bytes of residual and 8 x k bytes of indices and
+ * saved values; TOPK adds 256 KiB of selection scratch, n x k x (4 +
+ * dtype size) bytes of exchange buffer and, for float16 and bfloat16,
+ * count x 4 bytes of float32 sum; RANDK adds 4 x k bytes.
  * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG (NULL comm or out, a bad kind,
  * count 0 or above UINT32_MAX, k above count, k 0 with a ratio outside
  * (0, 1], buffers whose size would overflow); NEXAR_ERR_UNSUPPORTED (a
