@@ -105,6 +105,8 @@ typedef struct options {
   double lr;
   int kill_rank;  /* fault demo: this rank SIGKILLs itself ... */
   int kill_epoch; /* ... half-way through this epoch (0: never) */
+  int compress;   /* 0, or NEXAR_COMPRESS_TOPK / _RANDK (--compress) */
+  double ratio;   /* its compression ratio */
 } options_t;
 
 /* splitmix64 (Steele, Lea & Flood 2014): tiny, and identical everywhere. */
@@ -355,6 +357,9 @@ static void usage(FILE *out) {
           "  --lr X              learning rate (default %g, momentum %g)\n"
           "  --weights-out FILE  rank 0 writes the final parameters as raw\n"
           "                      little-endian float32 (W1, b1, W2, b2)\n"
+          "  --compress KIND:R   compressed gradient allreduce: topk:R or\n"
+          "                      randk:R sends a fraction R of the gradient\n"
+          "                      per rank and step, with error feedback\n"
           "  --kill-rank R --kill-epoch E\n"
           "                      fault demo: rank R kills itself (SIGKILL)\n"
           "                      half-way through epoch E; with\n"
@@ -383,6 +388,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"weights-out", required_argument, NULL, 'w'},
       {"kill-rank", required_argument, NULL, 'K'},
       {"kill-epoch", required_argument, NULL, 'E'},
+      {"compress", required_argument, NULL, 'C'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int c;
@@ -425,6 +431,20 @@ static int parse_options(int argc, char **argv, options_t *o) {
           return 2;
         }
         break;
+      case 'C': {
+        const char *r = strchr(optarg, ':');
+        o->compress = !r                              ? 0
+                      : !strncmp(optarg, "topk:", 5)  ? NEXAR_COMPRESS_TOPK
+                      : !strncmp(optarg, "randk:", 6) ? NEXAR_COMPRESS_RANDK
+                                                      : 0;
+        o->ratio = r ? strtod(r + 1, &end) : 0.0;
+        if (!o->compress || *end != '\0' ||
+            !(o->ratio > 0.0 && o->ratio <= 1.0)) {
+          fprintf(stderr, "ddp_digits: bad --compress '%s'\n", optarg);
+          return 2;
+        }
+        break;
+      }
       case 'h':
         usage(stdout);
         return 1;
@@ -496,6 +516,9 @@ typedef struct snapshot {
   int order[N_SAMPLES];
 } snapshot_t;
 
+/* The gradient's compressor (--compress; freed by main). */
+static nexar_compressor_t *cp;
+
 /* Runs the training on an initialised communicator. Returns the exit code. */
 static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
   int rank, world, rc;
@@ -529,6 +552,10 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
   comm_total += now_ms() - t0;
   if (rc != NEXAR_OK) return nexar_fail("nexar_bcast", rank, rc, comm);
 
+  if (o->compress &&
+      (rc = nexar_compressor_create(comm, o->compress, NEXAR_FLOAT32, N_PARAMS,
+                                    0, o->ratio, SEED, &cp)) != NEXAR_OK)
+    return nexar_fail("nexar_compressor_create", rank, rc, comm);
   const float lr = (float)o->lr;
   int width = snprintf(NULL, 0, "%d", o->epochs);
   double acc = 0.0;
@@ -559,8 +586,13 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
       memset(g, 0, sizeof g);
       local_gradient(w, ds, train_idx + start, n, rank, world, g);
       t0 = now_ms();
-      rc = nexar_allreduce(comm, NEXAR_IN_PLACE, g, G_LEN, NEXAR_FLOAT32,
-                           NEXAR_SUM);
+      if (cp) /* the gradient compressed, the two statistics dense */
+        rc = nexar_allreduce_compressed(comm, NEXAR_IN_PLACE, g, N_PARAMS,
+                                        NEXAR_FLOAT32, NEXAR_SUM, cp);
+      if (!cp || rc == NEXAR_OK)
+        rc = nexar_allreduce(comm, NEXAR_IN_PLACE, g + (cp ? N_PARAMS : 0),
+                             cp ? G_LEN - N_PARAMS : G_LEN, NEXAR_FLOAT32,
+                             NEXAR_SUM);
       comm_ms += now_ms() - t0;
       if (rc != NEXAR_OK) goto failed;
       loss_sum += g[G_LOSS];
@@ -617,11 +649,13 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
     goto redo;
   }
   double total_ms = now_ms() - t_start;
+  uint64_t sent = 0;
+  nexar_comm_bytes_sent(comm, &sent);
   if (rank == 0) {
     printf(
         "final heldout_acc %.4f world %d epochs %d total_ms %.1f "
-        "comm_ms %.1f\n",
-        acc, world, o->epochs, total_ms, comm_total);
+        "comm_ms %.1f bytes_sent %llu\n",
+        acc, world, o->epochs, total_ms, comm_total, (unsigned long long)sent);
     fflush(stdout);
     if (o->weights_out != NULL && write_weights(o->weights_out, w) != 0)
       return 1;
@@ -630,7 +664,8 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
 }
 
 int main(int argc, char **argv) {
-  options_t o = {NULL, NULL, DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR, -1, 0};
+  options_t o = {NULL, NULL, DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR, -1, 0,
+                 0,    0.0};
   int prc = parse_options(argc, argv, &o);
   if (prc != 0) return prc == 1 ? 0 : 2;
   if (o.data_path == NULL) o.data_path = getenv("NEXAR_DIGITS");
@@ -648,6 +683,7 @@ int main(int argc, char **argv) {
   int rc = nexar_init(NULL, &ctx);
   if (rc != NEXAR_OK) return nexar_fail("nexar_init", -1, rc, NULL);
   int status = train(nexar_comm_world(ctx), &o, &ds);
+  nexar_compressor_free(&cp);
   rc = nexar_finalize(ctx);
   if (rc != NEXAR_OK && status == 0) {
     fprintf(stderr, "ddp_digits: nexar_finalize failed: %s\n",

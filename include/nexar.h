@@ -923,6 +923,142 @@ NEXAR_EXTERN int nexar_barrier(nexar_comm_t *comm);
 NEXAR_EXTERN int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req);
 
 /* ------------------------------------------------------------------ */
+/* Compressed allreduce (docs/compression.md).
+ *
+ * Gradient sparsification with error feedback, for data-parallel training
+ * on slow links, in the place of a DDP communication hook: each rank sends
+ * only k of the |count| elements of its tensor each step and keeps what it
+ * did not send in a residual that it adds to the next step's tensor, so
+ * nothing is lost, only delayed (Seide et al. 2014, "1-bit stochastic
+ * gradient descent and its application to data-parallel distributed
+ * training of speech DNNs"; Stich, Cordonnier & Jaggi 2018, "Sparsified SGD
+ * with memory"; Lin et al. 2018, "Deep Gradient Compression").
+ *
+ * A compressor holds that state for one tensor: its communicator, dtype,
+ * element count, kind, k, the residual (|count| float32) and, for random-k,
+ * the step number. Create one per tensor (per gradient bucket) and call
+ * nexar_allreduce_compressed with it once per step on every rank of the
+ * communicator, in the same collective order as the communicator's other
+ * collectives.
+ *
+ * Each call, on each rank r: acc = input + residual (in float32);
+ * - TOPK: the k elements of acc with the largest magnitude |acc| (ties to
+ *   the lower index; NaN counts as largest) are selected; rank r sends
+ *   them as k (uint32 index, value in |dtype|) pairs to every rank through
+ *   one nexar_allgather of k x (4 + dtype size) bytes per rank; every rank
+ *   adds the pairs, in float32, in rank order 0..n-1, into a zero tensor.
+ *   Every rank computes the same bit-identical result, which has at most
+ *   n x k non-zero elements. Bytes each rank sends per call (ring or
+ *   recursive doubling): (n - 1) x k x (4 + dtype size).
+ * - RANDK: every rank selects the same k indices, drawn without
+ *   replacement from (seed, step) by Knuth's selection sampling (TAOCP
+ *   vol. 2, 3.4.2, algorithm S) over splitmix64 (Steele, Lea & Flood 2014)
+ *   seeded with seed ^ (step x 0x9e3779b97f4a7c15); the k float32 values
+ *   acc[index] are summed by one nexar_allreduce (float32, SUM) and
+ *   scattered back into a zero tensor. Bytes per rank: those of a float32
+ *   allreduce of k elements (ring: 2 (n - 1) / n x 4k).
+ * The residual becomes acc minus what was sent (for float16 and bfloat16
+ * the value sent is acc rounded to |dtype|, so the rounding error stays in
+ * the residual too). The sum is formed in float32 and, for NEXAR_AVG,
+ * divided by n; it is rounded to |dtype| once, when it is stored.
+ * Over steps, sum of every rank's input == sum of the results (with SUM)
+ * + sum of every rank's final residual, up to float32 rounding.
+ */
+
+typedef struct nexar_compressor nexar_compressor_t;
+
+/* What a compressor sends. */
+typedef enum nexar_compress_kind {
+  NEXAR_COMPRESS_TOPK = 1, /* the k largest magnitudes, sparse exchange */
+  NEXAR_COMPRESS_RANDK = 2 /* k shared random indices, dense exchange */
+} nexar_compress_kind_t;
+
+/*
+ * Creates in *out a compressor for tensors of |count| elements (1 ..
+ * UINT32_MAX) of |dtype| (NEXAR_FLOAT32, NEXAR_FLOAT16 or
+ * NEXAR_BFLOAT16) reduced over |comm|, sending |k| elements per rank and
+ * call (1 .. count), or, when |k| is 0, k = ceil(|ratio| x count) with
+ * |ratio| in (0, 1] (the compression ratio: 0.01 sends 1%). |seed| picks
+ * random-k's indices and must be equal on every rank (TOPK ignores it).
+ * The residual starts at zero and the step at 0. Local: nothing is sent.
+ * Memory: count x 4 bytes of residual and 8 x k bytes of indices and
+ * saved values; TOPK adds 256 KiB of selection scratch, n x k x (4 +
+ * dtype size) bytes of exchange buffer and, for float16 and bfloat16,
+ * count x 4 bytes of float32 sum; RANDK adds 4 x k bytes.
+ * Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG (NULL comm or out, a bad kind,
+ * count 0 or above UINT32_MAX, k above count, k 0 with a ratio outside
+ * (0, 1], buffers whose size would overflow); NEXAR_ERR_UNSUPPORTED (a
+ * dtype other than the three); NEXAR_ERR_NOMEM. Limits are checked before
+ * anything is allocated; on error *out is NULL and the message is in
+ * nexar_comm_last_error(comm). Thread-safe.
+ */
+NEXAR_EXTERN int nexar_compressor_create(nexar_comm_t *comm,
+                                         nexar_compress_kind_t kind,
+                                         nexar_dtype_t dtype, size_t count,
+                                         size_t k, double ratio, uint64_t seed,
+                                         nexar_compressor_t **out);
+
+/* Frees *c (may be NULL or hold NULL) and sets *c to NULL. Local. Returns
+ * NEXAR_OK. Not while a call uses it. */
+NEXAR_EXTERN int nexar_compressor_free(nexar_compressor_t **c);
+
+/*
+ * The compressor's k (elements each rank sends per call) in *k, and the
+ * calls it has completed in *steps; either may be NULL. Returns NEXAR_OK
+ * or NEXAR_ERR_INVALID_ARG (NULL c).
+ */
+NEXAR_EXTERN int nexar_compressor_info(const nexar_compressor_t *c, size_t *k,
+                                       uint64_t *steps);
+
+/*
+ * Copies the residual (|count| float32: what this rank has not sent yet)
+ * to |out| when it is not NULL, for checkpoints and checks; |count| must
+ * be the compressor's. Returns NEXAR_OK or NEXAR_ERR_INVALID_ARG. Not
+ * while a call uses the compressor.
+ */
+NEXAR_EXTERN int nexar_compressor_residual(const nexar_compressor_t *c,
+                                           float *out, size_t count);
+
+/*
+ * Compressed allreduce of |count| elements of |dtype| over |comm| with
+ * compressor |c| (algorithms above); every rank gets the result in
+ * |recvbuf| (a dense tensor, zero where no rank sent anything). In place:
+ * sendbuf = NEXAR_IN_PLACE or sendbuf == recvbuf. |op| is NEXAR_SUM or
+ * NEXAR_AVG (the sum divided by the world size). |comm|, |count| and
+ * |dtype| must be those |c| was created with; the communicator's size may
+ * have changed since (a rebuild): the exchange buffer then grows. Buffers
+ * are host memory (the selection runs on the calling thread).
+ * Returns NEXAR_OK; at once, with neither the buffers nor |c| changed:
+ * NEXAR_ERR_INVALID_ARG (NULL pointers; |comm|, |count| or |dtype| other
+ * than the compressor's), NEXAR_ERR_UNSUPPORTED (|op| not SUM or AVG, a
+ * buffer in device memory), NEXAR_ERR_NOMEM; after the exchange started:
+ * the error of the allgather or allreduce (as any collective), or
+ * NEXAR_ERR_PROTO when a peer sent an index out of range. On any error
+ * the residual gets back what this call took from it to send, so it holds
+ * the old residual plus this call's input, and the step does not advance;
+ * |recvbuf| is then unspecified. The message (nexar_comm_last_error)
+ * names the rank, the communicator and the operation (the exchange's
+ * errors: the collective and its number, as any collective's).
+ * Thread-safety: a collective on |comm| (same order on every rank); one
+ * call at a time per compressor.
+ */
+NEXAR_EXTERN int nexar_allreduce_compressed(nexar_comm_t *comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t count, nexar_dtype_t dtype,
+                                            nexar_op_t op,
+                                            nexar_compressor_t *c);
+
+/*
+ * Payload bytes this process has sent on |comm| to other processes since
+ * it was created, in *bytes: the data of every point-to-point message and
+ * collective step it started (not headers, acknowledgements, control
+ * messages or retransmissions; a relayed message counts once, at its
+ * origin). Returns NEXAR_OK or NEXAR_ERR_INVALID_ARG. Thread-safe.
+ */
+NEXAR_EXTERN int nexar_comm_bytes_sent(const nexar_comm_t *comm,
+                                       uint64_t *bytes);
+
+/* ------------------------------------------------------------------ */
 /* Remote procedure calls by function id (docs/rpc.md).
  *
  * A process registers handlers by 16-bit function id; any rank of a

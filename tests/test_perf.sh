@@ -73,8 +73,8 @@ check_rows() {
 sizes="-b 8 -e 4096 -f 8 -n 3 -w 1 -c 1"
 
 echo "== every OP on 3 ranks, 8 B .. 4 KiB, checked"
-for op in latency bw bibw allreduce iallreduce bcast reduce allgather \
-  reduce_scatter alltoall gather scatter scan barrier; do
+for op in latency bw bibw allreduce iallreduce allreduce_topk allreduce_randk \
+  bcast reduce allgather reduce_scatter alltoall gather scatter scan barrier; do
   rows=4
   [ "$op" = barrier ] && rows=1
   # shellcheck disable=SC2086
@@ -97,6 +97,8 @@ allreduce -d int8 -o bxor
 allreduce -d half -o prod
 allreduce -d bfloat16 -o avg
 iallreduce -d uint64 -o max
+allreduce_topk -R 1 -d half -o avg
+allreduce_randk -R 1 -d bf16
 reduce -d int32 -o min -r 2
 reduce_scatter -d double -o avg
 scan -d float16 -o avg
@@ -120,7 +122,7 @@ echo "  rpc ok"
 echo "== usage errors exit 2"
 for args in "" "nosuchop" "allreduce -d nosuchtype" "allreduce -o nosuchop" \
   "allreduce -b 1K -e 8" "allreduce -f 1" "latency -n 0" \
-  "rpc -L 2" "rpc --json x.json"; do
+  "rpc -L 2" "rpc --json x.json" "allreduce_topk -R 0"; do
   # shellcheck disable=SC2086
   "$nexar_perf" $args >"$tmp/out" 2>"$tmp/err"
   rc=$?
@@ -134,5 +136,10 @@ perf 2 allreduce -d float -o band -n 1 -w 0
 [ "$rc" -ne 0 ] || fail "band on float: exit status 0"
 grep -q 'NEXAR_ERR_UNSUPPORTED' "$tmp/err" ||
   fail "band on float: no NEXAR_ERR_UNSUPPORTED message"
+
+perf 2 allreduce_topk -d int32 -n 1 -w 0
+[ "$rc" -ne 0 ] || fail "allreduce_topk on int32: exit status 0"
+grep -q 'NEXAR_ERR_UNSUPPORTED' "$tmp/err" ||
+  fail "allreduce_topk on int32: no NEXAR_ERR_UNSUPPORTED message"
 
 echo "PASS"

@@ -20,6 +20,11 @@ add_test(NAME test_ddp COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp.sh
   $<TARGET_FILE:nexar-run> $<TARGET_FILE:ddp_digits>
   $<TARGET_FILE:compare-weights>)
 set_tests_properties(test_ddp PROPERTIES TIMEOUT 400)
+# The digits training with --compress topk:0.01: within 1 point of dense.
+add_test(NAME test_ddp_compress COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp_compress.sh
+  $<TARGET_FILE:nexar-run> $<TARGET_FILE:ddp_digits>)
+set_tests_properties(test_ddp_compress PROPERTIES TIMEOUT 300)
 add_test(NAME test_launch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_launch.sh $<TARGET_FILE:nexar-run>)
 set_tests_properties(test_launch PROPERTIES TIMEOUT 60)
 # nexar-perf over every OP at tiny sizes, results checked (#wrong 0), JSON.
@@ -76,6 +81,9 @@ nexar_test(test_backpressure 120 test_backpressure.c)
 # Stream state freed per message (a barrier or a call keeps nothing).
 nexar_test(test_streams 120 test_streams.c)
 nexar_test(test_mismatch 300 test_mismatch.c)
+# Compressed allreduce (top-k, random-k, error feedback) at world sizes 1 to
+# 5: bit-exact against a serial model, conservation, bytes, bad input.
+nexar_test(test_compress 180 test_compress.c)
 # Several user threads per process calling p2p at once (caller-driven progress).
 nexar_test(test_threads 180 test_threads.c)
 # RPC by function id at world sizes 1 and 3.

@@ -38,8 +38,9 @@ typedef struct opts {
   nexar_op_t redop;
   int root;
   const char *json;
-  int rpc;     /* the rpc benchmark (perf_rpc.c) instead of an op */
-  size_t load; /* rpc: allreduce bytes of the load */
+  int rpc;      /* the rpc benchmark (perf_rpc.c) instead of an op */
+  size_t load;  /* rpc: allreduce bytes of the load */
+  double ratio; /* compressed ops: the compression ratio (-R) */
 } opts_t;
 
 /* One printed row. Times in microseconds, bandwidths in GB/s. */
@@ -50,6 +51,9 @@ typedef struct row {
   /* Non-blocking ops only (has_overlap): OSU's overlap figures. */
   int has_overlap;
   double t_ovl, t_comp, overlap;
+  /* Compressed ops: payload bytes each rank sent per call (mean over the
+   * ranks and the timed iterations; nexar_comm_bytes_sent). */
+  double wire;
 } row_t;
 
 static double now_us(void) {
@@ -110,6 +114,10 @@ static void usage(FILE *f) {
           "                      rpc: calls in flight for calls/s)\n"
           "  -L, --load N        rpc: bytes of the allreduces of the load "
           "(default 16M)\n"
+          "  -R, --ratio R       allreduce_topk, allreduce_randk: fraction of "
+          "the\n"
+          "                      elements each rank sends, in (0, 1] "
+          "(default 0.01)\n"
           "  -J, --json FILE     rank 0 also writes the rows to FILE (a JSON "
           "array;\n"
           "                      not rpc)\n"
@@ -174,6 +182,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       {"window", required_argument, NULL, 'W'},
       {"json", required_argument, NULL, 'J'},
       {"load", required_argument, NULL, 'L'},
+      {"ratio", required_argument, NULL, 'R'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -187,9 +196,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
   o->load = (size_t)16 << 20;
   o->type = perf_type_find("float");
   o->redop = NEXAR_SUM;
+  o->ratio = 0.01;
   int have_max = 0, c, factor = 2;
   const char *bad = NULL;
-  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:d:o:r:W:J:L:h",
+  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:d:o:r:W:J:L:R:h",
                                   longopts, NULL)) != -1) {
     switch (c) {
       case 'b':
@@ -237,6 +247,14 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         if (parse_size(optarg, &o->load) || o->load < sizeof(float))
           bad = "-L wants a byte count >= 4";
         break;
+      case 'R': {
+        char *end;
+        errno = 0;
+        o->ratio = strtod(optarg, &end);
+        if (errno || end == optarg || *end || !(o->ratio > 0 && o->ratio <= 1))
+          bad = "-R wants a ratio in (0, 1]";
+        break;
+      }
       case 'h':
         usage(stdout);
         return 1;
@@ -353,8 +371,12 @@ static int measure(const opts_t *o, perf_t *p, size_t bytes, row_t *row) {
     if (rc) return rc;
   }
   double t_iter = 0, t_ovl = 0, t_comp = 0;
+  uint64_t b0 = 0, b1 = 0;
+  nexar_comm_bytes_sent(p->comm, &b0);
   int rc = time_loop(p, op, o->iters, &t_iter);
   if (rc) return rc;
+  nexar_comm_bytes_sent(p->comm, &b1);
+  double wire = (double)(b1 - b0) / o->iters;
   double t = t_iter;
   if (op->flags & PERF_F_HALF_RTT) t /= 2;
   if (op->flags & PERF_F_WINDOWED) t /= p->window;
@@ -372,10 +394,11 @@ static int measure(const opts_t *o, perf_t *p, size_t bytes, row_t *row) {
 
   /* Combine over the ranks that take part (p2p: ranks 0 and 1). */
   int a = p->active;
-  double sums[5] = {a ? t : 0, a, (double)wrong, a ? t_ovl : 0, a ? t_comp : 0};
+  double sums[6] = {a ? t : 0,      a,           (double)wrong, a ? t_ovl : 0,
+                    a ? t_comp : 0, a ? wire : 0};
   double maxs[2] = {a ? t : -DBL_MAX, a ? -t : -DBL_MAX};
   PERF_CALL(p, "nexar_allreduce (statistics)",
-            nexar_allreduce(p->comm, NEXAR_IN_PLACE, sums, 5, NEXAR_FLOAT64,
+            nexar_allreduce(p->comm, NEXAR_IN_PLACE, sums, 6, NEXAR_FLOAT64,
                             NEXAR_SUM));
   PERF_CALL(p, "nexar_allreduce (statistics)",
             nexar_allreduce(p->comm, NEXAR_IN_PLACE, maxs, 2, NEXAR_FLOAT64,
@@ -384,6 +407,7 @@ static int measure(const opts_t *o, perf_t *p, size_t bytes, row_t *row) {
   row->t_max = maxs[0];
   row->t_min = -maxs[1];
   row->wrong = o->check ? (long long)sums[2] : -1;
+  row->wire = sums[5] / sums[1];
   double moved = (double)row->size;
   if (op->flags & PERF_F_BOTH_WAYS) moved *= 2;
   row->algbw = row->t_avg > 0 ? moved / row->t_avg / 1e3 : 0;
@@ -421,10 +445,12 @@ static void print_header(const opts_t *o, const perf_t *p) {
   printf(COLS, "#       size", "count", "type", "redop", "root", "time", "min",
          "max", "algbw", "busbw", "#wrong");
   if (op->post) printf("  %9s  %9s  %8s", "ovl_time", "compute", "overlap");
+  if (op->flags & PERF_F_COMPRESS) printf("  %6s  %10s", "ratio", "wire");
   printf("\n");
   printf(COLS, "#        (B)", "(elements)", "", "", "", "(us)", "(us)", "(us)",
          "(GB/s)", "(GB/s)", "");
   if (op->post) printf("  %9s  %9s  %8s", "(us)", "(us)", "(%)");
+  if (op->flags & PERF_F_COMPRESS) printf("  %6s  %10s", "", "(B/rank)");
   printf("\n");
   fflush(stdout);
 }
@@ -448,6 +474,8 @@ static void print_row(const opts_t *o, const row_t *r) {
          r->t_min, r->t_max, r->algbw, r->busbw, wrong);
   if (r->has_overlap)
     printf("  %9.2f  %9.2f  %8.1f", r->t_ovl, r->t_comp, r->overlap);
+  if (o->op->flags & PERF_F_COMPRESS)
+    printf("  %6.4f  %10.0f", o->ratio, r->wire);
   printf("\n");
   fflush(stdout);
 }
@@ -492,6 +520,10 @@ static int write_json(const opts_t *o, const perf_t *p, const row_t *rows,
       json_num(f, "ovl_time_us", r->t_ovl);
       json_num(f, "compute_us", r->t_comp);
       json_num(f, "overlap_pct", r->overlap);
+    }
+    if (o->op->flags & PERF_F_COMPRESS) {
+      json_num(f, "ratio", o->ratio);
+      json_num(f, "wire_bytes_per_rank", r->wire);
     }
     fprintf(f, "}");
   }
@@ -576,6 +608,7 @@ static int run_sweep(const opts_t *o, perf_t *p) {
   /* Keep the other ranks until rank 0 has reported: under nexar-run a rank
    * that exits 1 (for #wrong) gets the others stopped at once. */
   if (done == nsizes && nexar_barrier(p->comm) != NEXAR_OK) status = 1;
+  nexar_compressor_free(&p->cp);
   free(p->reqs);
   free(p->recvbuf);
   free(p->sendbuf);
@@ -604,6 +637,7 @@ int main(int argc, char **argv) {
   p.redop = o.redop;
   p.root = o.root;
   p.window = o.window;
+  p.ratio = o.ratio;
   p.opname = o.rpc ? "rpc" : o.op->name;
 
   int status = 0;

@@ -62,6 +62,11 @@ typedef struct perf {
 
   void *sendbuf, *recvbuf;
   nexar_req_t **reqs; /* room for 2 x window requests */
+  /* Compressed allreduce ops (PERF_F_COMPRESS): the compression ratio
+   * (-R) and the compressor, made for the current count by prepare. */
+  double ratio;
+  nexar_compressor_t *cp;
+  size_t cp_count;
   const char *opname; /* for error messages */
 } perf_t;
 
@@ -119,6 +124,7 @@ enum {
   PERF_F_ROOT_OUT = 1u << 5,  /* only the root has output (gather, reduce) */
   PERF_F_BOTH_WAYS = 1u << 6, /* data flows both ways: algbw counts 2 x size */
   PERF_F_ONE_WAY = 1u << 7,   /* p2p data flows from rank 0 to rank 1 only */
+  PERF_F_COMPRESS = 1u << 8,  /* compressed allreduce: ratio, wire columns */
 };
 
 typedef struct perf_op {

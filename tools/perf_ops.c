@@ -95,6 +95,36 @@ static int run_iallreduce(perf_t *p) {
   return 0;
 }
 
+/* Compressed allreduce: a compressor per count, made before the first
+ * iteration of a size (its residual then carries over the iterations, as
+ * in training). Its result equals the plain sum only when every element
+ * is sent (ratio 1: the check then runs); otherwise nothing is checked. */
+static int prepare_compressed(perf_t *p, nexar_compress_kind_t kind) {
+  if (p->cp && p->cp_count != p->count) nexar_compressor_free(&p->cp);
+  if (!p->cp && p->count)
+    PERF_CALL(p, "nexar_compressor_create",
+              nexar_compressor_create(p->comm, kind, DT(p), p->count, 0,
+                                      p->ratio, 1, &p->cp));
+  p->cp_count = p->count;
+  if (p->ratio < 1.0) p->out_elems = 0;
+  return 0;
+}
+static void prepare_topk(perf_t *p) {
+  prepare_compressed(p, NEXAR_COMPRESS_TOPK);
+}
+static void prepare_randk(perf_t *p) {
+  prepare_compressed(p, NEXAR_COMPRESS_RANDK);
+}
+
+static int run_compressed(perf_t *p) {
+  if (!p->count) return 0;
+  if (!p->cp) return 1; /* prepare failed (printed) */
+  PERF_CALL(p, "nexar_allreduce_compressed",
+            nexar_allreduce_compressed(p->comm, p->sendbuf, p->recvbuf,
+                                       p->count, DT(p), p->redop, p->cp));
+  return 0;
+}
+
 /* bcast works in place on recvbuf; the root's data is its input. */
 static void prepare_bcast(perf_t *p) {
   if (p->rank == p->root)
@@ -241,6 +271,10 @@ static const perf_op_t ops[] = {
      expect_reduced},
     {"iallreduce", PERF_FLAT, REDOP, bw_allreduce, NULL, run_iallreduce,
      post_iallreduce, expect_reduced},
+    {"allreduce_topk", PERF_FLAT, REDOP | PERF_F_COMPRESS, bw_allreduce,
+     prepare_topk, run_compressed, NULL, expect_reduced},
+    {"allreduce_randk", PERF_FLAT, REDOP | PERF_F_COMPRESS, bw_allreduce,
+     prepare_randk, run_compressed, NULL, expect_reduced},
     {"bcast", PERF_FLAT, ROOT, bw_one, prepare_bcast, run_bcast, NULL,
      expect_root},
     {"reduce", PERF_FLAT, REDOP | ROOT | PERF_F_ROOT_OUT, bw_one, NULL,

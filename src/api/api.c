@@ -275,6 +275,13 @@ int nexar_comm_size(const nexar_comm_t *comm, int *size) {
   return NEXAR_OK;
 }
 
+int nexar_comm_bytes_sent(const nexar_comm_t *comm, uint64_t *bytes) {
+  if (!comm || !bytes) return NEXAR_ERR_INVALID_ARG;
+  *bytes = atomic_load_explicit(&((nexar_comm_t *)comm)->tx_bytes,
+                                memory_order_relaxed);
+  return NEXAR_OK;
+}
+
 /* ---- Communicators ---- */
 
 static int register_fn(nexar__req_t *ctl) {

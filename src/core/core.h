@@ -119,6 +119,9 @@ struct nexar_comm {
    * allocation each), replaced in turn. */
   _Atomic(struct nexar__plan *) plans[NEXAR__PLANS];
   _Atomic unsigned plan_next;
+  /* Payload bytes of the messages this process sent to other processes
+   * on the comm (p2p/match.c; nexar_comm_bytes_sent). */
+  _Atomic uint64_t tx_bytes;
   int coll_poison;     /* sticky NEXAR_ERR_MISMATCH */
   uint64_t poison_seq; /* from this collective on */
   char poison_msg[NEXAR__ERRMSG_MAX];

@@ -127,15 +127,22 @@ static uint64_t ep_output(nexar__ep_t *ep);
 
 static bool run_ops(nexar__ep_t *ep);
 
-/* What a post runs once it has the engine lock: the queued operations and
- * the output half (their writes, closes a control call asked for, links
- * that ended). The input half is left to the caller's wait or test, or to
- * the progress thread: reading every transport and running the ticks
- * costs more than starting a small send does. */
+/* What a post runs once it has the engine lock: the queued operations and,
+ * when one of them left something for it (writes, a close a control call
+ * asked for, a link that ended), the output half. The input half is left to the
+ * caller's wait or test, or to the progress thread: reading every transport and
+ * running the ticks costs more than starting a small send does. */
 static void post_run(nexar__ep_t *ep) {
   ep->pass_now = nexar__now();
   run_ops(ep);
-  ep->due = ep_output(ep);
+  for (int i = 0; i < ep->nconns; i++) {
+    const nexar__link_t *c = ep->conns[i];
+    if (c->want_write || (c->close_req && !c->close_sent) ||
+        (c->state == NEXAR__CS_DEAD && !c->notified)) {
+      ep->due = ep_output(ep);
+      return;
+    }
+  }
 }
 
 void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {
