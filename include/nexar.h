@@ -531,6 +531,59 @@ NEXAR_EXTERN int nexar_irecv(nexar_comm_t *comm, void *buf, size_t count,
                              nexar_req_t **req);
 
 /*
+ * Vectored point-to-point (MPI has no direct equivalent; readv/writev's
+ * gather/scatter): a message's payload is the concatenation of a list of
+ * host buffers, sent from and received into the caller's memory.
+ *
+ * nexar_iov_t: one entry, |bytes| bytes at |base| (base may be NULL when
+ * bytes is 0; zero-length entries are skipped). A list has at most
+ * NEXAR_IOV_MAX entries and is read during the call only (it may be freed
+ * at once; the buffers it names must stay valid and untouched until the
+ * request completes, as for nexar_isend / nexar_irecv).
+ *
+ * A vectored message is an ordinary byte message (dtype NEXAR_BYTE): it
+ * matches like one and either side may be contiguous, so nexar_sendv pairs
+ * with nexar_recv and nexar_send with nexar_recvv, however the two sides
+ * split the bytes. Matching, ordering, status and timeouts as nexar_send /
+ * nexar_recv (docs/p2p.md).
+ *
+ * Send path: the transport gathers the entries straight from the caller's
+ * buffers (QUIC: stream vectors; shared memory: one descriptor per long
+ * entry, short entries copied into the ring as every small send is). The
+ * payload is packed into one buffer (a copy) only where a contiguous send
+ * copies too (at most NEXAR_EAGER_BYTES, eager), to the process itself, and
+ * for a message relayed through another process (sparse topologies: the
+ * relay digest covers one buffer). Receive path: the payload is scattered
+ * into the entries in order; a message longer than the list's total fails
+ * with NEXAR_ERR_TRUNCATE (the first total bytes are stored,
+ * status->bytes is the message's length, and nexar_comm_last_error names
+ * both sizes). Entries of one receive list must not overlap.
+ *
+ * Returns as nexar_send / nexar_recv (blocking) and nexar_isend /
+ * nexar_irecv (non-blocking), and NEXAR_ERR_INVALID_ARG, before anything
+ * is allocated or sent, for a NULL list with |n| > 0, more than
+ * NEXAR_IOV_MAX entries, an entry with bytes > 0 and a NULL base, or a
+ * total that overflows 64 bits; NEXAR_ERR_UNSUPPORTED for an entry in
+ * device memory (vectored calls take host memory only).
+ * Thread safety: as nexar_send / nexar_recv.
+ */
+typedef struct nexar_iov {
+  void *base;
+  size_t bytes;
+} nexar_iov_t;
+/* Most entries of one vectored call's list (POSIX IOV_MAX's value). */
+#define NEXAR_IOV_MAX 1024
+NEXAR_EXTERN int nexar_sendv(nexar_comm_t *comm, const nexar_iov_t *iov,
+                             size_t n, int dest, int tag);
+NEXAR_EXTERN int nexar_recvv(nexar_comm_t *comm, const nexar_iov_t *iov,
+                             size_t n, int source, int tag,
+                             nexar_status_t *status);
+NEXAR_EXTERN int nexar_isendv(nexar_comm_t *comm, const nexar_iov_t *iov,
+                              size_t n, int dest, int tag, nexar_req_t **req);
+NEXAR_EXTERN int nexar_irecvv(nexar_comm_t *comm, const nexar_iov_t *iov,
+                              size_t n, int source, int tag, nexar_req_t **req);
+
+/*
  * Waits for *req to finish (at most the op timeout), frees it and sets
  * *req = NULL. A NULL *req returns NEXAR_OK at once. |status| may be NULL.
  * Receive buffers in device memory get their data before it returns (on
