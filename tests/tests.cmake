@@ -64,6 +64,8 @@ add_test(NAME test_p2pv_cma COMMAND test_p2pv)
 set_tests_properties(test_p2pv_cma PROPERTIES TIMEOUT 120
   ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_CMA_BYTES=4096")
 nexar_test(test_coll 300 test_coll.c)
+# Bucketed multi-tensor allreduce (readiness order, exact sums, bad lists).
+nexar_test(test_multi 120 test_multi.c)
 nexar_test(test_coll_algos 300 test_coll_algos.c)
 # Two-level collectives on fake hosts (NEXAR_HOST_KEY), bit-exact.
 nexar_test(test_coll_hier 240 test_coll_hier.c)
