@@ -20,6 +20,11 @@ add_test(NAME test_ddp COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp.sh
   $<TARGET_FILE:nexar-run> $<TARGET_FILE:ddp_digits>
   $<TARGET_FILE:compare-weights>)
 set_tests_properties(test_ddp PROPERTIES TIMEOUT 400)
+# ddp_digits --buckets: the bucketed multi-tensor allreduce in training.
+add_test(NAME test_ddp_buckets COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp_buckets.sh $<TARGET_FILE:nexar-run>
+  $<TARGET_FILE:ddp_digits> $<TARGET_FILE:compare-weights>)
+set_tests_properties(test_ddp_buckets PROPERTIES TIMEOUT 300)
 add_test(NAME test_launch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_launch.sh $<TARGET_FILE:nexar-run>)
 set_tests_properties(test_launch PROPERTIES TIMEOUT 60)
 # nexar-perf over every OP at tiny sizes, results checked (#wrong 0), JSON.
