@@ -6,7 +6,9 @@
  *          for sizes across the eager limit and the shared-memory
  *          descriptor size: sendv -> recv, send -> recvv, sendv -> recvv
  *          with different random splits (zero-length entries among them)
- *          and wildcard receives, then sendv -> recvv to itself; entries
+ *          and wildcard receives, then sendv -> recvv two ranks apart
+ *          (relayed on a ring topology: test_p2pv_relay runs the file
+ *          with NEXAR_TOPOLOGY=kregular:2) and to itself; entries
  *          live apart in memory between guard bytes, and every received
  *          byte and guard is checked; world sizes 2..5
  *   trunc  a receive list shorter than the message (eager and large):
@@ -153,7 +155,20 @@ static int case_mix(nexar_comm_t *w, int r, int n) {
         if (one(w, r, from, to, sizes[s], how, seed)) return 1;
       }
     }
+  /* Two apart: on a ring topology (test_p2pv_relay, kregular:2) these
+   * messages are relayed, and the vectored send is packed. (The barrier
+   * keeps them from the wildcard receives above.) */
+  NT_OK(nexar_barrier(w));
+  for (size_t s = 0; n >= 4 && s < NSIZES; s++)
+    for (int from = 0; from < n; from++) {
+      int to = (from + 2) % n;
+      if (r != from && r != to) continue;
+      if (one(w, r, from, to, sizes[s], 2,
+              (unsigned)(500 + s * 7 + (size_t)from)))
+        return 1;
+    }
   /* To itself: both sides vectored. */
+  NT_OK(nexar_barrier(w));
   for (size_t s = 0; s < NSIZES; s++)
     if (one(w, r, r, r, sizes[s], 2, (unsigned)(900 + s + (size_t)r))) return 1;
   NT_OK(nexar_barrier(w));
@@ -259,9 +274,13 @@ static int run_case(int c, int world) {
 int main(void) {
   int fails = 0;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  for (int np = 2; np <= 5; np++) fails += run_case(C_MIX, np);
-  fails += run_case(C_TRUNC, 2);
-  fails += run_case(C_ARGS, 2);
+  /* A sparse topology (test_p2pv_relay) needs 4 ranks or more. */
+  int sparse = getenv("NEXAR_TOPOLOGY") != NULL;
+  for (int np = sparse ? 4 : 2; np <= 5; np++) fails += run_case(C_MIX, np);
+  if (!sparse) {
+    fails += run_case(C_TRUNC, 2);
+    fails += run_case(C_ARGS, 2);
+  }
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
 }

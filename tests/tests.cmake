@@ -68,6 +68,10 @@ set_tests_properties(test_p2pv PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
 add_test(NAME test_p2pv_cma COMMAND test_p2pv)
 set_tests_properties(test_p2pv_cma PROPERTIES TIMEOUT 120
   ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_CMA_BYTES=4096")
+# On a ring (kregular:2) messages two ranks apart are relayed.
+add_test(NAME test_p2pv_relay COMMAND test_p2pv)
+set_tests_properties(test_p2pv_relay PROPERTIES TIMEOUT 120
+  ENVIRONMENT "NEXAR_TOPOLOGY=kregular:2")
 nexar_test(test_coll 300 test_coll.c)
 # Bucketed multi-tensor allreduce (readiness order, exact sums, bad lists).
 nexar_test(test_multi 120 test_multi.c)
