@@ -17,7 +17,7 @@
  *   args   too many entries, a NULL list, a NULL entry with bytes, a total
  *          that overflows, a bad rank: NEXAR_ERR_INVALID_ARG and nothing
  *          sent (the next message is the one received); an empty list sends
- *          an empty message
+ *          an empty message; NEXAR_IOV_MAX entries of 3 bytes each side
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -236,6 +236,14 @@ static int case_args(nexar_comm_t *w, int r, int n) {
     x = 42;
     NT_OK(nexar_sendv(w, many, 5, 1, 0)); /* all empty */
     NT_OK(nexar_sendv(w, &ok, 1, 1, 0));
+    /* The most entries, 3 bytes each, apart. */
+    static uint8_t big[NEXAR_IOV_MAX * 4];
+    for (size_t i = 0; i < NEXAR_IOV_MAX; i++) {
+      many[i] = (nexar_iov_t){big + i * 4, 3};
+      for (int k = 0; k < 3; k++)
+        big[i * 4 + (size_t)k] = (uint8_t)(i * 3 + (size_t)k);
+    }
+    NT_OK(nexar_sendv(w, many, NEXAR_IOV_MAX, 1, 0));
   } else if (r == 1) {
     nexar_status_t st;
     nexar_iov_t v = {y, sizeof y};
@@ -245,6 +253,14 @@ static int case_args(nexar_comm_t *w, int r, int n) {
     NT_CHECK(st.bytes == 0);
     NT_OK(nexar_recvv(w, &v, 1, 0, 0, &st));
     NT_CHECK(st.bytes == 1 && y[0] == 42);
+    static uint8_t big[NEXAR_IOV_MAX * 5];
+    memset(big, GUARD, sizeof big);
+    for (size_t i = 0; i < NEXAR_IOV_MAX; i++)
+      many[i] = (nexar_iov_t){big + i * 5, 3};
+    NT_OK(nexar_recvv(w, many, NEXAR_IOV_MAX, 0, 0, &st));
+    NT_CHECK(st.bytes == NEXAR_IOV_MAX * 3);
+    for (size_t i = 0; i < NEXAR_IOV_MAX * 5; i++)
+      NT_CHECK(big[i] == (i % 5 < 3 ? (uint8_t)(i / 5 * 3 + i % 5) : GUARD));
   }
   NT_OK(nexar_barrier(w));
   return 0;

@@ -78,8 +78,8 @@ uint8_t *nexar__p2p_sink(nexar__link_t *c, nexar__imsg_t *m, size_t n) {
   return m->got + n <= s->off + s->len ? s->base + (m->got - s->off) : NULL;
 }
 
-/* Copies |n| payload bytes from payload offset |off| of the gathered list
- * |s| (|ns| entries) to |dst| (to == true) or from |src| into the list. */
+/* Copies |n| payload bytes at payload offset |off| of the gathered list
+ * |s| (|ns| entries) out to |buf| (|to|), or from |buf| into the list. */
 static void seg_copy(const nexar__seg_t *s, uint32_t ns, uint64_t off,
                      uint8_t *buf, size_t n, bool to) {
   for (uint32_t i = n ? nexar__seg_find(s, ns, off) : ns; n && i < ns; i++) {

@@ -483,9 +483,9 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
       if (fin) return true;
       continue;
     }
-    struct iovec v[4];
+    struct iovec v[NEXAR__FRAME_VECS];
     bool fin;
-    size_t nv = ops->frame_vecs(m, v, 4, &fin);
+    size_t nv = ops->frame_vecs(m, v, NEXAR__FRAME_VECS, &fin);
     /* A record carries at most a chunk, and never more than the ring's
      * largest (a small NEXAR_SHM_RING_KIB). */
     uint64_t chunk = nexar__shm_ring_max_payload(&s->seg.tx);

@@ -36,7 +36,11 @@
 
 #define NEXAR__TP_MAX 4       /* transports of one endpoint */
 #define NEXAR__FOLD_MAX_ES 32 /* largest element a receive folds in */
-#define NEXAR__REQ_KINDS 5    /* request kinds (enum nexar__req_kind) */
+/* Vectors a transport asks a frame for per write (frame_vecs): the header,
+ * the relay prefix and the payload's runs (one per entry of a gathered
+ * payload, nexar_sendv). */
+#define NEXAR__FRAME_VECS 16
+#define NEXAR__REQ_KINDS 5 /* request kinds (enum nexar__req_kind) */
 /* Receive batch: datagrams per recvmmsg, bytes per (GRO) datagram. */
 #define NEXAR__RX_BATCH 32
 #define NEXAR__RX_BUF 65536
