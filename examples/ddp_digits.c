@@ -107,6 +107,7 @@ typedef struct options {
   int kill_epoch; /* ... half-way through this epoch (0: never) */
   int compress;   /* 0, or NEXAR_COMPRESS_TOPK / _RANDK (--compress) */
   double ratio;   /* its compression ratio */
+  int buckets;    /* --buckets: bucketed allreduce overlapping backward */
 } options_t;
 
 /* splitmix64 (Steele, Lea & Flood 2014): tiny, and identical everywhere. */
@@ -270,45 +271,71 @@ static int forward(const float *w, const float *x, float *h, float *z) {
   return best;
 }
 
+/* The gradient's layers in the order the backward pass finishes them, as
+ * the tensors of the bucketed allreduce (--buckets): the output layer's
+ * weights and biases with the loss and correct count after them, then the
+ * hidden biases, then the hidden weights. */
+enum { T_OUT, T_B1, T_W1, N_TENSORS };
+static const int t_off[N_TENSORS] = {OFF_W2, OFF_B1, OFF_W1};
+static const int t_len[N_TENSORS] = {G_LEN - OFF_W2, N_HID, N_HID *N_IN};
+
 /*
  * Adds to g the gradient of the cross-entropy loss, the loss and the count of
  * correct predictions over this rank's share of one global batch: positions
- * p of batch[0..n) with p % world == rank. g is not cleared here.
+ * p of batch[0..n) with p % world == rank. g is not cleared here. The
+ * backward pass goes layer by layer over the whole share (each element is
+ * summed over the samples in the same order as sample by sample); with
+ * |m| each layer's tensors are marked ready for the bucketed allreduce as
+ * soon as they are final, so that their buckets travel while the layers
+ * below are computed. Returns the first nexar_multi_ready error.
  */
-static void local_gradient(const float *w, const dataset_t *ds,
-                           const int *batch, int n, int rank, int world,
-                           float *g) {
-  float h[N_HID], z[N_OUT], dz[N_OUT];
-  for (int p = rank; p < n; p += world) {
-    const float *x = ds->x[batch[p]];
+static int local_gradient(const float *w, const dataset_t *ds, const int *batch,
+                          int n, int rank, int world, float *g,
+                          nexar_multi_t *m) {
+  static float h[N_SAMPLES][N_HID], dz[N_SAMPLES][N_OUT], da[N_SAMPLES][N_HID];
+  float z[N_OUT];
+  int s = 0, rc = NEXAR_OK;
+  for (int p = rank; p < n; p += world, s++) {
     int y = ds->y[batch[p]];
-    int pred = forward(w, x, h, z);
+    int pred = forward(w, ds->x[batch[p]], h[s], z);
     /* Softmax and loss through log-sum-exp, shifted by the largest logit so
      * that exp cannot overflow. */
     float zmax = z[pred];
     float sum = 0.0f;
     for (int k = 0; k < N_OUT; k++) {
-      dz[k] = expf(z[k] - zmax);
-      sum += dz[k];
+      dz[s][k] = expf(z[k] - zmax);
+      sum += dz[s][k];
     }
-    for (int k = 0; k < N_OUT; k++) dz[k] /= sum;
+    for (int k = 0; k < N_OUT; k++) dz[s][k] /= sum;
     g[G_LOSS] += logf(sum) + zmax - z[y];
     g[G_CORRECT] += pred == y ? 1.0f : 0.0f;
-    dz[y] -= 1.0f;
+    dz[s][y] -= 1.0f;
+  }
+  for (int q = 0; q < s; q++)
     for (int k = 0; k < N_OUT; k++) {
       float *gw = g + OFF_W2 + k * N_HID;
-      for (int j = 0; j < N_HID; j++) gw[j] += dz[k] * h[j];
-      g[OFF_B2 + k] += dz[k];
+      for (int j = 0; j < N_HID; j++) gw[j] += dz[q][k] * h[q][j];
+      g[OFF_B2 + k] += dz[q][k];
     }
+  if (m) rc = nexar_multi_ready(m, T_OUT);
+  for (int q = 0; q < s; q++)
     for (int j = 0; j < N_HID; j++) {
       float dh = 0.0f;
-      for (int k = 0; k < N_OUT; k++) dh += w[OFF_W2 + k * N_HID + j] * dz[k];
-      float da = dh * (1.0f - h[j] * h[j]);
+      for (int k = 0; k < N_OUT; k++)
+        dh += w[OFF_W2 + k * N_HID + j] * dz[q][k];
+      da[q][j] = dh * (1.0f - h[q][j] * h[q][j]);
+      g[OFF_B1 + j] += da[q][j];
+    }
+  int r2 = m ? nexar_multi_ready(m, T_B1) : NEXAR_OK;
+  for (int p = rank, q = 0; q < s; p += world, q++) {
+    const float *x = ds->x[batch[p]];
+    for (int j = 0; j < N_HID; j++) {
       float *gw = g + OFF_W1 + j * N_IN;
-      for (int i = 0; i < N_IN; i++) gw[i] += da * x[i];
-      g[OFF_B1 + j] += da;
+      for (int i = 0; i < N_IN; i++) gw[i] += da[q][j] * x[i];
     }
   }
+  int r3 = m ? nexar_multi_ready(m, T_W1) : NEXAR_OK;
+  return rc < 0 ? rc : r2 < 0 ? r2 : r3;
 }
 
 /* Fisher-Yates shuffle. The modulo bias of splitmix64 % n is below 1e-16
@@ -360,6 +387,10 @@ static void usage(FILE *out) {
           "  --compress KIND:R   compressed gradient allreduce: topk:R or\n"
           "                      randk:R sends a fraction R of the gradient\n"
           "                      per rank and step, with error feedback\n"
+          "  --buckets           allreduce the gradient in buckets\n"
+          "                      (NEXAR_BUCKET_BYTES) as the backward pass\n"
+          "                      finishes each layer, overlapping the\n"
+          "                      communication with the layers below\n"
           "  --kill-rank R --kill-epoch E\n"
           "                      fault demo: rank R kills itself (SIGKILL)\n"
           "                      half-way through epoch E; with\n"
@@ -389,6 +420,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"kill-rank", required_argument, NULL, 'K'},
       {"kill-epoch", required_argument, NULL, 'E'},
       {"compress", required_argument, NULL, 'C'},
+      {"buckets", no_argument, NULL, 'B'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int c;
@@ -445,6 +477,9 @@ static int parse_options(int argc, char **argv, options_t *o) {
         }
         break;
       }
+      case 'B':
+        o->buckets = 1;
+        break;
       case 'h':
         usage(stdout);
         return 1;
@@ -456,6 +491,12 @@ static int parse_options(int argc, char **argv, options_t *o) {
   if (optind < argc) {
     fprintf(stderr, "ddp_digits: unexpected argument '%s'\n", argv[optind]);
     usage(stderr);
+    return 2;
+  }
+  if (o->compress && o->buckets) {
+    fprintf(stderr,
+            "ddp_digits: --compress and --buckets do not combine "
+            "(the compressor takes the whole gradient at once)\n");
     return 2;
   }
   return 0;
@@ -518,6 +559,22 @@ typedef struct snapshot {
 
 /* The gradient's compressor (--compress; freed by main). */
 static nexar_compressor_t *cp;
+/* One step's gradient with --buckets: the backward pass marks each layer
+ * ready, its bucket's allreduce starts while the layers below are
+ * computed, and the wait takes what is left. Adds the wait (the exposed
+ * communication) to ov[0] and the buckets' whole time, from the first
+ * start to the end of the wait, to ov[1] (ms). */
+static int bucket_step(nexar_multi_t *mt, const float *w, const dataset_t *ds,
+                       const int *batch, int n, int rank, int world, float *g,
+                       double ov[2]) {
+  int rr = local_gradient(w, ds, batch, n, rank, world, g, mt);
+  int rc = nexar_multi_wait(mt);
+  nexar_multi_info_t mi;
+  nexar_multi_get_info(mt, &mi);
+  ov[0] += (double)mi.wait_ns / 1e6;
+  ov[1] += (double)mi.comm_ns / 1e6;
+  return rc != NEXAR_OK ? rc : rr;
+}
 
 /* Runs the training on an initialised communicator. Returns the exit code. */
 static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
@@ -541,6 +598,14 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
   static float w[N_PARAMS], vel[N_PARAMS], g[G_LEN];
   uint64_t rng = SEED;
   init_params(w, &rng);
+  nexar_multi_t *mt = NULL;
+  if (o->buckets) {
+    nexar_tensor_t t[N_TENSORS];
+    for (int i = 0; i < N_TENSORS; i++)
+      t[i] = (nexar_tensor_t){g + t_off[i], (size_t)t_len[i], NEXAR_FLOAT32};
+    if ((rc = nexar_multi_create(comm, t, N_TENSORS, NEXAR_SUM, &mt)) != 0)
+      return nexar_fail("nexar_multi_create", rank, rc, comm);
+  }
 
   /* Start the clocks together; the barrier is not counted. */
   if ((rc = nexar_barrier(comm)) != NEXAR_OK)
@@ -572,7 +637,7 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
     memcpy(sp->order, train_idx, sizeof(int) * (size_t)n_train);
     sp->rng = rng;
   redo:;
-    double comm_ms = 0.0, loss_sum = 0.0, correct = 0.0;
+    double comm_ms = 0.0, loss_sum = 0.0, correct = 0.0, ov[2] = {0, 0};
     shuffle(train_idx, n_train, &rng);
     for (int start = 0; start < n_train; start += o->batch) {
       int n = n_train - start < o->batch ? n_train - start : o->batch;
@@ -584,16 +649,22 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
         raise(SIGKILL);
       }
       memset(g, 0, sizeof g);
-      local_gradient(w, ds, train_idx + start, n, rank, world, g);
-      t0 = now_ms();
-      if (cp) /* the gradient compressed, the two statistics dense */
-        rc = nexar_allreduce_compressed(comm, NEXAR_IN_PLACE, g, N_PARAMS,
-                                        NEXAR_FLOAT32, NEXAR_SUM, cp);
-      if (!cp || rc == NEXAR_OK)
-        rc = nexar_allreduce(comm, NEXAR_IN_PLACE, g + (cp ? N_PARAMS : 0),
-                             cp ? G_LEN - N_PARAMS : G_LEN, NEXAR_FLOAT32,
-                             NEXAR_SUM);
-      comm_ms += now_ms() - t0;
+      if (mt) {
+        double e = ov[0];
+        rc = bucket_step(mt, w, ds, train_idx + start, n, rank, world, g, ov);
+        comm_ms += ov[0] - e;
+      } else {
+        local_gradient(w, ds, train_idx + start, n, rank, world, g, NULL);
+        t0 = now_ms();
+        if (cp) /* the gradient compressed, the two statistics dense */
+          rc = nexar_allreduce_compressed(comm, NEXAR_IN_PLACE, g, N_PARAMS,
+                                          NEXAR_FLOAT32, NEXAR_SUM, cp);
+        if (!cp || rc == NEXAR_OK)
+          rc = nexar_allreduce(comm, NEXAR_IN_PLACE, g + (cp ? N_PARAMS : 0),
+                               cp ? G_LEN - N_PARAMS : G_LEN, NEXAR_FLOAT32,
+                               NEXAR_SUM);
+        comm_ms += now_ms() - t0;
+      }
       if (rc != NEXAR_OK) goto failed;
       loss_sum += g[G_LOSS];
       correct += g[G_CORRECT];
@@ -611,9 +682,13 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
     if (rank == 0) {
       printf(
           "epoch %*d/%d  loss %.4f  train_acc %.4f  heldout_acc %.4f  "
-          "comm_ms %.1f\n",
+          "comm_ms %.1f",
           width, epoch, o->epochs, loss_sum / n_train, correct / n_train, acc,
           comm_ms);
+      /* --buckets: the gradient's communication, whole and exposed (not
+       * hidden behind the backward pass; comm_ms counts only this part). */
+      if (mt) printf("  grad_comm_ms %.1f  exposed_ms %.1f", ov[1], ov[0]);
+      printf("\n");
       fflush(stdout);
     }
     continue;
@@ -648,6 +723,7 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
     }
     goto redo;
   }
+  nexar_multi_free(&mt);
   double total_ms = now_ms() - t_start;
   uint64_t sent = 0;
   nexar_comm_bytes_sent(comm, &sent);
@@ -664,8 +740,8 @@ static int train(nexar_comm_t *comm, const options_t *o, const dataset_t *ds) {
 }
 
 int main(int argc, char **argv) {
-  options_t o = {NULL, NULL, DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR, -1, 0,
-                 0,    0.0};
+  options_t o = {
+      NULL, NULL, DEFAULT_EPOCHS, DEFAULT_BATCH, DEFAULT_LR, -1, 0, 0, 0.0, 0};
   int prc = parse_options(argc, argv, &o);
   if (prc != 0) return prc == 1 ? 0 : 2;
   if (o.data_path == NULL) o.data_path = getenv("NEXAR_DIGITS");

@@ -531,6 +531,59 @@ NEXAR_EXTERN int nexar_irecv(nexar_comm_t *comm, void *buf, size_t count,
                              nexar_req_t **req);
 
 /*
+ * Vectored point-to-point (MPI has no direct equivalent; readv/writev's
+ * gather/scatter): a message's payload is the concatenation of a list of
+ * host buffers, sent from and received into the caller's memory.
+ *
+ * nexar_iov_t: one entry, |bytes| bytes at |base| (base may be NULL when
+ * bytes is 0; zero-length entries are skipped). A list has at most
+ * NEXAR_IOV_MAX entries and is read during the call only (it may be freed
+ * at once; the buffers it names must stay valid and untouched until the
+ * request completes, as for nexar_isend / nexar_irecv).
+ *
+ * A vectored message is an ordinary byte message (dtype NEXAR_BYTE): it
+ * matches like one and either side may be contiguous, so nexar_sendv pairs
+ * with nexar_recv and nexar_send with nexar_recvv, however the two sides
+ * split the bytes. Matching, ordering, status and timeouts as nexar_send /
+ * nexar_recv (docs/p2p.md).
+ *
+ * Send path: the transport gathers the entries straight from the caller's
+ * buffers (QUIC: stream vectors; shared memory: one descriptor per long
+ * entry, short entries copied into the ring as every small send is). The
+ * payload is packed into one buffer (a copy) only where a contiguous send
+ * copies too (at most NEXAR_EAGER_BYTES, eager), to the process itself, and
+ * for a message relayed through another process (sparse topologies: the
+ * relay digest covers one buffer). Receive path: the payload is scattered
+ * into the entries in order; a message longer than the list's total fails
+ * with NEXAR_ERR_TRUNCATE (the first total bytes are stored,
+ * status->bytes is the message's length, and nexar_comm_last_error names
+ * both sizes). Entries of one receive list must not overlap.
+ *
+ * Returns as nexar_send / nexar_recv (blocking) and nexar_isend /
+ * nexar_irecv (non-blocking), and NEXAR_ERR_INVALID_ARG, before anything
+ * is allocated or sent, for a NULL list with |n| > 0, more than
+ * NEXAR_IOV_MAX entries, an entry with bytes > 0 and a NULL base, or a
+ * total that overflows 64 bits; NEXAR_ERR_UNSUPPORTED for an entry in
+ * device memory (vectored calls take host memory only).
+ * Thread safety: as nexar_send / nexar_recv.
+ */
+typedef struct nexar_iov {
+  void *base;
+  size_t bytes;
+} nexar_iov_t;
+/* Most entries of one vectored call's list (POSIX IOV_MAX's value). */
+#define NEXAR_IOV_MAX 1024
+NEXAR_EXTERN int nexar_sendv(nexar_comm_t *comm, const nexar_iov_t *iov,
+                             size_t n, int dest, int tag);
+NEXAR_EXTERN int nexar_recvv(nexar_comm_t *comm, const nexar_iov_t *iov,
+                             size_t n, int source, int tag,
+                             nexar_status_t *status);
+NEXAR_EXTERN int nexar_isendv(nexar_comm_t *comm, const nexar_iov_t *iov,
+                              size_t n, int dest, int tag, nexar_req_t **req);
+NEXAR_EXTERN int nexar_irecvv(nexar_comm_t *comm, const nexar_iov_t *iov,
+                              size_t n, int source, int tag, nexar_req_t **req);
+
+/*
  * Waits for *req to finish (at most the op timeout), frees it and sets
  * *req = NULL. A NULL *req returns NEXAR_OK at once. |status| may be NULL.
  * Receive buffers in device memory get their data before it returns (on
@@ -707,6 +760,102 @@ NEXAR_EXTERN int nexar_iallreduce(nexar_comm_t *comm, const void *sendbuf,
                                   void *recvbuf, size_t count,
                                   nexar_dtype_t dtype, nexar_op_t op,
                                   nexar_req_t **req);
+
+/*
+ * Bucketed allreduce of many tensors (gradient bucketing: Li et al. 2020,
+ * "PyTorch Distributed: Experiences on Accelerating Data Parallel
+ * Training", VLDB 13(12), section 3.2; docs/collectives.md).
+ *
+ * A list of |n| tensors (nexar_tensor_t: |count| elements of |dtype| at
+ * |buf|, reduced in place; one dtype for the whole list, sizes may differ,
+ * count 0 allowed) is cut into buckets in list order: consecutive tensors
+ * while their bytes fit NEXAR_BUCKET_BYTES (default 25 MiB, as DDP), a
+ * larger tensor alone. Every rank must pass the same counts and dtype in
+ * the same order, so every rank cuts the same buckets. Each bucket is one
+ * nexar_iallreduce (algorithm chosen by its size, as for any allreduce): a
+ * bucket of one tensor is reduced in that tensor's buffer; a bucket of
+ * several is packed into a buffer the object owns when it starts (one copy
+ * in) and copied back when it is waited for (one copy out).
+ *
+ * Readiness: nexar_multi_ready(m, i) says tensor i holds its final input
+ * for this step. A bucket's allreduce starts, inside that call, as soon as
+ * all its tensors are ready and every bucket before it has started, so
+ * buckets start in bucket order on every rank whatever order each rank
+ * marks its tensors in, and communication overlaps whatever the caller
+ * computes next. List the tensors in the order they usually become ready
+ * (for a backward pass: from the last layer to the first) so that buckets
+ * fill and start early. nexar_multi_wait ends the step (results in the
+ * buffers) and the object is ready for the next step with the same
+ * buffers (persistent, as DDP's reducer).
+ *
+ * The object's allreduces are collectives on |comm|: other collectives the
+ * application calls on |comm| while a step is open must be called in the
+ * same order relative to the buckets' starts on every rank (simplest: give
+ * the object a communicator of its own, nexar_comm_dup).
+ *
+ * nexar_multi_create returns NEXAR_OK; NEXAR_ERR_INVALID_ARG, before
+ * anything is allocated, for NULL arguments, n = 0 or above
+ * NEXAR_MULTI_MAX, a tensor whose dtype differs from the first's, a NULL
+ * buffer with count > 0, or two tensors whose buffers overlap (the
+ * message, nexar_comm_last_error, names the tensors);
+ * NEXAR_ERR_UNSUPPORTED for the (dtype, op) pair or a tensor in device
+ * memory (host memory only); NEXAR_ERR_NOMEM.
+ * nexar_multi_ready: NEXAR_OK; NEXAR_ERR_INVALID_ARG (index out of range);
+ * NEXAR_ERR_INVALID_USAGE (marked twice in one step); the error of a
+ * bucket's start (then reported by the wait too).
+ * nexar_multi_wait: waits for every bucket (each at most the op timeout)
+ * and returns NEXAR_OK or the first bucket's error (results of the buckets
+ * that failed are unspecified, the others are in place); or
+ * NEXAR_ERR_INVALID_USAGE, with nothing waited for, when a tensor is not
+ * marked ready this step. nexar_multi_test: as the wait when every bucket
+ * has finished (*done = 1), else *done = 0 and NEXAR_OK.
+ * nexar_multi_free waits for buckets still running and frees the object
+ * (NULL or *m NULL: nothing).
+ * Thread safety: one thread at a time per object; the object's
+ * collectives follow the ordering rule above.
+ */
+typedef struct nexar_tensor {
+  void *buf;
+  size_t count;
+  nexar_dtype_t dtype;
+} nexar_tensor_t;
+/* Most tensors in one list. */
+#define NEXAR_MULTI_MAX (1u << 20)
+typedef struct nexar_multi nexar_multi_t;
+/* What an object does, and what its last step cost (times in ns,
+ * CLOCK_MONOTONIC). comm_ns runs from the step's first bucket start to the
+ * end of its wait; wait_ns is the time spent in the wait: the part of
+ * comm_ns not hidden behind the caller's work. */
+typedef struct nexar_multi_info {
+  size_t buckets;        /* buckets the list is cut into */
+  size_t packed;         /* of them packed (several tensors) */
+  uint64_t bytes;        /* bytes of all tensors */
+  uint64_t packed_bytes; /* bytes copied in (and out) per step */
+  uint64_t steps;        /* steps finished */
+  uint64_t comm_ns;      /* last step: first start to end of wait */
+  uint64_t wait_ns;      /* last step: time in the wait (exposed) */
+} nexar_multi_info_t;
+NEXAR_EXTERN int nexar_multi_create(nexar_comm_t *comm,
+                                    const nexar_tensor_t *tensors, size_t n,
+                                    nexar_op_t op, nexar_multi_t **m);
+NEXAR_EXTERN int nexar_multi_ready(nexar_multi_t *m, size_t i);
+NEXAR_EXTERN int nexar_multi_wait(nexar_multi_t *m);
+NEXAR_EXTERN int nexar_multi_test(nexar_multi_t *m, int *done);
+NEXAR_EXTERN int nexar_multi_get_info(const nexar_multi_t *m,
+                                      nexar_multi_info_t *info);
+NEXAR_EXTERN int nexar_multi_free(nexar_multi_t **m);
+/* Non-blocking form: nexar_multi_create, then every tensor marked ready
+ * (buckets start at once); complete with nexar_multi_wait or
+ * nexar_multi_test, then nexar_multi_free. On error nothing is left
+ * (*m NULL). */
+NEXAR_EXTERN int nexar_iallreduce_multi(nexar_comm_t *comm,
+                                        const nexar_tensor_t *tensors, size_t n,
+                                        nexar_op_t op, nexar_multi_t **m);
+/* Blocking form: the non-blocking form, its wait and free. Results as
+ * nexar_multi_create and nexar_multi_wait. */
+NEXAR_EXTERN int nexar_allreduce_multi(nexar_comm_t *comm,
+                                       const nexar_tensor_t *tensors, size_t n,
+                                       nexar_op_t op);
 
 /*
  * Copies |count| elements from |buf| on |root| into |buf| on every rank.

@@ -74,7 +74,8 @@ sizes="-b 8 -e 4096 -f 8 -n 3 -w 1 -c 1"
 
 echo "== every OP on 3 ranks, 8 B .. 4 KiB, checked"
 for op in latency bw bibw allreduce iallreduce allreduce_topk allreduce_randk \
-  bcast reduce allgather reduce_scatter alltoall gather scatter scan barrier; do
+  bcast reduce allgather reduce_scatter alltoall gather scatter scan barrier \
+  allreduce_multi; do
   rows=4
   [ "$op" = barrier ] && rows=1
   # shellcheck disable=SC2086

@@ -25,6 +25,11 @@ add_test(NAME test_ddp_compress COMMAND bash
   ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp_compress.sh
   $<TARGET_FILE:nexar-run> $<TARGET_FILE:ddp_digits>)
 set_tests_properties(test_ddp_compress PROPERTIES TIMEOUT 300)
+# ddp_digits --buckets: the bucketed multi-tensor allreduce in training.
+add_test(NAME test_ddp_buckets COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_ddp_buckets.sh $<TARGET_FILE:nexar-run>
+  $<TARGET_FILE:ddp_digits> $<TARGET_FILE:compare-weights>)
+set_tests_properties(test_ddp_buckets PROPERTIES TIMEOUT 300)
 add_test(NAME test_launch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_launch.sh $<TARGET_FILE:nexar-run>)
 set_tests_properties(test_launch PROPERTIES TIMEOUT 60)
 # nexar-perf over every OP at tiny sizes, results checked (#wrong 0), JSON.
@@ -60,7 +65,21 @@ nexar_test(test_p2p 300 test_p2p.c)
 # test_p2p_mpi_quic (below).
 nexar_test(test_p2p_mpi 180 test_p2p_mpi.c)
 set_tests_properties(test_p2p_mpi PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
+# Vectored p2p (sendv/recvv against contiguous peers, splits, truncation,
+# bad lists); over QUIC in test_p2pv_quic (below).
+nexar_test(test_p2pv 120 test_p2pv.c)
+set_tests_properties(test_p2pv PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
+# The same with long entries read by the receiver (one descriptor each).
+add_test(NAME test_p2pv_cma COMMAND test_p2pv)
+set_tests_properties(test_p2pv_cma PROPERTIES TIMEOUT 120
+  ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_CMA_BYTES=4096")
+# On a ring (kregular:2) messages two ranks apart are relayed.
+add_test(NAME test_p2pv_relay COMMAND test_p2pv)
+set_tests_properties(test_p2pv_relay PROPERTIES TIMEOUT 120
+  ENVIRONMENT "NEXAR_TOPOLOGY=kregular:2")
 nexar_test(test_coll 300 test_coll.c)
+# Bucketed multi-tensor allreduce (readiness order, exact sums, bad lists).
+nexar_test(test_multi 120 test_multi.c)
 nexar_test(test_coll_algos 300 test_coll_algos.c)
 # Two-level collectives on fake hosts (NEXAR_HOST_KEY), bit-exact.
 nexar_test(test_coll_hier 240 test_coll_hier.c)
@@ -176,7 +195,7 @@ nexar_test(test_shm_ring 60 test_shm_ring.c shm_procs.c)
 # p2p, collective and lane suites over QUIC as well.
 set_tests_properties(test_backpressure test_streams test_ft_net PROPERTIES
   ENVIRONMENT NEXAR_TRANSPORT=quic)
-foreach(t test_p2p test_p2p_mpi test_coll test_lanes)
+foreach(t test_p2p test_p2p_mpi test_p2pv test_coll test_lanes)
   add_test(NAME ${t}_quic COMMAND ${t})
   get_test_property(${t} TIMEOUT tmo)
   set_tests_properties(${t}_quic PROPERTIES TIMEOUT ${tmo}

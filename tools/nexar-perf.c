@@ -86,6 +86,7 @@ static void usage(FILE *f) {
           "iallreduce\n"
           "    bcast reduce allgather reduce_scatter alltoall gather scatter "
           "scan barrier,\n"
+          "    allreduce_multi (64 tensors of mixed sizes, bucketed),\n"
           "    rpc (round trip and calls/s, rank 0 to rank 1, idle and under "
           "allreduces)\n"
           "\n"

@@ -254,6 +254,43 @@ static int run_bibw(perf_t *p) {
   return 0;
 }
 
+/* allreduce_multi: the buffer as MULTI_TENSORS tensors of mixed sizes
+ * (tensor t a share of (t % 8) + 1), reduced in place in recvbuf by one
+ * persistent nexar_multi object per size, every tensor marked ready at
+ * once. Each iteration first copies the input from sendbuf (timed too: an
+ * in-place input must be restored). */
+#define MULTI_TENSORS 64
+static nexar_multi_t *multi;
+static size_t multi_count;
+static void *multi_buf;
+
+static void prepare_multi(perf_t *p) {
+  size_t es = p->type->size, w = 0, at = 0;
+  if (multi && multi_count == p->count && multi_buf == p->recvbuf) return;
+  nexar_multi_free(&multi);
+  nexar_tensor_t t[MULTI_TENSORS];
+  for (int i = 0; i < MULTI_TENSORS; i++) w += (size_t)(i % 8) + 1;
+  for (int i = 0; i < MULTI_TENSORS; i++) {
+    size_t c = i == MULTI_TENSORS - 1 ? p->count - at
+                                      : p->count * ((size_t)(i % 8) + 1) / w;
+    t[i] = (nexar_tensor_t){(char *)p->recvbuf + at * es, c, DT(p)};
+    at += c;
+  }
+  int rc = nexar_multi_create(p->comm, t, MULTI_TENSORS, p->redop, &multi);
+  if (rc != NEXAR_OK) perf_fail(p, "nexar_multi_create", rc);
+  multi_count = p->count;
+  multi_buf = p->recvbuf;
+}
+
+static int run_multi(perf_t *p) {
+  if (!multi) return 1; /* prepare failed (printed) */
+  memcpy(p->recvbuf, p->sendbuf, p->count * p->type->size);
+  for (size_t i = 0; i < MULTI_TENSORS; i++)
+    PERF_CALL(p, "nexar_multi_ready", nexar_multi_ready(multi, i));
+  PERF_CALL(p, "nexar_multi_wait", nexar_multi_wait(multi));
+  return 0;
+}
+
 /* ---- The table. */
 
 #define P2P PERF_F_P2P
@@ -290,6 +327,8 @@ static const perf_op_t ops[] = {
     {"scatter", PERF_SCATTER, ROOT, bw_nminus1, NULL, run_scatter, NULL,
      expect_scattered},
     {"scan", PERF_FLAT, REDOP, bw_one, NULL, run_scan, NULL, expect_scan},
+    {"allreduce_multi", PERF_FLAT, REDOP, bw_allreduce, prepare_multi,
+     run_multi, NULL, expect_reduced},
     {"barrier", PERF_NONE, 0, bw_none, NULL, run_barrier, NULL, NULL},
 };
 

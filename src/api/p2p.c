@@ -34,6 +34,11 @@ static int check_peer_tag(nexar_comm_t *comm, int peer, int tag, unsigned how,
   return NEXAR_OK;
 }
 
+static int post_req(nexar_comm_t *comm, uint8_t *hbuf, uint64_t bytes,
+                    nexar__stage_t *stage, const nexar_iov_t *iov, size_t niov,
+                    uint32_t nsegs, nexar_dtype_t dtype, int peer, int tag,
+                    unsigned how, nexar__req_t **out);
+
 int nexar__api_p2p(nexar_comm_t *comm, const void *buf, size_t count,
                    nexar_dtype_t dtype, int peer, int tag, unsigned how,
                    nexar__req_t **out) {
@@ -47,7 +52,6 @@ int nexar__api_p2p(nexar_comm_t *comm, const void *buf, size_t count,
   }
   int crc = check_peer_tag(comm, peer, tag, how, count, es);
   if (crc < 0) return crc;
-  bool any_src = !send && peer == NEXAR_ANY_SOURCE;
   /* Device memory: a send is copied to a bounce buffer now, a receive
    * lands in one and is copied back at completion. */
   uint8_t *hbuf = (uint8_t *)(uintptr_t)buf;
@@ -69,10 +73,33 @@ int nexar__api_p2p(nexar_comm_t *comm, const void *buf, size_t count,
       }
     }
   }
-  nexar__req_t *r = nexar__zalloc(sizeof(*r));
+  return post_req(comm, hbuf, bytes, stage, NULL, 0, 0, dtype, peer, tag, how,
+                  out);
+}
+
+/* Builds and posts the request of a checked call: contiguous (|hbuf|,
+ * |stage|) or vectored (the |nsegs| non-empty entries of the |niov| in
+ * |iov|, copied after the request). */
+static int post_req(nexar_comm_t *comm, uint8_t *hbuf, uint64_t bytes,
+                    nexar__stage_t *stage, const nexar_iov_t *iov, size_t niov,
+                    uint32_t nsegs, nexar_dtype_t dtype, int peer, int tag,
+                    unsigned how, nexar__req_t **out) {
+  bool send = how & NEXAR__API_SEND;
+  bool any_src = !send && peer == NEXAR_ANY_SOURCE;
+  nexar__req_t *r =
+      nexar__zalloc(sizeof(*r) + (size_t)nsegs * sizeof(nexar__seg_t));
   if (!r) {
     nexar__stage_abort(stage);
     return NEXAR_ERR_NOMEM;
+  }
+  if (nsegs) {
+    r->segs = (nexar__seg_t *)(r + 1);
+    for (size_t i = 0, off = 0; i < niov; i++) {
+      if (!iov[i].bytes) continue;
+      r->segs[r->nsegs++] =
+          (nexar__seg_t){(uint8_t *)iov[i].base, iov[i].bytes, off};
+      off += iov[i].bytes;
+    }
   }
   r->stage = stage;
   r->kind = send ? NEXAR__REQ_SEND : NEXAR__REQ_RECV;
@@ -102,6 +129,80 @@ int nexar__api_p2p(nexar_comm_t *comm, const void *buf, size_t count,
   nexar__ep_post(&comm->ctx->ep, r);
   *out = r;
   return NEXAR_OK;
+}
+
+/* The vectored calls: NEXAR_ERR_INVALID_ARG (message recorded) for a list
+ * longer than NEXAR_IOV_MAX, a NULL list or entry with bytes, a total that
+ * overflows; NEXAR_ERR_UNSUPPORTED for an entry in device memory. Checked
+ * before anything is allocated. */
+static int api_p2pv(nexar_comm_t *comm, const nexar_iov_t *iov, size_t n,
+                    int peer, int tag, unsigned how, nexar__req_t **out) {
+  if (!comm || !out) return NEXAR_ERR_INVALID_ARG;
+  const char *what = how & NEXAR__API_SEND ? "sendv" : "recvv";
+  uint64_t total = 0;
+  uint32_t nsegs = 0;
+  if (n > NEXAR_IOV_MAX || (n && !iov)) {
+    nexar__comm_set_error(comm,
+                          "rank %d: %s: list of %zu entries (NULL: %d); at "
+                          "most NEXAR_IOV_MAX=%d",
+                          comm->rank, what, n, !iov, NEXAR_IOV_MAX);
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!iov[i].bytes) continue;
+    if (!iov[i].base || iov[i].bytes > UINT64_MAX - total) {
+      nexar__comm_set_error(comm,
+                            "rank %d: %s: entry %zu of %zu bytes is NULL or "
+                            "overflows the total (%llu bytes before it)",
+                            comm->rank, what, i, iov[i].bytes,
+                            (unsigned long long)total);
+      return NEXAR_ERR_INVALID_ARG;
+    }
+    total += iov[i].bytes;
+    nsegs++;
+  }
+  int rc = check_peer_tag(comm, peer, tag, how, 0, 1);
+  if (rc < 0) return rc;
+  nexar__dev_t *dev = &comm->ctx->dev;
+  for (size_t i = 0; i < n && !nexar__dev_host_only(dev); i++) {
+    if (!iov[i].bytes) continue;
+    int kind =
+        nexar__dev_classify(dev, comm, what, "list", iov[i].base, iov[i].bytes);
+    if (kind < 0) return kind;
+    if (kind == NEXAR_MEM_DEVICE) {
+      nexar__comm_set_error(comm,
+                            "rank %d: %s: entry %zu is in device memory; "
+                            "vectored calls take host memory only",
+                            comm->rank, what, i);
+      return NEXAR_ERR_UNSUPPORTED;
+    }
+  }
+  return post_req(comm, NULL, total, NULL, iov, n, nsegs, NEXAR_BYTE, peer, tag,
+                  how, out);
+}
+
+int nexar_isendv(nexar_comm_t *comm, const nexar_iov_t *iov, size_t n, int dest,
+                 int tag, nexar_req_t **req) {
+  return api_p2pv(comm, iov, n, dest, tag, NEXAR__API_SEND, req);
+}
+
+int nexar_irecvv(nexar_comm_t *comm, const nexar_iov_t *iov, size_t n,
+                 int source, int tag, nexar_req_t **req) {
+  return api_p2pv(comm, iov, n, source, tag, 0, req);
+}
+
+int nexar_sendv(nexar_comm_t *comm, const nexar_iov_t *iov, size_t n, int dest,
+                int tag) {
+  nexar__req_t *r;
+  int rc = nexar_isendv(comm, iov, n, dest, tag, &r);
+  return rc < 0 ? rc : nexar_wait(&r, NULL);
+}
+
+int nexar_recvv(nexar_comm_t *comm, const nexar_iov_t *iov, size_t n,
+                int source, int tag, nexar_status_t *status) {
+  nexar__req_t *r;
+  int rc = nexar_irecvv(comm, iov, n, source, tag, &r);
+  return rc < 0 ? rc : nexar_wait(&r, status);
 }
 
 int nexar_isend(nexar_comm_t *comm, const void *buf, size_t count,

@@ -58,6 +58,8 @@
     1 << 30, "direct gather/scatter from this block size (binomial below)")    \
   X(INT, seg_bytes, "NEXAR_SEG_BYTES", 1048576, 4096, 1 << 30,                 \
     "pipeline segment of the ring collectives")                                \
+  X(INT, bucket_bytes, "NEXAR_BUCKET_BYTES", 26214400, 1, 1 << 30,             \
+    "multi-tensor allreduce: bytes per bucket (a larger tensor goes alone)")   \
   X(INT, eager_bytes, "NEXAR_EAGER_BYTES", 131072, 1024, 16777216,             \
     "stream window before a receive is matched (unexpected-message bound)")    \
   X(INT, max_streams, "NEXAR_MAX_STREAMS", 128, 4, 4096,                       \

@@ -45,7 +45,11 @@ struct nexar_req {
   int tag;
   int lane;
   uint8_t *buf;
-  uint64_t cap;     /* receive capacity / send length in bytes */
+  uint64_t cap; /* receive capacity / send length in bytes */
+  /* Vectored p2p (nexar_sendv, nexar_recvv): the payload gathered from /
+   * scattered into nsegs entries (buf NULL; allocated with the request). */
+  nexar__seg_t *segs;
+  uint32_t nsegs;
   nexar__hdr_t hdr; /* send: header to send; recv (coll): expected */
   bool is_coll;
   /* A probe (nexar_probe): posted like a receive, it completes with the

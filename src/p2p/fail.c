@@ -25,9 +25,10 @@ static void omsg_end(nexar__omsg_t *m, int rc) {
      * (quic.c next_sendable). */
     c->want_write = true;
   }
-  bool user_buf = m->data && !m->owned;
+  bool user_buf = nexar__omsg_has_payload(m) && !m->owned;
   m->sent = nexar__omsg_total(m);
   m->data = NULL;
+  m->nsegs = 0;
   if (!r) return;
   if (live && m->sid >= 0 && (user_buf || m->ending) && m->acked < written) {
     /* Frames of the reset stream already lost may still be resent from

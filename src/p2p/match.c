@@ -43,6 +43,7 @@ void nexar__omsg_free(nexar__omsg_t *m) {
   if (!m) return;
   if (m->fwd) nexar__relay_out_gone(m);
   free(m->owned);
+  free(m->segs);
   free(m->pre);
   free(m);
 }
@@ -71,7 +72,27 @@ uint8_t *nexar__p2p_sink(nexar__link_t *c, nexar__imsg_t *m, size_t n) {
   if (!r || m->state != NEXAR__IM_MATCHED || r->fold || m->hash ||
       m->got + n > m->hdr.payload_len || m->got + n > r->cap)
     return NULL;
-  return r->buf + m->got;
+  if (!r->nsegs) return r->buf + m->got;
+  /* A scattering receive: when the bytes fit one entry. */
+  const nexar__seg_t *s = &r->segs[nexar__seg_find(r->segs, r->nsegs, m->got)];
+  return m->got + n <= s->off + s->len ? s->base + (m->got - s->off) : NULL;
+}
+
+/* Copies |n| payload bytes at payload offset |off| of the gathered list
+ * |s| (|ns| entries) out to |buf| (|to|), or from |buf| into the list. */
+static void seg_copy(const nexar__seg_t *s, uint32_t ns, uint64_t off,
+                     uint8_t *buf, size_t n, bool to) {
+  for (uint32_t i = n ? nexar__seg_find(s, ns, off) : ns; n && i < ns; i++) {
+    uint64_t at = off - s[i].off;
+    size_t k = s[i].len - at < n ? (size_t)(s[i].len - at) : n;
+    if (to)
+      memcpy(buf, s[i].base + at, k);
+    else if (buf != s[i].base + at) /* else: landed (nexar__p2p_sink) */
+      memcpy(s[i].base + at, buf, k);
+    buf += k;
+    off += k;
+    n -= k;
+  }
 }
 
 void nexar__p2p_on_out_closed(nexar__link_t *c, nexar__omsg_t *m) {
@@ -155,15 +176,30 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
   m->lane = lane;
   m->dest = dest;
   int rc = 0;
+  /* A gathered payload (a vectored send) is packed when it is copied or
+   * relayed (the relay digest reads one buffer), else read in place. */
+  uint32_t nsegs = req ? req->nsegs : 0;
+  if (nsegs && c->peer != dest) copy = true;
   if (copy && len) {
     m->owned = malloc(len);
     if (!m->owned) {
       rc = NEXAR_ERR_NOMEM;
       goto fail;
     }
-    memcpy(m->owned, data, len);
+    if (nsegs)
+      seg_copy(req->segs, nsegs, 0, m->owned, (size_t)len, true);
+    else
+      memcpy(m->owned, data, len);
+  } else if (nsegs) {
+    m->segs = malloc(nsegs * sizeof(*m->segs));
+    if (!m->segs) {
+      rc = NEXAR_ERR_NOMEM;
+      goto fail;
+    }
+    memcpy(m->segs, req->segs, nsegs * sizeof(*m->segs));
+    m->nsegs = nsegs;
   }
-  m->data = copy ? m->owned : data;
+  m->data = copy ? m->owned : nsegs ? NULL : data;
   if (c->peer != dest) {
     int limit = ctx->topo.test_limit ? ctx->topo.test_limit
                                      : 2 * ctx->topo.dist[dest] + 2;
@@ -310,11 +346,12 @@ static void deliver(nexar__imsg_t *m) {
       if (r->kind != NEXAR__REQ_RPC)
         nexar__comm_set_error(
             r->comm,
-            "rank %d: recv from rank %d tag %u (seq %llu): message of %llu "
-            "bytes truncated to the %llu-byte buffer",
-            r->comm->rank, src_comm_rank(m), m->hdr.tag,
-            (unsigned long long)m->hdr.seq,
-            (unsigned long long)m->hdr.payload_len, (unsigned long long)r->cap);
+            "rank %d: %s from rank %d tag %u (seq %llu): message of %llu "
+            "bytes truncated to the %llu-byte %s",
+            r->comm->rank, r->nsegs ? "recvv" : "recv", src_comm_rank(m),
+            m->hdr.tag, (unsigned long long)m->hdr.seq,
+            (unsigned long long)m->hdr.payload_len, (unsigned long long)r->cap,
+            r->nsegs ? "receive list" : "buffer");
     }
     nexar__req_complete(r, rc);
   }
@@ -329,6 +366,10 @@ static void copy_in(nexar__imsg_t *m, uint64_t off, const uint8_t *d,
   nexar__req_t *r = m->req;
   if (!r || off >= r->cap) return;
   size_t k = r->cap - off < n ? (size_t)(r->cap - off) : n;
+  if (r->nsegs) {
+    seg_copy(r->segs, r->nsegs, off, (uint8_t *)d, k, false);
+    return;
+  }
   if (!r->fold) {
     if (d != r->buf + off) memcpy(r->buf + off, d, k); /* else: landed */
     return;
@@ -752,7 +793,10 @@ int nexar__p2p_self_send(nexar_ctx_t *ctx, nexar__req_t *req) {
       free(m);
       return NEXAR_ERR_NOMEM;
     }
-    memcpy(m->buf, req->buf, req->cap);
+    if (req->nsegs)
+      seg_copy(req->segs, req->nsegs, 0, m->buf, (size_t)req->cap, true);
+    else
+      memcpy(m->buf, req->buf, req->cap);
     m->buf_len = req->cap;
   }
   req->st.bytes = req->cap;

@@ -354,10 +354,13 @@ size_t nexar__omsg_vecs(const nexar__omsg_t *m, struct iovec *v, size_t max,
       v[n++].iov_len = (size_t)(pend - off);
       off = pend;
     }
-    if (off < total && n < max) {
-      v[n].iov_base = (uint8_t *)m->data + (off - pend);
-      v[n++].iov_len = (size_t)(total - off);
-      off = total;
+    /* The payload: one run, or one per gathered entry. */
+    while (off < total && n < max) {
+      uint64_t k;
+      const uint8_t *p = nexar__omsg_run(m, off - pend, &k);
+      v[n].iov_base = (uint8_t *)p;
+      v[n++].iov_len = (size_t)k;
+      off += k;
     }
   }
   *fin = off == total;
@@ -454,7 +457,7 @@ void nexar__relay_reroute(nexar_ctx_t *ctx) {
         /* Untouched by the failed neighbour (it acknowledged nothing), so
          * every byte is still here: send it again along the new route. */
         bool intact = m->acked == 0 && (!m->fwd || m->fwd->done == 0) &&
-                      (m->fwd || m->data || !m->len); /* not cancelled */
+                      (m->fwd || nexar__omsg_has_payload(m) || !m->len);
         int hop = nexar__topo_next(ctx, m->dest);
         nexar__link_t *n = hop >= 0 ? ctx->peers[hop] : NULL;
         nexar__link_unqueue(c, m);

@@ -172,15 +172,15 @@ void nexar__quic_flush(nexar__link_t *c) {
       nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
       return;
     }
-    struct iovec iov[4];
-    ngtcp2_vec vec[4];
+    struct iovec iov[NEXAR__FRAME_VECS];
+    ngtcp2_vec vec[NEXAR__FRAME_VECS];
     size_t nvec = 0;
     uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
     int64_t sid = -1;
     if (m) {
       bool fin;
       sid = m->sid;
-      nvec = ep->ops->frame_vecs(m, iov, 4, &fin);
+      nvec = ep->ops->frame_vecs(m, iov, NEXAR__FRAME_VECS, &fin);
       for (size_t i = 0; i < nvec; i++) {
         vec[i].base = iov[i].iov_base;
         vec[i].len = iov[i].iov_len;

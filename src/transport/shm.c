@@ -410,14 +410,17 @@ static void written(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
 
 /* The payload bytes of |m| from m->sent on that may go as one descriptor
  * (the peer reads this process's memory; a long enough run of the
- * caller's buffer), else 0. */
+ * caller's buffer, within one entry of a gathered payload), else 0; *at
+ * is where they start. */
 static uint64_t desc_bytes(const nexar__shm_t *s, const nexar__omsg_t *m,
-                           uint64_t room) {
+                           uint64_t room, const uint8_t **at) {
   uint64_t pend = NEXAR__HDR_BYTES + m->pre_len, total = nexar__omsg_total(m);
-  if (!s->peer_reads || !s->cma_min || m->fwd || !m->data || m->sent < pend ||
-      total - m->sent < s->cma_min)
+  if (!s->peer_reads || !s->cma_min || m->fwd || !nexar__omsg_has_payload(m) ||
+      m->sent < pend || total - m->sent < s->cma_min)
     return 0;
-  uint64_t n = total - m->sent;
+  uint64_t n;
+  *at = nexar__omsg_run(m, m->sent - pend, &n);
+  if (n < s->cma_min) return 0; /* a short gathered entry: copied */
   if (n > room) n = room;
   return n > DESC_MAX_BYTES ? DESC_MAX_BYTES : n;
 }
@@ -465,10 +468,10 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
       m->blocked = true;
       break;
     }
-    uint64_t dn = desc_bytes(s, m, room);
+    const uint8_t *at = NULL;
+    uint64_t dn = desc_bytes(s, m, room, &at);
     if (dn) {
-      uint64_t pend = NEXAR__HDR_BYTES + m->pre_len;
-      shm_desc_t d = {(uint64_t)(uintptr_t)(m->data + (m->sent - pend)), dn};
+      shm_desc_t d = {(uint64_t)(uintptr_t)at, dn};
       struct iovec v = {&d, sizeof(d)};
       bool fin = m->sent + dn == total;
       if (!put(s, R_DESC, fin ? F_FIN : 0, (uint64_t)m->sid, m->sent, &v, 1))
@@ -480,9 +483,9 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
       if (fin) return true;
       continue;
     }
-    struct iovec v[4];
+    struct iovec v[NEXAR__FRAME_VECS];
     bool fin;
-    size_t nv = ops->frame_vecs(m, v, 4, &fin);
+    size_t nv = ops->frame_vecs(m, v, NEXAR__FRAME_VECS, &fin);
     /* A record carries at most a chunk, and never more than the ring's
      * largest (a small NEXAR_SHM_RING_KIB). */
     uint64_t chunk = nexar__shm_ring_max_payload(&s->seg.tx);
@@ -500,8 +503,8 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
     fin = fin && m->sent + len == total;
     /* The header goes alone when descriptors follow it. */
     if (s->peer_reads && s->cma_min &&
-        m->sent < NEXAR__HDR_BYTES + m->pre_len && !m->fwd && m->data &&
-        m->len >= s->cma_min) {
+        m->sent < NEXAR__HDR_BYTES + m->pre_len && !m->fwd &&
+        nexar__omsg_has_payload(m) && m->len >= s->cma_min) {
       uint64_t head = NEXAR__HDR_BYTES + m->pre_len - m->sent;
       if (len > head) {
         len = 0;

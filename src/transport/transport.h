@@ -36,7 +36,11 @@
 
 #define NEXAR__TP_MAX 4       /* transports of one endpoint */
 #define NEXAR__FOLD_MAX_ES 32 /* largest element a receive folds in */
-#define NEXAR__REQ_KINDS 5    /* request kinds (enum nexar__req_kind) */
+/* Vectors a transport asks a frame for per write (frame_vecs): the header,
+ * the relay prefix and the payload's runs (one per entry of a gathered
+ * payload, nexar_sendv). */
+#define NEXAR__FRAME_VECS 16
+#define NEXAR__REQ_KINDS 5 /* request kinds (enum nexar__req_kind) */
 /* Receive batch: datagrams per recvmmsg, bytes per (GRO) datagram. */
 #define NEXAR__RX_BATCH 32
 #define NEXAR__RX_BUF 65536
@@ -78,6 +82,29 @@ typedef struct nexar__identity {
 
 typedef struct nexar__fwd nexar__fwd_t;
 
+/* ---- A gathered payload (nexar_sendv / nexar_recvv): entry |i| holds
+ * payload bytes [off, off + len) at |base|; offsets ascend, zero-length
+ * entries are left out. */
+typedef struct nexar__seg {
+  uint8_t *base;
+  uint64_t len;
+  uint64_t off;
+} nexar__seg_t;
+/* The entry of the |n| in |s| that holds payload byte |off| (< the total):
+ * binary search. */
+static inline uint32_t nexar__seg_find(const nexar__seg_t *s, uint32_t n,
+                                       uint64_t off) {
+  uint32_t lo = 0, hi = n;
+  while (hi - lo > 1) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (s[mid].off <= off)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /* ---- Outgoing message: one stream carrying hdr, then pre, then data
  * (a frame forwarded for others carries hdr, then bytes of fwd's ring). */
 struct nexar__omsg {
@@ -85,8 +112,12 @@ struct nexar__omsg {
   uint8_t hdr[NEXAR__HDR_BYTES];
   const uint8_t *data; /* payload: the user's buffer or |owned| */
   uint8_t *owned;      /* eager copy, freed when the stream closes */
-  uint64_t len;        /* payload bytes */
-  uint8_t *pre;        /* relay envelope + inner header (owned), or NULL */
+  /* Or a gathered payload read from the caller's buffers (data NULL):
+   * nsegs entries of segs (owned; nsegs 0 once the message is cut). */
+  nexar__seg_t *segs;
+  uint32_t nsegs;
+  uint64_t len; /* payload bytes */
+  uint8_t *pre; /* relay envelope + inner header (owned), or NULL */
   uint32_t pre_len;
   uint64_t sent;  /* stream bytes handed to ngtcp2 (header included) */
   uint64_t acked; /* stream bytes acknowledged */
@@ -114,6 +145,23 @@ struct nexar__omsg {
 /* Stream bytes of |m|: header, relay prefix and payload. */
 static inline uint64_t nexar__omsg_total(const nexar__omsg_t *m) {
   return NEXAR__HDR_BYTES + m->pre_len + m->len;
+}
+/* Whether |m|'s payload is still to be read from memory (not cut). */
+static inline bool nexar__omsg_has_payload(const nexar__omsg_t *m) {
+  return m->data || m->nsegs;
+}
+/* The contiguous run of |m|'s payload at payload offset |off| (< m->len):
+ * its address, and its length in *n (to the end of the payload, or of the
+ * gathered entry holding |off|). */
+static inline const uint8_t *nexar__omsg_run(const nexar__omsg_t *m,
+                                             uint64_t off, uint64_t *n) {
+  if (!m->nsegs) {
+    *n = m->len - off;
+    return m->data + off;
+  }
+  const nexar__seg_t *s = &m->segs[nexar__seg_find(m->segs, m->nsegs, off)];
+  *n = s->len - (off - s->off);
+  return s->base + (off - s->off);
 }
 
 /* ---- Incoming message: one remote unidirectional stream. */
