@@ -470,7 +470,7 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
     nexar__ft_tick(ctx, now);
-    nexar__flight_poll(ctx);
+    if (ctx->flight) nexar__flight_poll(ctx);
     if (ctx->world_comm) ctx->hooks->coll_tick(ctx->world_comm, now);
     for (int i = 0; i < ctx->ncomms; i++)
       ctx->hooks->coll_tick(ctx->comms[i], now);

@@ -42,6 +42,10 @@ static void install_handler(void) {
 int nexar__flight_init(nexar_ctx_t *ctx) {
   int64_t n = ctx->prm.flight_recorder;
   if (n <= 0) return 0;
+  /* A power of two: the slot of an id is a mask, not a division. */
+  int64_t p2 = 1;
+  while (p2 < n) p2 *= 2;
+  n = p2;
   nexar__flight_t *f = calloc(1, sizeof(*f));
   if (!f) return NEXAR_ERR_NOMEM;
   f->ring = calloc((size_t)n, sizeof(*f->ring));
@@ -71,32 +75,37 @@ void nexar__flight_post(nexar_ctx_t *ctx, nexar__req_t *req, const char *op,
   nexar__flight_t *f = ctx->flight;
   if (!f) return;
   uint64_t id = f->next++;
-  nexar__flight_ent_t *e = &f->ring[id % f->cap];
+  nexar__flight_ent_t *e = &f->ring[id & (f->cap - 1)];
   /* An entry overwritten while its request runs loses the link. */
   if (e->state == NEXAR__FL_POSTED && e->req) e->req->flight = 0;
   nexar_comm_t *c = req->comm;
-  *e = (nexar__flight_ent_t){.id = id,
-                             .comm = c->id,
-                             .seq = seq,
-                             .count = count,
-                             .t_post = nexar__now(),
-                             .op = op,
-                             .algo = algo,
-                             .req = req,
-                             .epoch = c->epoch,
-                             .crank = c->rank,
-                             .csize = c->size,
-                             .dtype = dtype,
-                             .root = root,
-                             .tag = tag,
-                             .state = NEXAR__FL_POSTED};
+  /* Field by field (the compound literal would clear wait[] whole); the
+   * post time is the request's own (the API took it for the deadline). */
+  e->id = id;
+  e->comm = c->id;
+  e->seq = seq;
+  e->count = count;
+  e->t_post = req->t_start ? req->t_start : nexar__now();
+  e->t_end = 0;
+  e->op = op;
+  e->algo = algo;
+  e->req = req;
+  e->epoch = c->epoch;
+  e->crank = c->rank;
+  e->csize = c->size;
+  e->dtype = dtype;
+  e->root = root;
+  e->tag = tag;
+  e->rc = 0;
+  e->state = NEXAR__FL_POSTED;
+  e->wait[0] = 0;
   req->flight = id;
 }
 
 static nexar__flight_ent_t *entry_of(const nexar__req_t *req) {
   nexar__flight_t *f = req->comm->ctx->flight;
   if (!f || !req->flight) return NULL;
-  nexar__flight_ent_t *e = &f->ring[req->flight % f->cap];
+  nexar__flight_ent_t *e = &f->ring[req->flight & (f->cap - 1)];
   return e->id == req->flight ? e : NULL;
 }
 
@@ -122,7 +131,9 @@ void nexar__flight_end(nexar__req_t *req, int rc) {
   nexar__flight_ent_t *e = entry_of(req);
   req->flight = 0;
   if (!e) return;
-  e->t_end = nexar__now();
+  /* The pass's clock: no clock read of our own. */
+  uint64_t now = req->comm->ctx->ep.pass_now;
+  e->t_end = now > e->t_post ? now : e->t_post;
   e->req = NULL;
   e->rc = rc;
   e->state = rc < 0 ? NEXAR__FL_FAILED : NEXAR__FL_DONE;
@@ -264,7 +275,7 @@ int nexar__flight_write(nexar_ctx_t *ctx, const char *path) {
              ctx->rank, world, host, (int)getpid(), wall, f ? f->cap : 0,
              (unsigned long long)(last - first));
   for (uint64_t id = first; id < last; id++) {
-    const nexar__flight_ent_t *e = &f->ring[id % f->cap];
+    const nexar__flight_ent_t *e = &f->ring[id & (f->cap - 1)];
     if (e->id == id) write_entry(o, ctx, e, mono, wall);
   }
   out_flush(o);

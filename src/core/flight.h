@@ -41,11 +41,11 @@ typedef struct nexar__flight_ent {
 
 typedef struct nexar__flight {
   nexar__flight_ent_t *ring; /* cap entries; NULL: the recorder is off */
-  uint32_t cap;
-  uint64_t next;      /* id of the next operation */
-  uint64_t last_auto; /* when the last automatic dump ran (ns) */
-  unsigned sig_seen;  /* SIGUSR1 requests handled */
-  char dir[512];      /* automatic dumps: NEXAR_DEBUG_FILE's folder, or "" */
+  uint32_t cap;              /* a power of two */
+  uint64_t next;             /* id of the next operation */
+  uint64_t last_auto;        /* when the last automatic dump ran (ns) */
+  unsigned sig_seen;         /* SIGUSR1 requests handled */
+  char dir[512]; /* automatic dumps: NEXAR_DEBUG_FILE's folder, or "" */
 } nexar__flight_t;
 
 /* Sets up |ctx|'s recorder (NEXAR_FLIGHT_RECORDER entries, the dump folder)
