@@ -6,6 +6,11 @@
  * rank 0 also dumps through nexar_flight_dump while it waits (its allreduce
  * shows as waiting for rank 2), the sleeper dumps on SIGUSR1 and through
  * the API. nexar-trace on the folder must name rank 2, and only rank 2.
+ *
+ * Second case, a failure: rank 2 dumps and then dies (SIGKILL) instead of
+ * calling the allreduce; the others' allreduce fails with
+ * NEXAR_ERR_PEER_FAILED (or REVOKED), which dumps their recorders, and
+ * nexar-trace names rank 2 again.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -23,6 +28,7 @@
 #define OP_TIMEOUT_MS 2000
 
 static char dir[256];
+static int killed; /* the second case: the sleeper dies instead */
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -69,6 +75,22 @@ static int worker(int index, void *arg) {
   /* Collective #0: everyone. */
   NT_OK(nexar_allreduce(w, &one, &sum, 1, NEXAR_INT32, NEXAR_SUM));
   NT_CHECK(sum == 4);
+  if (index == SLEEPER && killed) {
+    NT_OK(nexar_flight_dump(ctx, NULL));
+    raise(SIGKILL);
+  }
+  if (killed) {
+    int rc = nexar_allreduce(w, &one, &sum, 1, NEXAR_INT32, NEXAR_SUM);
+    NT_CHECK(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED);
+    char *d = auto_dump(index);
+    NT_CHECK(d != NULL);
+    char *e = strstr(d, "\"seq\":1,");
+    NT_CHECK(e != NULL);
+    NT_CHECK(strstr(e, "\"state\":\"failed\",\"error\":\"NEXAR_ERR_") != NULL);
+    free(d);
+    nexar_finalize(ctx);
+    return 0;
+  }
   if (index == SLEEPER) {
     /* Collective #1 is never called here. A SIGUSR1 dumps on the engine's
      * next pass. */
@@ -120,7 +142,9 @@ static int worker(int index, void *arg) {
   return 0;
 }
 
-int main(void) {
+/* Runs the job once into a fresh |dir|, then nexar-trace on it; 0 when
+ * both did what the case wants. */
+static int run_case(const char *name) {
   snprintf(dir, sizeof dir, "/tmp/nexar-flight-XXXXXX");
   if (!mkdtemp(dir)) return 1;
   char env[512];
@@ -128,7 +152,10 @@ int main(void) {
            "NEXAR_OP_TIMEOUT_MS=%d\nNEXAR_DEBUG_FILE=%s/log.%%p\n"
            "NEXAR_COLL_PROBE_MS=0",
            OP_TIMEOUT_MS, dir);
-  nt_opts_t o = {.world_size = 4, .timeout_ms = 30000, .env = env};
+  nt_opts_t o = {.world_size = 4,
+                 .timeout_ms = 30000,
+                 .env = env,
+                 .tolerate_kill = killed};
   int fail = nt_run(&o, worker, NULL);
   /* nexar-trace on the folder names the sleeper. */
   char cmd[700], out[8192] = "";
@@ -152,6 +179,13 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fail = 1;
   }
-  printf("%s test_flight\n", fail ? "FAIL" : "ok");
+  printf("%s %s\n", fail ? "FAIL" : "ok", name);
+  return fail;
+}
+
+int main(void) {
+  int fail = run_case("hang");
+  killed = 1;
+  fail |= run_case("killed");
   return fail;
 }

@@ -208,14 +208,6 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     goto fail_early;
   }
   nexar__rpc_init(ctx);
-  if (nexar__flight_init(ctx) < 0) {
-    nexar__set_init_error(
-        "nexar_init: out of memory for the flight recorder "
-        "(NEXAR_FLIGHT_RECORDER=%lld)",
-        (long long)ctx->prm.flight_recorder);
-    ctx_free(ctx);
-    return NEXAR_ERR_NOMEM;
-  }
   rc = nexar__ep_init(&ctx->ep, &ss, sl, &nexar__worker_ops, ctx, &ctx->prm,
                       &ctx->host);
   if (rc < 0) {
@@ -225,6 +217,14 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     return rc;
   }
   ctx->ep.pause_ns = nexar__ft_pause_ns(ctx);
+  if (nexar__flight_init(ctx) < 0) {
+    nexar__set_init_error(
+        "nexar_init: out of memory for the flight recorder "
+        "(NEXAR_FLIGHT_RECORDER=%lld)",
+        (long long)ctx->prm.flight_recorder);
+    ctx_free(ctx);
+    return NEXAR_ERR_NOMEM;
+  }
   nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_SEND, &p2p_kind);
   nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_RECV, &p2p_kind);
   nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_COLL, &coll_kind);

@@ -32,7 +32,7 @@
     86400000, "deadline of the whole bootstrap (seed, hello, mesh)")           \
   X(INT, op_timeout_ms, "NEXAR_OP_TIMEOUT_MS", 300000, 1, 86400000,            \
     "deadline of each blocking call and collective")                           \
-  X(INT, flight_recorder, "NEXAR_FLIGHT_RECORDER", 512, 0, 1 << 20,            \
+  X(INT, flight_recorder, "NEXAR_FLIGHT_RECORDER", 512, 0, 1 << 16,            \
     "operations the flight recorder keeps, rounded up to a power of two (0: "  \
     "off; docs/debugging.md)")                                                 \
   X(INT, coll_probe_ms, "NEXAR_COLL_PROBE_MS", 1000, 0, 86400000,              \
