@@ -75,6 +75,13 @@ static int worker(int index, void *arg) {
   /* Collective #0: everyone. */
   NT_OK(nexar_allreduce(w, &one, &sum, 1, NEXAR_INT32, NEXAR_SUM));
   NT_CHECK(sum == 4);
+  /* A user message, recorded as a send on rank 1 and a recv on rank 3. */
+  int32_t msg = 77;
+  if (index == 1) NT_OK(nexar_send(w, &msg, 1, NEXAR_INT32, 3, 5));
+  if (index == 3) {
+    NT_OK(nexar_recv(w, &msg, 1, NEXAR_INT32, 1, 5, NULL));
+    NT_CHECK(msg == 77);
+  }
   if (index == SLEEPER && killed) {
     NT_OK(nexar_flight_dump(ctx, NULL));
     raise(SIGKILL);
@@ -137,6 +144,10 @@ static int worker(int index, void *arg) {
   NT_CHECK(e != NULL);
   NT_CHECK(strstr(e, "\"state\":\"failed\",\"error\":\"NEXAR_ERR_TIMEOUT\"") !=
            NULL);
+  if (index == 3)
+    NT_CHECK(strstr(d,
+                    "\"op\":\"recv\",\"dtype\":-1,\"count\":4,\"root\":1,"
+                    "\"tag\":5,") != NULL);
   free(d);
   nexar_finalize(ctx); /* the sleeper may be gone or late: any result */
   return 0;
@@ -183,8 +194,38 @@ static int run_case(const char *name) {
   return fail;
 }
 
+/* NEXAR_FLIGHT_RECORDER=0: nothing is recorded, a dump is the header. */
+static int off_worker(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  setenv("NEXAR_FLIGHT_RECORDER", "0", 1);
+  nexar_ctx_t *ctx;
+  NT_OK(nt_join(&ctx));
+  NT_OK(nexar_barrier(nexar_comm_world(ctx)));
+  char path[300];
+  snprintf(path, sizeof path, "%s/off.jsonl", dir);
+  NT_OK(nexar_flight_dump(ctx, path));
+  char *d = slurp(path);
+  NT_CHECK(d != NULL);
+  NT_CHECK(strstr(d, "\"capacity\":0,\"entries\":0}\n") != NULL);
+  NT_CHECK(strchr(d, '\n') == d + strlen(d) - 1); /* one line */
+  free(d);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 int main(void) {
-  int fail = run_case("hang");
+  snprintf(dir, sizeof dir, "/tmp/nexar-flight-XXXXXX");
+  if (!mkdtemp(dir)) return 1;
+  nt_opts_t o = {.world_size = 1};
+  int fail = nt_run(&o, off_worker, NULL);
+  printf("%s off\n", fail ? "FAIL" : "ok");
+  if (!fail) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    fail = system(cmd) != 0;
+  }
+  fail |= run_case("hang");
   killed = 1;
   fail |= run_case("killed");
   return fail;

@@ -244,9 +244,15 @@ int nexar__flight_write(nexar_ctx_t *ctx, const char *path) {
   char def[600], tmp[640], host[256] = "";
   gethostname(host, sizeof host - 1);
   if (!path) {
-    if (!f || !f->dir[0]) return NEXAR_ERR_INVALID_ARG;
-    snprintf(def, sizeof def, "%s/nexar-flight.%d.%s.%d.jsonl", f->dir,
-             ctx->rank, host, (int)getpid());
+    /* With the recorder off: the same file, the header only. */
+    char dir[sizeof f->dir];
+    if (f)
+      memcpy(dir, f->dir, sizeof dir);
+    else
+      nexar__log_dir(dir, sizeof dir);
+    if (!dir[0]) return NEXAR_ERR_INVALID_ARG;
+    snprintf(def, sizeof def, "%s/nexar-flight.%d.%s.%d.jsonl", dir, ctx->rank,
+             host, (int)getpid());
     path = def;
   }
   /* Written whole to a temporary name, then renamed: a reader never sees
