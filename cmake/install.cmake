@@ -5,6 +5,7 @@
 #   lib/pkgconfig/nexar.pc
 #   lib/cmake/nexar/{nexarConfig,nexarConfigVersion,nexarTargets*}.cmake
 #   bin/nexar-seed, nexar-run, nexar-perf and share/man/man1/ their pages
+#   bin/nexar-trace (python3: merges flight-recorder dumps)
 include(CMakePackageConfigHelpers)
 
 set(NEXAR_TOOLS nexar-seed nexar-run nexar-perf)
@@ -15,6 +16,7 @@ install(TARGETS nexar nexar_static EXPORT nexarTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${NEXAR_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS tools/nexar-trace DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES include/nexar.h ${PROJECT_BINARY_DIR}/include/nexar_version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 

@@ -194,6 +194,37 @@ NEXAR_EXTERN int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **ctx);
  */
 NEXAR_EXTERN int nexar_finalize(nexar_ctx_t *ctx);
 
+/*
+ * Writes the flight recorder of |ctx| to the file |path| (created or
+ * replaced; written whole under |path|.tmp, then renamed): JSON lines, one
+ * header ({"nexar_flight":1, "rank", "world", "host", "pid", "time" in Unix
+ * seconds, "capacity", "entries"}) and one line per recent operation,
+ * oldest first: communicator id, epoch, this process's rank in it and its
+ * size, op, collective sequence number, algorithm, dtype, count (elements;
+ * bytes for send/recv), root or peer, tag, post and end times, state
+ * (posted, waiting, done, failed), the error of a failed operation and the
+ * ranks it waits (or waited) for. docs/debugging.md gives the format and
+ * the nexar-trace tool that merges the dumps of all ranks. A dump never
+ * holds message payloads or the secret.
+ *
+ * The recorder keeps the last NEXAR_FLIGHT_RECORDER operations (default
+ * 512; 0: off, the dump then holds the header only), recorded by the
+ * progress engine with a few stores per operation. It also dumps by itself
+ * to "nexar-flight.RANK.HOST.PID.jsonl" in the folder of NEXAR_DEBUG_FILE
+ * (when that is set): when an operation fails with NEXAR_ERR_TIMEOUT (its
+ * deadline), NEXAR_ERR_PEER_FAILED or NEXAR_ERR_REVOKED (at most once a
+ * second), and on SIGUSR1 (the handler is installed at nexar_init only if
+ * the application has none for that signal; it sets a flag the engine
+ * looks at on its next pass).
+ *
+ * |path| NULL: that automatic file. Returns NEXAR_OK; NEXAR_ERR_INVALID_ARG
+ * when |ctx| is NULL, |path| is empty, or |path| is NULL and
+ * NEXAR_DEBUG_FILE is unset; NEXAR_ERR_SYS when the file cannot be written;
+ * NEXAR_ERR_NOMEM. Thread-safe (runs in the engine), also while other
+ * threads wait in hung operations.
+ */
+NEXAR_EXTERN int nexar_flight_dump(nexar_ctx_t *ctx, const char *path);
+
 /* The world communicator of |ctx|; owned by the context. */
 NEXAR_EXTERN nexar_comm_t *nexar_comm_world(nexar_ctx_t *ctx);
 /* This process's rank in |comm|. NEXAR_ERR_INVALID_ARG on NULL arguments. */

@@ -46,6 +46,10 @@ for t in nexar-seed nexar-run nexar-perf; do
   [ -s "$p/share/man/man1/$t.1" ] || fail "no man page for $t"
 done
 
+# The flight-recorder tool (a python3 script) is installed and runs.
+"$p/bin/nexar-trace" --help | grep -q '^usage: nexar-trace' ||
+  fail "nexar-trace --help"
+
 export PKG_CONFIG_PATH=$p/lib/pkgconfig
 [ "$(pkg-config --modversion nexar)" = "$ver" ] || fail "pkg-config version"
 

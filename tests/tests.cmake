@@ -103,6 +103,11 @@ nexar_test(test_mismatch 300 test_mismatch.c)
 # Compressed allreduce (top-k, random-k, error feedback) at world sizes 1 to
 # 5: bit-exact against a serial model, conservation, bytes, bad input.
 nexar_test(test_compress 180 test_compress.c)
+# The flight recorder on a hang; nexar-trace names the rank that never
+# called (docs/debugging.md).
+nexar_test(test_flight 120 test_flight.c)
+target_compile_definitions(test_flight PRIVATE
+  NEXAR_TRACE="${PROJECT_SOURCE_DIR}/tools/nexar-trace")
 # Several user threads per process calling p2p at once (caller-driven progress).
 nexar_test(test_threads 180 test_threads.c)
 # RPC by function id at world sizes 1 and 3.

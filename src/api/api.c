@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "core/flight.h"
 #include "cluster/cluster.h"
 #include "coll/sched.h"
 #include "rpc/rpc_int.h"
@@ -39,6 +40,7 @@ static const nexar__hooks_t hooks = {
     .rpc_unlend = nexar__rpc_unlend,
     .ft_dispatch = nexar__ft_dispatch,
     .agree_release = nexar__agree_release,
+    .coll_waiting = nexar__coll_waiting,
 };
 
 /* Frees the unexpected messages of the self channel (no connection) left
@@ -107,6 +109,7 @@ static void ctx_free(nexar_ctx_t *ctx) {
   nexar__agree_fini(ctx);
   nexar__rpc_fini(ctx);
   nexar__dev_fini(&ctx->dev);
+  nexar__flight_fini(ctx);
   comm_free_self_unexp(ctx->world_comm);
   nexar__comm_free(ctx->world_comm);
   /* Communicators the application did not free. */
@@ -214,6 +217,14 @@ int nexar_init(const nexar_config_t *cfg, nexar_ctx_t **out) {
     return rc;
   }
   ctx->ep.pause_ns = nexar__ft_pause_ns(ctx);
+  if (nexar__flight_init(ctx) < 0) {
+    nexar__set_init_error(
+        "nexar_init: out of memory for the flight recorder "
+        "(NEXAR_FLIGHT_RECORDER=%lld)",
+        (long long)ctx->prm.flight_recorder);
+    ctx_free(ctx);
+    return NEXAR_ERR_NOMEM;
+  }
   nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_SEND, &p2p_kind);
   nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_RECV, &p2p_kind);
   nexar__ep_set_kind(&ctx->ep, NEXAR__REQ_COLL, &coll_kind);
@@ -484,4 +495,22 @@ int nexar_finalize(nexar_ctx_t *ctx) {
   }
   ctx_free(ctx);
   return rc;
+}
+
+/* ---- Flight recorder ---- */
+
+typedef struct {
+  nexar_ctx_t *ctx;
+  const char *path;
+} dump_args_t;
+
+static int dump_fn(nexar__req_t *ctl) {
+  dump_args_t *a = ctl->cb_arg;
+  return nexar__flight_write(a->ctx, a->path);
+}
+
+int nexar_flight_dump(nexar_ctx_t *ctx, const char *path) {
+  if (!ctx || (path && !*path)) return NEXAR_ERR_INVALID_ARG;
+  dump_args_t a = {ctx, path};
+  return nexar__ep_call(&ctx->ep, dump_fn, &a, UINT64_MAX);
 }

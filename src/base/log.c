@@ -187,6 +187,19 @@ int nexar__log_check(char *err, size_t errlen) {
   return 0;
 }
 
+int nexar__log_dir(char *out, size_t n) {
+  nexar__log_init();
+  out[0] = 0;
+  if (log_file == stderr || !log_path[0]) return -1;
+  const char *slash = strrchr(log_path, '/');
+  if (!slash) return snprintf(out, n, ".") < (int)n ? 0 : -1;
+  size_t len = slash == log_path ? 1 : (size_t)(slash - log_path);
+  if (len >= n) return -1;
+  memcpy(out, log_path, len);
+  out[len] = 0;
+  return 0;
+}
+
 void nexar__log_write(int level, int subsys, const char *fmt, ...) {
   static const char *lvname[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};
   char msg[1024];

@@ -44,6 +44,9 @@ void nexar__log_init(void);
  * file's error: its path and strerror).
  */
 int nexar__log_check(char *err, size_t errlen);
+/* The folder of the file NEXAR_DEBUG_FILE names (the logger's file) into
+ * |out|: 0, or -1 with |out| empty when the log goes to stderr. */
+int nexar__log_dir(char *out, size_t n);
 void nexar__log_write(int level, int subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

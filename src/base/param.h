@@ -32,6 +32,9 @@
     86400000, "deadline of the whole bootstrap (seed, hello, mesh)")           \
   X(INT, op_timeout_ms, "NEXAR_OP_TIMEOUT_MS", 300000, 1, 86400000,            \
     "deadline of each blocking call and collective")                           \
+  X(INT, flight_recorder, "NEXAR_FLIGHT_RECORDER", 512, 0, 1 << 16,            \
+    "operations the flight recorder keeps, rounded up to a power of two (0: "  \
+    "off; docs/debugging.md)")                                                 \
   X(INT, coll_probe_ms, "NEXAR_COLL_PROBE_MS", 1000, 0, 86400000,              \
     "a collective waiting this long sends its fingerprint to all (0: off)")    \
   X(STR, algo_allreduce, "NEXAR_ALGO_ALLREDUCE", "auto", 0, 0,                 \

@@ -20,6 +20,7 @@
 
 #include "cluster/seed_int.h"
 #include "cluster/cluster.h"
+#include "core/flight.h"
 
 enum { BOOT_SEED = 1, BOOT_MESH = 2, BOOT_DONE = 3, BOOT_FAILED = 4 };
 
@@ -469,6 +470,7 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
     nexar__ft_tick(ctx, now);
+    if (ctx->flight) nexar__flight_poll(ctx);
     if (ctx->world_comm) ctx->hooks->coll_tick(ctx->world_comm, now);
     for (int i = 0; i < ctx->ncomms; i++)
       ctx->hooks->coll_tick(ctx->comms[i], now);

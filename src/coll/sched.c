@@ -8,6 +8,7 @@
 
 #include "coll/reduce.h"
 #include "coll/sched.h"
+#include "core/flight.h"
 
 enum { ST_WAITING = 0, ST_READY, ST_POSTED, ST_DONE };
 
@@ -355,11 +356,22 @@ static void step_done(nexar__sched_t *s, uint32_t i) {
   }
 }
 
+/* The flight recorder notes whom a failing collective waited for. */
+static void flight_waits(nexar__sched_t *s) {
+  if (!s->user->flight) return;
+  char missing[256];
+  nexar__sched_missing(s, missing, sizeof missing);
+  nexar__flight_waits(s->user, strcmp(missing, "none") ? missing : "");
+}
+
 /* Fails the schedule: cancels every posted step. Their completions come
  * back through comm_done while |running| keeps them from finishing the
  * schedule under our feet. */
 static void fail(nexar__sched_t *s, int rc) {
-  if (s->rc == 0) s->rc = rc;
+  if (s->rc == 0) {
+    flight_waits(s);
+    s->rc = rc;
+  }
   bool was = s->running;
   s->running = true;
   for (size_t i = 0; i < s->nsteps; i++)
@@ -372,6 +384,7 @@ static void run(nexar__sched_t *s);
 static void comm_done(nexar__req_t *r) {
   nexar__sched_t *s = r->cb_arg;
   s->inflight--;
+  if (r->rc < 0 && s->rc == 0) flight_waits(s); /* before |r| counts done */
   step_done(s, (uint32_t)(r - s->reqs));
   if (r->rc < 0 && s->rc == 0) fail(s, r->rc);
   run(s);
@@ -455,6 +468,12 @@ void nexar__coll_start(nexar__req_t *u) {
   /* The finalize barrier has a number of its own, so it works even when
    * the ranks disagree on the sequence (after a mismatch or a timeout). */
   s->tmpl.coll_seq = s->a.final ? UINT64_MAX : s->comm->coll_seq++;
+  nexar__flight_post(
+      s->comm->ctx, u,
+      s->a.final ? "finalize_barrier" : nexar__coll_name(s->a.coll),
+      nexar__algo_name(s->a.algo), s->tmpl.coll_seq,
+      s->a.coll == NEXAR__COLL_BARRIER ? -1 : (int)s->a.dtype, s->a.count,
+      s->a.root, -1);
   /* A mismatch found while starting fails |s|; |running| keeps that from
    * finishing (freeing) it before we are done here. */
   s->running = true;
@@ -504,6 +523,10 @@ void nexar__coll_cancel(nexar__req_t *u, int rc) {
   if (!s || atomic_load(&u->done)) return;
   fail(s, rc);
   run(s); /* finishes the schedule once nothing is in flight */
+}
+
+void nexar__coll_waiting(const nexar__req_t *req, char *out, size_t len) {
+  nexar__sched_missing(req->sched, out, len);
 }
 
 void nexar__sched_missing(const nexar__sched_t *s, char *out, size_t len) {

@@ -248,6 +248,8 @@ const char *nexar__algo_name(int algo);
 /* Appends to |out| the comm ranks of receive steps not yet done (the ranks
  * that have not contributed), as "3, 5"; "none" when there are none. */
 void nexar__sched_missing(const nexar__sched_t *s, char *out, size_t len);
+/* The same for running collective |req| (the flight recorder's hook). */
+void nexar__coll_waiting(const nexar__req_t *req, char *out, size_t len);
 
 /* Collectives that combine data with a reduction op (and carry it in
  * their fingerprint). */

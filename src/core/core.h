@@ -80,6 +80,9 @@ struct nexar_req {
   uint64_t rpc_deadline;
   uint64_t rpc_id;
   bool rpc_pending;
+  /* The flight recorder's entry of this user request (core/flight.h); 0:
+   * none. */
+  uint64_t flight;
 };
 
 /* ---- Communicator. */
@@ -276,12 +279,13 @@ struct nexar_ctx {
   bool rs_active;
   uint8_t *rs_need; /* [rs_n]: 1 while id |i| must still answer */
   int rs_n, rs_left;
-  uint32_t rs_gen;          /* which check a probe belongs to */
-  int rs_fail_id;           /* a probe whose link failed (-1: none) */
-  int rs_fail_rc;           /* and how */
-  uint64_t rs_paused;       /* how long this process did not run (ns) */
-  uint64_t rs_deadline;     /* when unanswered neighbours count as gone */
-  struct nexar__agree *ags; /* agreements in progress (agree.c, engine) */
+  uint32_t rs_gen;              /* which check a probe belongs to */
+  int rs_fail_id;               /* a probe whose link failed (-1: none) */
+  int rs_fail_rc;               /* and how */
+  uint64_t rs_paused;           /* how long this process did not run (ns) */
+  uint64_t rs_deadline;         /* when unanswered neighbours count as gone */
+  struct nexar__agree *ags;     /* agreements in progress (agree.c, engine) */
+  struct nexar__flight *flight; /* recent operations (flight.c); NULL: off */
 };
 
 /* ---------------- engine.c ---------------- */
@@ -354,6 +358,9 @@ typedef struct nexar__hooks {
    * not yet reported (|seen|: how many were). */
   void (*ft_dispatch)(nexar_ctx_t *ctx, int *seen);
   void (*agree_release)(nexar_ctx_t *ctx, nexar_comm_t *comm);
+  /* The flight recorder's dump: the comm ranks running collective |req|
+   * still waits for, as "2, 5" ("none" when none). */
+  void (*coll_waiting)(const nexar__req_t *req, char *out, size_t len);
 } nexar__hooks_t;
 
 /* How the part that owns a request kind starts it (engine, emu held) and

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "core/flight.h"
 
 static void ep_check_run(nexar__ep_t *ep);
 
@@ -177,6 +177,7 @@ void nexar__req_complete(nexar__req_t *req, int rc) {
   if (atomic_load_explicit(&req->done, memory_order_relaxed)) return;
   req->rc = rc;
   req->st.error = rc;
+  if (req->flight) nexar__flight_end(req, rc);
   if (req->internal) {
     atomic_store_explicit(&req->done, 1, memory_order_release);
     if (req->cb) req->cb(req);
@@ -410,6 +411,17 @@ void nexar__req_expire(nexar__req_t *req) {
   req_kind(&req->comm->ctx->ep, req)->expire(req);
 }
 
+/* The flight recorder's entry of a user send or receive. */
+static void flight_p2p(nexar__req_t *q) {
+  nexar_ctx_t *ctx = q->comm->ctx;
+  if (!ctx->flight || q->internal) return;
+  const char *op = q->kind == NEXAR__REQ_SEND ? (q->sync ? "ssend" : "send")
+                   : q->probe                 ? "probe"
+                                              : "recv";
+  nexar__flight_post(ctx, q, op, NULL, UINT64_MAX, -1, q->cap, q->comm_peer,
+                     q->tag);
+}
+
 /* Starts the queued operations; true when there were some. */
 static bool run_ops(nexar__ep_t *ep) {
   drain_kick(ep);
@@ -436,10 +448,13 @@ static bool run_ops(nexar__ep_t *ep) {
       q = next;
       continue;
     }
-    if (q->kind == NEXAR__REQ_CTRL)
+    if (q->kind == NEXAR__REQ_CTRL) {
       nexar__req_complete(q, q->ctrl(q));
-    else
+    } else {
+      if (q->kind == NEXAR__REQ_SEND || q->kind == NEXAR__REQ_RECV)
+        flight_p2p(q);
       req_kind(ep, q)->start(q);
+    }
     q = next;
   }
   return any;
