@@ -45,7 +45,7 @@ v=$("$tmp/root/usr/bin/nexar-run" --version | head -1)
 [[ $v == "nexar-run (nexar) "* ]] || fail "nexar-run --version printed '$v'"
 # The Python package (docs/python.md), when the build has it: importable
 # from the extracted tree, its extension finding the package's libnexar.so.
-site=$(ls -d "$tmp"/root/usr/lib/python3*/dist-packages 2>/dev/null | head -1)
+site=$(ls -d "$tmp"/root/usr/lib/python3*/dist-packages 2>/dev/null | head -1 || true)
 if [ -n "$site" ]; then
   # shellcheck disable=SC2086 # NEXAR_TEST_PY_ENV is a list of VAR=value
   pv=$(env ${NEXAR_TEST_PY_ENV:-} PYTHONPATH=$site /usr/bin/python3 -c 'import nexar; print(nexar.version())') ||
