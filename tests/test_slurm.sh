@@ -86,6 +86,7 @@ ReturnToService=2
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
+TmpFS=$d
 NodeName=$host NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
 PartitionName=nexar Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -145,7 +146,10 @@ timeout 100 srun -n 4 --overcommit -t 2 --mpi=pmix "$ddp" >"$d/ddp" 2>&1 || {
 acc=$(awk '/^final heldout_acc / && $4 == "world" && $5 == 4 { print $3 }' \
   "$d/ddp")
 grep "^final heldout_acc" "$d/ddp"
-[ -n "$acc" ] || fail "ddp_digits: no 'final heldout_acc ... world 4' line"
+[ -n "$acc" ] || {
+  cat "$d/ddp" >&2
+  fail "ddp_digits: no 'final heldout_acc ... world 4' line"
+}
 awk -v a="$acc" 'BEGIN { exit !(a + 0 >= 0.90) }' ||
   fail "ddp_digits: held-out accuracy $acc < 0.90"
 echo "PASS"
