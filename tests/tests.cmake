@@ -13,6 +13,13 @@ nexar_test(test_reduce 120 test_reduce.c)
 # settings, address and secret fails nexar_init within 1 s naming it; and
 # nexar-seed refuses non-decimal numbers (docs/configuration.md).
 nexar_test(test_config 120 test_config.c)
+# Unknown NEXAR_* variables: one warning at init naming the closest known
+# name; none for the names nexar reads. test_env_names_list checks that
+# the list of known names matches every name the source tree reads.
+nexar_test(test_env_names 30 test_env_names.c)
+add_test(NAME test_env_names_list
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/check-env-names.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_env_names_list PROPERTIES TIMEOUT 60)
 target_compile_definitions(test_config PRIVATE NEXAR_SEED_BIN="$<TARGET_FILE:nexar-seed>")
 add_dependencies(test_config nexar-seed)
 # End-to-end DDP training at world sizes 1 and 4, compared weight for weight.
