@@ -51,6 +51,10 @@ set(_src_wire ${_wire})
 set(_src_seed ${_wire})
 set(_src_ctl ${_wire})
 set(_src_shm ${PROJECT_SOURCE_DIR}/src/transport/shm_ring.c)
+# The headers the harnesses' sources include (a change rebuilds them).
+file(GLOB _fz_hdrs ${PROJECT_SOURCE_DIR}/include/*.h
+     ${PROJECT_SOURCE_DIR}/src/wire/*.h ${PROJECT_SOURCE_DIR}/src/base/*.h
+     ${PROJECT_SOURCE_DIR}/src/transport/shm_ring.h)
 add_custom_target(fuzzers)
 foreach(t wire seed ctl shm)
   set(_out ${CMAKE_CURRENT_BINARY_DIR}/fuzz_${t})
@@ -59,7 +63,7 @@ foreach(t wire seed ctl shm)
     COMMAND ${NEXAR_CLANG} ${_fz_flags} -I${PROJECT_SOURCE_DIR}/include
             -I${PROJECT_BINARY_DIR}/include -I${PROJECT_SOURCE_DIR}/src
             ${_in} -o ${_out}
-    DEPENDS ${_in} IMPLICIT_DEPENDS C ${_in}
+    DEPENDS ${_in} ${_fz_hdrs}
     COMMENT "libFuzzer harness fuzz_${t}" VERBATIM)
   add_custom_target(fuzz_${t}_bin ALL DEPENDS ${_out})
   add_dependencies(fuzzers fuzz_${t}_bin)
