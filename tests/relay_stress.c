@@ -16,14 +16,16 @@
  * NEXAR_RELAY_WINDOW_BYTES=1024 and NEXAR_SEG_BYTES=4096; and every
  * topology (hypercube, kregular:2, kregular:4) with all four at their
  * minimum; then, as controls, hypercube and kregular:2 with the default
- * windows. Then relayed point-to-point (worker_p2p) at 5 and 8 processes.
+ * windows. Then relayed point-to-point (worker_p2p) at 5 and 8 processes,
+ * and the same on a full mesh as the control.
  * NEXAR_OP_TIMEOUT_MS=20000 turns a hang into an error naming the
  * operation; the run's limit is 120 s per world.
  *
  * Not in the default run: relaying is not yet deadlock-free under these
  * windows (docs/topology.md, "Relay deadlock"); `make relay-stress`.
  * Usage: relay_stress [seed [rounds [config]]] (config: 0-6 the
- * collective configurations, 7 and 8 point-to-point at 5 and 8).
+ * collective configurations, 7-9 point-to-point: kregular:2 at 5 and 8,
+ * full at 8).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -251,42 +253,53 @@ static const char *const configs[] = {
     "NEXAR_TOPOLOGY=hypercube",
     "NEXAR_TOPOLOGY=kregular:2",
 };
-/* Relayed point-to-point (the finding's slowdown), at 5 and 8 processes. */
-static const char p2p_config[] =
-    "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\n"
-    "NEXAR_RELAY_WINDOW_BYTES=1024";
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
+
+/* Relayed point-to-point (the finding's slowdown) at 5 and 8 processes;
+ * the same on a full mesh as the control. */
+#define P2P_MIN \
+  "NEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\nNEXAR_RELAY_WINDOW_BYTES=1024"
+static const struct {
+  int np;
+  const char *env;
+} p2p_configs[] = {
+    {5, "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN},
+    {8, "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN},
+    {8, "NEXAR_TOPOLOGY=full\n" P2P_MIN},
+};
+#define NP2P (int)(sizeof p2p_configs / sizeof p2p_configs[0])
+
+/* Runs one world; prints "ok|FAIL <what> (...): <settings on one line>". */
+static int run_one(const char *what, int np, const char *cfg, int op_ms,
+                   nt_worker_fn fn, run_t *run) {
+  char env[512], line[512];
+  snprintf(env, sizeof env, "%s\nNEXAR_OP_TIMEOUT_MS=%d", cfg, op_ms);
+  snprintf(line, sizeof line, "%s", cfg);
+  for (char *c = line; *c; c++)
+    if (*c == '\n') *c = ' ';
+  nt_opts_t o = {.world_size = np, .timeout_ms = 120000, .env = env};
+  double t0 = nt_now_ms();
+  int rc = nt_run(&o, fn, run);
+  printf("%s %s np %d (seed %u, %.1f s): %s\n", rc ? "FAIL" : "ok", what, np,
+         run->seed, (nt_now_ms() - t0) / 1000, line);
+  fflush(stdout);
+  return rc != 0;
+}
 
 int main(int argc, char **argv) {
   run_t run = {.seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1,
                .rounds = argc > 2 ? atoi(argv[2]) : 12};
   int only = argc > 3 ? atoi(argv[3]) : -1;
   int fails = 0;
-  for (int i = 0; i < NCONFIGS; i++) {
+  for (int i = 0; i < NCONFIGS + NP2P; i++) {
     if (only >= 0 && i != only) continue;
-    char env[512];
-    snprintf(env, sizeof env, "%s\nNEXAR_OP_TIMEOUT_MS=20000", configs[i]);
-    nt_opts_t o = {.world_size = NP, .timeout_ms = 120000, .env = env};
-    double t0 = nt_now_ms();
-    int rc = nt_run(&o, worker, &run);
-    printf("%s config %d (seed %u, %d rounds, %.1f s): %s\n",
-           rc ? "FAIL" : "ok", i, run.seed, run.rounds,
-           (nt_now_ms() - t0) / 1000, configs[i]);
-    fflush(stdout);
-    fails += rc != 0;
-  }
-  for (int np = 5; np <= 8 && (only < 0 || only >= NCONFIGS); np += 3) {
-    if (only >= 0 && np != 5 + 3 * (only - NCONFIGS)) continue;
-    char env[512];
-    snprintf(env, sizeof env, "%s\nNEXAR_OP_TIMEOUT_MS=60000", p2p_config);
-    nt_opts_t o = {.world_size = np, .timeout_ms = 120000, .env = env};
-    double t0 = nt_now_ms();
-    int rc = nt_run(&o, worker_p2p, &run);
-    printf("%s p2p np %d (seed %u, %d messages, %.1f s): %s\n",
-           rc ? "FAIL" : "ok", np, run.seed, NMSG, (nt_now_ms() - t0) / 1000,
-           p2p_config);
-    fflush(stdout);
-    fails += rc != 0;
+    char what[32];
+    snprintf(what, sizeof what, "config %d", i);
+    if (i < NCONFIGS)
+      fails += run_one(what, NP, configs[i], 20000, worker, &run);
+    else
+      fails += run_one(what, p2p_configs[i - NCONFIGS].np,
+                       p2p_configs[i - NCONFIGS].env, 60000, worker_p2p, &run);
   }
   return fails ? 1 : 0;
 }
