@@ -4,6 +4,9 @@
 set -euo pipefail
 pkgs=(gcc g++ make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev
       libgnutls28-dev nettle-dev libcmocka-dev zlib1g-dev iproute2
+      # The libFuzzer harnesses (docs/testing.md): their corpus replays run
+      # in `make test` when clang links -fsanitize=fuzzer; `make fuzz`.
+      clang libclang-rt-14-dev
       # Packaging (docs/installing.md): man pages, the .deb, static links.
       help2man dpkg-dev file libunistring-dev
       # Launchers (docs/launching.md): PMIx headers, Open MPI's mpirun, and a

@@ -74,6 +74,7 @@ static int empty_error(const char *name, char *err, size_t errlen) {
 int nexar__params_load(nexar__params_t *p, const struct nexar_config *cfg,
                        char *err, size_t errlen) {
   memset(p, 0, sizeof(*p));
+  nexar__env_warn_unknown(); /* once per process */
   const char *s;
   int drc;
 #define SET_DEFAULT_INT(f, def) p->f = (def);

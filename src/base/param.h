@@ -151,6 +151,69 @@
     "this process's host key, 1 to 16 hex digits (tests; containers that "     \
     "share a boot id): ranks with one key share a host")
 
+/*
+ * The documented NEXAR_* variables that are not settings of the table: read
+ * by the library outside it (logging, test hooks), by nexar's programs and
+ * examples, by the test programs and scripts. X(name, who reads it).
+ * Together with the table this is the whole list of names nexar reads;
+ * scripts/check-env-names.py (ctest test_env_names) fails when the source
+ * tree reads a NEXAR_* name listed in neither, or one here is read nowhere.
+ */
+#define NEXAR__ENV_OTHER(X)                                               \
+  X("NEXAR_DEBUG", "log level (base/log.c)")                              \
+  X("NEXAR_DEBUG_FILE", "log file (base/log.c)")                          \
+  X("NEXAR_DEBUG_SUBSYS", "logged subsystems (base/log.c)")               \
+  X("NEXAR_REDUCE_ISA", "reduction kernel family (coll/reduce.c)")        \
+  X("NEXAR_QUIC_LOG", "ngtcp2's packet log (transport/quic.c)")           \
+  X("NEXAR_TEST_LOSS", "test only: datagram loss (transport/udp_loss.c)") \
+  X("NEXAR_DIGITS", "examples/ddp_digits: the data set")                  \
+  X("NEXAR_TEST_FILTER", "tests: cases to run")                           \
+  X("NEXAR_TEST_LIST", "tests: list the cases")                           \
+  X("NEXAR_TEST_LONG", "tests: the long variants")                        \
+  X("NEXAR_TEST_ONLY", "tests: one case")                                 \
+  X("NEXAR_TEST_MPI_REF", "tests/mpi: reference MPI (configure time)")    \
+  X("NEXAR_TEST_PY_ENV", "tests: environment of the Python checks")       \
+  X("NEXAR_FT_ONLY", "test_ft, test_ft_net: one case")                    \
+  X("NEXAR_FT_SEED", "test_ft: random seed")                              \
+  X("NEXAR_FT_TRIALS", "test_ft: trials")                                 \
+  X("NEXAR_CONF_ONLY", "transport_conformance: one case")                 \
+  X("NEXAR_CAMPAIGN_FAULT", "ft_campaign: one fault kind")                \
+  X("NEXAR_CAMPAIGN_KEEP_LOGS", "ft_campaign: keep every log")            \
+  X("NEXAR_CAMPAIGN_LOGDIR", "ft_campaign: log folder")                   \
+  X("NEXAR_CAMPAIGN_ONLY", "ft_campaign: one trial")                      \
+  X("NEXAR_CAMPAIGN_POLICY", "ft_campaign: one recovery policy")          \
+  X("NEXAR_CAMPAIGN_SEED", "ft_campaign: random seed")                    \
+  X("NEXAR_CAMPAIGN_TRIALS", "ft_campaign: trials")                       \
+  X("NEXAR_CAMPAIGN_WORLD", "ft_campaign: world size")                    \
+  X("NEXAR_SOAK_CALLS", "rpc_soak: calls")                                \
+  X("NEXAR_SOAK_CYCLES", "elastic_soak: cycles")                          \
+  X("NEXAR_MPI_APPS_DIR", "tests/mpi/run-apps.sh: build folder")          \
+  X("NEXAR_MPI_APPS_NEXAR", "tests/mpi/run-apps.sh: unsupported calls")   \
+  X("NEXAR_MPI_APPS_NP", "tests/mpi/run-apps.sh: process counts")         \
+  X("NEXAR_MPI_APPS_TIMEOUT", "tests/mpi/run-apps.sh: seconds per run")   \
+  X("NEXAR_OSU_NP", "tests/mpi/osu.sh: process count")                    \
+  X("NEXAR_OSU_ONLY", "tests/mpi/osu.sh: one benchmark")                  \
+  X("NEXAR_OSU_TARBALL", "tests/mpi/osu.sh: the OSU tarball")             \
+  X("NEXAR_OSU_TIMEOUT", "tests/mpi/osu.sh: seconds per run")
+
+/* 1 when the |n| bytes at |name| are a setting of the table or a name of
+ * NEXAR__ENV_OTHER (exact, case-sensitive). */
+int nexar__env_known(const char *name, size_t n);
+/*
+ * Checks one environment entry "NAME=value": when NAME starts with NEXAR_
+ * (any case) and is not known, writes to |msg| the warning for it, which
+ * names the closest known name when one is close (Damerau-Levenshtein
+ * distance, optimal string alignment, of the upper-cased names after
+ * NEXAR_: at most 3 edits and at most a third of the known suffix), and
+ * returns 1; else returns 0. The value is never quoted (it may be a
+ * secret). Pure; thread-safe.
+ */
+int nexar__env_unknown(const char *entry, char *msg, size_t len);
+/* Logs the warning of nexar__env_unknown at WARN (subsystem ENV) for every
+ * unknown NEXAR_* variable of the environment, the first time it is called
+ * in the process (nexar__params_load calls it); later calls do nothing. */
+void nexar__env_warn_unknown(void);
+
 typedef struct nexar__params {
 #define NEXAR__PARAM_FIELD_INT(f) int64_t f;
 #define NEXAR__PARAM_FIELD_STR(f) const char *f;

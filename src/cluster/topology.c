@@ -114,7 +114,9 @@ int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len) {
     t->krx = calloc((size_t)n, sizeof(*t->krx));
     t->key_state = calloc((size_t)n, 1);
     t->parked = calloc((size_t)n, sizeof(*t->parked));
-    if (!t->pub || !t->ktx || !t->krx || !t->key_state || !t->parked)
+    t->detached = calloc((size_t)n, sizeof(*t->detached));
+    if (!t->pub || !t->ktx || !t->krx || !t->key_state || !t->parked ||
+        !t->detached)
       return NEXAR_ERR_NOMEM;
     /* Until a roster key is read, an id has no usable key. */
     memset(t->key_state, 2, (size_t)n);
@@ -157,6 +159,7 @@ void nexar__topo_fini(nexar_ctx_t *ctx) {
   free(t->krx);
   free(t->key_state);
   free(t->parked);
+  free(t->detached);
   memset(t, 0, sizeof(*t));
 }
 

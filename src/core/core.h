@@ -195,6 +195,9 @@ typedef struct nexar__topo {
   /* Frames for a neighbour whose link is not up yet here (mesh forming),
    * FIFO per stable id (relay.c). */
   nexar__omsg_t **parked;
+  /* Per origin: whole relayed unexpected messages detached from their
+   * streams (p2p/match.c maybe_detach), at most NEXAR_MAX_STREAMS each. */
+  uint32_t *detached;
   int forge_as;   /* test hook (nexar__topo_test_forge): -1 */
   int test_limit; /* test hook (nexar__topo_test_hops): 0 */
 } nexar__topo_t;

@@ -298,22 +298,48 @@ static bool finished(const nexar__imsg_t *m) {
   return m->stream_closed || !m->conn || ((m->sid & 2) && m->fin);
 }
 
-static void imsg_free(nexar__imsg_t *m) {
+/* Takes |m| off its link (conn set): out of the link's list, and its
+ * stream's credit back to the peer, which may open another stream. */
+static void link_release(nexar__imsg_t *m) {
   nexar__link_t *c = m->conn;
+  if (m->aprev)
+    m->aprev->anext = m->anext;
+  else
+    c->imsgs = m->anext;
+  if (m->anext) m->anext->aprev = m->aprev;
+  m->anext = m->aprev = NULL;
+  nexar__link_done_in(c, m);
+}
+
+static void imsg_free(nexar__imsg_t *m) {
   if (m->fwd) nexar__relay_in_gone(m);
   if (m->hash) gnutls_hash_deinit(m->hash, NULL);
   m->hash = NULL;
-  if (c) {
-    if (m->aprev)
-      m->aprev->anext = m->anext;
-    else
-      c->imsgs = m->anext;
-    if (m->anext) m->anext->aprev = m->aprev;
-    /* The message is delivered: the peer may open another stream. */
-    nexar__link_done_in(c, m);
-  }
+  if (m->conn) link_release(m); /* delivered */
+  if (m->held) (*m->held)--;
   free(m->buf);
   free(m);
+}
+
+/* On a sparse topology, an unexpected message that has arrived whole (at
+ * most the eager size) gives its stream's credit back at once and waits
+ * unattached, like a message to self, so that a later operation's messages
+ * cannot hold the credit of a link an earlier one needs (docs/topology.md
+ * section 10, cycle 1). At most NEXAR_MAX_STREAMS per origin; only where
+ * the transport forgets a message at done_in (NEXAR__TP_DONE_FORGETS). */
+static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  nexar__link_t *c = m->conn;
+  uint32_t *held = ctx->topo.detached;
+  if (!c || !held || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
+      m->got != m->hdr.payload_len || m->hash || m->origin < 0 ||
+      m->origin >= ctx->topo.n ||
+      held[m->origin] >= (uint32_t)ctx->prm.max_streams ||
+      !((c->tp->caps & NEXAR__TP_DONE_FORGETS) || (m->sid & 2)))
+    return;
+  link_release(m);
+  m->conn = NULL;
+  m->held = &held[m->origin];
+  (*m->held)++;
 }
 
 static void maybe_free(nexar__imsg_t *m) {
@@ -515,6 +541,7 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   else
     comm->unexp = m;
   comm->unexp_tail = m;
+  maybe_detach(ctx, m);
 }
 
 void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine) {
@@ -740,6 +767,8 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
   }
   if (m->state == NEXAR__IM_MATCHED && m->got == m->hdr.payload_len)
     deliver(m);
+  else if (fin && m->state == NEXAR__IM_UNEXPECTED)
+    maybe_detach(ctx, m);
   else if (fin)
     maybe_free(m);
 }

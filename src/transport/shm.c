@@ -735,7 +735,7 @@ static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
 
 const nexar__tp_t nexar__tp_shm = {
     .name = "shm",
-    .caps = NEXAR__TP_RELIABLE | NEXAR__TP_SAME_HOST,
+    .caps = NEXAR__TP_RELIABLE | NEXAR__TP_SAME_HOST | NEXAR__TP_DONE_FORGETS,
     .max_frame = UINT64_MAX,
     .init = shm_init,
     .fini = shm_fini,

@@ -194,6 +194,9 @@ struct nexar__imsg {
   bool fin;          /* stream finished */
   bool stream_closed;
   bool credited; /* stream window extended to the whole message */
+  /* A whole relayed unexpected message detached from its stream (conn
+   * NULL, credit returned; p2p/match.c): the per-origin count it holds. */
+  uint32_t *held;
   /* The sender: the link's peer, or a relayed message's origin (stable
    * id); this process for a message to itself. */
   int origin;
@@ -472,7 +475,10 @@ enum {
   NEXAR__TP_RELIABLE = 1u << 0,  /* every lane is reliable and ordered */
   NEXAR__TP_SAME_HOST = 1u << 1, /* reaches only processes on this host */
   NEXAR__TP_ZCOPY_RX = 1u << 2,  /* can place payload in the receive buffer */
-  NEXAR__TP_ENCRYPTED = 1u << 3  /* the wire is encrypted and authenticated */
+  NEXAR__TP_ENCRYPTED = 1u << 3, /* the wire is encrypted and authenticated */
+  /* done_in drops every reference to the message: no later callback names
+   * it, so it may outlive its stream (QUIC: unidirectional streams only). */
+  NEXAR__TP_DONE_FORGETS = 1u << 4
 };
 
 /* Where and how to dial: the peer's QUIC address (a same-host transport
