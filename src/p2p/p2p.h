@@ -165,12 +165,21 @@ void nexar__p2p_reorder_remove(nexar_ctx_t *ctx, nexar__imsg_t *m);
 /* Whether |r| is a control-message receive (it ends with its link). */
 bool nexar__p2p_is_ctl(const nexar__req_t *r);
 
-/* match.c: queues one message to stable id |dest| (header |h|, payload
+/* send.c: queues one message to stable id |dest| (header |h|, payload
  * |data| of |len| bytes, copied when |copy|; |req| completes when it is
- * acknowledged; |comm| gets the error text). */
+ * acknowledged; |comm| gets the error text), or writes it at once through
+ * the link's tp->send_now when it is eager and the transport can. */
 int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
                     const uint8_t *data, uint64_t len, bool copy,
                     nexar__req_t *req, nexar_comm_t *comm);
+/* send.c: what an operation needing the peer of the dead link |c| fails
+ * with (NEXAR_ERR_EXCLUDED when that peer fenced this process, else
+ * NEXAR_ERR_PEER_FAILED). */
+int nexar__p2p_gone_code(const nexar__link_t *c);
+/* match.c: copies |n| payload bytes at payload offset |off| of the list
+ * |s| (|ns| entries) out to |buf| (|to|), or from |buf| into the list. */
+void nexar__seg_copy(const nexar__seg_t *s, uint32_t ns, uint64_t off,
+                     uint8_t *buf, size_t n, bool to);
 /* match.c: whether receive (or probe) |r| matches message |m|. */
 bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m);
 
