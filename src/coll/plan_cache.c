@@ -59,8 +59,8 @@ int nexar__plan_use(nexar__sched_t *s) {
       if (!s->steps || !s->succ || !s->ready || !s->reqs) {
         rc = NEXAR_ERR_NOMEM; /* the caller frees what was allocated */
       } else {
-        memcpy(s->steps, p->steps, n * sizeof(*s->steps));
-        memcpy(s->succ, p->succ, p->nsucc * sizeof(*s->succ));
+        if (n) memcpy(s->steps, p->steps, n * sizeof(*s->steps));
+        if (p->nsucc) memcpy(s->succ, p->succ, p->nsucc * sizeof(*s->succ));
         s->nsteps = s->cap = n;
         s->nedges = p->nsucc;
         s->tmp_bytes = p->tmp_bytes;
@@ -88,8 +88,8 @@ void nexar__plan_keep(const nexar__sched_t *s) {
   p->nsucc = ns;
   p->steps = (nexar__step_t *)(p + 1);
   p->succ = (uint32_t *)(p->steps + n);
-  memcpy(p->steps, s->steps, n * sizeof(*s->steps));
-  memcpy(p->succ, s->succ, ns * sizeof(*s->succ));
+  if (n) memcpy(p->steps, s->steps, n * sizeof(*s->steps));
+  if (ns) memcpy(p->succ, s->succ, ns * sizeof(*s->succ));
   nexar_comm_t *c = s->comm;
   unsigned i = atomic_fetch_add(&c->plan_next, 1u) % NEXAR__PLANS;
   free(atomic_exchange(&c->plans[i], p));
