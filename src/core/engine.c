@@ -135,14 +135,11 @@ static bool run_ops(nexar__ep_t *ep);
 static void post_run(nexar__ep_t *ep) {
   ep->pass_now = nexar__now();
   run_ops(ep);
-  for (int i = 0; i < ep->nconns; i++) {
-    const nexar__link_t *c = ep->conns[i];
-    if (c->want_write || (c->close_req && !c->close_sent) ||
-        (c->state == NEXAR__CS_DEAD && !c->notified)) {
+  for (int i = 0; i < ep->nconns; i++)
+    if (nexar__link_output_due(ep->conns[i])) {
       ep->due = ep_output(ep);
       return;
     }
-  }
 }
 
 void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {

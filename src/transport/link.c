@@ -69,6 +69,11 @@ void nexar__link_settle(nexar__link_t *c) {
   }
 }
 
+bool nexar__link_output_due(const nexar__link_t *c) {
+  return c->want_write || (c->close_req && !c->close_sent) ||
+         (c->state == NEXAR__CS_DEAD && !c->notified);
+}
+
 void nexar__link_free(nexar__link_t *c) {
   if (!c) return;
   const nexar__ep_ops_t *ops = c->ep->ops;

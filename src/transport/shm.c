@@ -49,6 +49,26 @@
 
 #include "transport/shm.h"
 
+/* ---- Ring rules. */
+
+/* Whether at most half of the ring |r| is unread. */
+static bool half_free(nexar__shm_ring_t *r) {
+  return nexar__shm_ring_free(r) >= r->cap / 2;
+}
+
+/* The most payload one record carries: a chunk, and never more than the
+ * ring's largest (a small NEXAR_SHM_RING_KIB). */
+static uint64_t record_max(nexar__shm_t *s) {
+  uint64_t max = nexar__shm_ring_max_payload(&s->seg.tx);
+  return max < CHUNK_BYTES ? max : CHUNK_BYTES;
+}
+
+/* Whether a message of |len| payload bytes goes as descriptors (the peer
+ * reads it from this process's memory), its header in a record alone. */
+static bool by_desc(const nexar__shm_t *s, uint64_t len) {
+  return s->peer_reads && s->cma_min && len >= s->cma_min;
+}
+
 /* ---- Receiving. */
 
 static rstream_t *rs_find(nexar__shm_t *s, int64_t sid) {
@@ -313,8 +333,7 @@ static bool shm_input(nexar__ep_t *ep) {
       s->may_kick = false;
     }
     more |= nexar__shm_drain(s);
-    if (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= s->seg.tx.cap / 2)
-      l->want_write = true;
+    if (s->tx_full && half_free(&s->seg.tx)) l->want_write = true;
     if (now >= s->sock_check_at || ep->resuming) {
       s->sock_check_at = now + SOCK_CHECK_NS;
       nexar__shm_check_sock(s);
@@ -389,7 +408,7 @@ static bool may_open(const nexar__shm_t *s, int lane) {
  * the consumer's kick, as on a full ring. */
 static bool data_room(nexar__shm_t *s) {
   nexar__shm_ring_t *r = &s->seg.tx;
-  if (nexar__shm_ring_free(r) >= r->cap / 2) return true;
+  if (half_free(r)) return true;
   s->tx_full = true;
   if (!nexar__shm_ring_producer_sleep(r, nexar__shm_ring_max_payload(r)))
     s->l.want_write = true;
@@ -426,11 +445,15 @@ static uint64_t desc_bytes(const nexar__shm_t *s, const nexar__omsg_t *m,
 }
 
 /* A stream's first record went out: its id and a stream are used. */
+static void open_stream(nexar__shm_t *s) {
+  s->next_sid += 4;
+  s->streams_left--;
+}
+
 static void opened(nexar__shm_t *s, bool *opening) {
   if (!*opening) return;
   *opening = false;
-  s->next_sid += 4;
-  s->streams_left--;
+  open_stream(s);
 }
 
 /* A stream's first record found no room: it is not open yet. */
@@ -486,10 +509,7 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
     struct iovec v[NEXAR__FRAME_VECS];
     bool fin;
     size_t nv = ops->frame_vecs(m, v, NEXAR__FRAME_VECS, &fin);
-    /* A record carries at most a chunk, and never more than the ring's
-     * largest (a small NEXAR_SHM_RING_KIB). */
-    uint64_t chunk = nexar__shm_ring_max_payload(&s->seg.tx);
-    if (chunk > CHUNK_BYTES) chunk = CHUNK_BYTES;
+    uint64_t chunk = record_max(s);
     uint64_t cap = room < chunk ? room : chunk, len = 0;
     size_t k = 0;
     for (; k < nv && len < cap; k++) {
@@ -502,9 +522,8 @@ static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
     if (k < nv) fin = false;
     fin = fin && m->sent + len == total;
     /* The header goes alone when descriptors follow it. */
-    if (s->peer_reads && s->cma_min &&
-        m->sent < NEXAR__HDR_BYTES + m->pre_len && !m->fwd &&
-        nexar__omsg_has_payload(m) && m->len >= s->cma_min) {
+    if (by_desc(s, m->len) && m->sent < NEXAR__HDR_BYTES + m->pre_len &&
+        !m->fwd && nexar__omsg_has_payload(m)) {
       uint64_t head = NEXAR__HDR_BYTES + m->pre_len - m->sent;
       if (len > head) {
         len = 0;
@@ -566,12 +585,9 @@ static bool shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,
   nexar__shm_t *s = S(l);
   nexar__shm_ring_t *r = &s->seg.tx;
   uint64_t total = NEXAR__HDR_BYTES + len;
-  uint64_t chunk = nexar__shm_ring_max_payload(r);
   if (l->state != NEXAR__CS_READY || l->outq[lane] || s->tx_full ||
-      !may_open(s, lane) || total > s->window || total > chunk ||
-      total > CHUNK_BYTES || (s->peer_reads && s->cma_min && len >= s->cma_min))
-    return false;
-  if (lane == NEXAR__LANE_DATA && nexar__shm_ring_free(r) < r->cap / 2)
+      !may_open(s, lane) || total > s->window || total > record_max(s) ||
+      by_desc(s, len) || (lane == NEXAR__LANE_DATA && !half_free(r)))
     return false;
   struct iovec v[2] = {{(void *)(uintptr_t)hdr, NEXAR__HDR_BYTES},
                        {(void *)(uintptr_t)data, (size_t)len}};
@@ -579,8 +595,7 @@ static bool shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,
                           len ? 2 : 1) != 0)
     return false; /* full (or corrupt: the queued path reports it) */
   s->tx_at = l->ep->pass_now;
-  s->next_sid += 4;
-  s->streams_left--;
+  open_stream(s);
   if (nexar__shm_ring_need_kick(r)) nexar__shm_kick(s);
   return true;
 }

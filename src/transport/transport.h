@@ -573,6 +573,9 @@ void nexar__link_close(nexar__link_t *l, int code, const char *reason);
 void nexar__link_fail(nexar__link_t *l, int err, const char *why);
 /* Progress loop: sends a requested close, reports a dead link. */
 void nexar__link_settle(nexar__link_t *l);
+/* Whether the output half of a pass has work on |l|: writes it wants, or
+ * what nexar__link_settle would do. */
+bool nexar__link_output_due(const nexar__link_t *l);
 /* Enqueues an outgoing message; its stream opens when credit allows. */
 void nexar__link_send(nexar__link_t *l, nexar__omsg_t *m);
 /* Takes |m| off |l|'s queue (it stays allocated). */
