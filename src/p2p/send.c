@@ -183,13 +183,14 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
   nexar__link_t *c = route(ctx, req->peer, &why);
   bool copy = c && req->cap <= (uint64_t)ctx->prm.eager_bytes &&
               c->eager_bytes + req->cap <= EAGER_COPY_CAP;
-  /* Read before the send: an eager send completes inside it, and an
-   * internal request is freed by its completion callback. */
+  /* nexar_comm_bytes_sent counts data, not RPC replies or control
+   * messages, which come here too. Read before the send: an eager send
+   * completes inside it, and an internal request is freed then. */
   nexar_comm_t *comm = req->comm;
-  uint64_t bytes = req->cap;
+  uint64_t bytes = req->lane == NEXAR__LANE_DATA ? req->cap : 0;
   int rc = nexar__p2p_emit(ctx, req->peer, &req->hdr, req->lane, req->buf,
                            req->cap, copy, req, comm);
-  if (rc == 0 && comm)
+  if (rc == 0 && comm && bytes)
     atomic_fetch_add_explicit(&comm->tx_bytes, bytes, memory_order_relaxed);
   return rc;
 }
