@@ -82,7 +82,16 @@ static int worker(int index, void *arg) {
     NT_OK(nexar_recv(w, &msg, 1, NEXAR_INT32, 1, 5, NULL));
     NT_CHECK(msg == 77);
   }
+  /* The killed case: the others tell the victim they are past #0 and the
+   * user message first (ranks leave a collective at different times; a
+   * death before they have left #0 would fail #0, not #1). */
+  if (killed && index != SLEEPER)
+    NT_OK(nexar_send(w, &msg, 1, NEXAR_INT32, SLEEPER, 6));
   if (index == SLEEPER && killed) {
+    int size = 0;
+    NT_OK(nexar_comm_size(w, &size));
+    for (int r = 0; r < size; r++)
+      if (r != SLEEPER) NT_OK(nexar_recv(w, &msg, 1, NEXAR_INT32, r, 6, NULL));
     NT_OK(nexar_flight_dump(ctx, NULL));
     raise(SIGKILL);
   }
