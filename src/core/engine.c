@@ -63,7 +63,7 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   /* QUIC always (the seed and every host is reached through it); shared
    * memory for a worker that knows its host. */
   ep->tps[ep->ntps++] = &nexar__tp_quic;
-  ep->shm_lfd = -1;
+  ep->shm_lfd = ep->shm_sfd = -1;
   ep->yield_every = 64;
   if (prm && ep->host && strcmp(prm->transport, "quic") != 0)
     ep->tps[ep->ntps++] = &nexar__tp_shm;

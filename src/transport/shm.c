@@ -312,33 +312,23 @@ bool nexar__shm_drain(nexar__shm_t *s) {
 
 static bool shm_input(nexar__ep_t *ep) {
   uint64_t now = ep->pass_now;
-  nexar__shm_accept_new(ep, now);
-  bool more = false;
+  bool more = false, setup = false;
   for (int i = 0; i < ep->nconns; i++) {
     nexar__link_t *l = ep->conns[i];
     if (l->tp != &nexar__tp_shm || l->state == NEXAR__CS_DEAD) continue;
     nexar__shm_t *s = S(l);
     if (l->state == NEXAR__CS_HANDSHAKE) {
-      /* A HELLO waits until the roster is known to judge it. */
-      if (l->is_server && ep->accept_mesh)
-        nexar__shm_on_hello(s);
-      else if (!l->is_server)
-        nexar__shm_on_welcome(s);
+      setup = true; /* its socket is read by the sweep */
       continue;
-    }
-    if (s->may_kick) {
-      uint64_t v;
-      ssize_t r = read(s->efd_mine, &v, sizeof(v));
-      (void)r;
-      s->may_kick = false;
     }
     more |= nexar__shm_drain(s);
     if (s->tx_full && half_free(&s->seg.tx)) l->want_write = true;
-    if (now >= s->sock_check_at || ep->resuming) {
-      s->sock_check_at = now + SOCK_CHECK_NS;
-      nexar__shm_check_sock(s);
-    }
   }
+  /* The sockets and eventfds: every pass while a rendezvous runs, after a
+   * sleep flag went up, at once after a pause (what a peer said before it
+   * closed is read before anyone is judged), else every SOCK_CHECK_NS. */
+  if (setup || ep->shm_kicks || ep->resuming || now >= ep->shm_sock_at)
+    nexar__shm_sweep(ep, now);
   return more;
 }
 
@@ -360,7 +350,7 @@ static bool put(nexar__shm_t *s, uint16_t type, uint16_t flags, uint64_t a,
     if (!nexar__shm_ring_producer_sleep(&s->seg.tx, (uint32_t)len))
       s->l.want_write = true;
     else
-      s->may_kick = true;
+      s->l.ep->shm_kicks = true;
   } else {
     nexar__link_close(&s->l, NEXAR__CLOSE_PROTO, "ring corrupt");
     nexar__shm_fail(&s->l, NEXAR_ERR_PROTO, "its ring is corrupt");
@@ -413,7 +403,7 @@ static bool data_room(nexar__shm_t *s) {
   if (!nexar__shm_ring_producer_sleep(r, nexar__shm_ring_max_payload(r)))
     s->l.want_write = true;
   else
-    s->may_kick = true;
+    s->l.ep->shm_kicks = true;
   return false;
 }
 
@@ -608,9 +598,7 @@ static uint64_t shm_expiry(nexar__link_t *l) {
   if (l->state != NEXAR__CS_READY) return UINT64_MAX;
   uint64_t hb = l->ep->prm ? (uint64_t)l->ep->prm->heartbeat_ms : 1000;
   uint64_t t = s->tx_at + hb * 1000000ull;
-  return t < s->sock_check_at + SOCK_CHECK_NS
-             ? t
-             : s->sock_check_at + SOCK_CHECK_NS;
+  return t < l->ep->shm_sock_at ? t : l->ep->shm_sock_at;
 }
 
 static void shm_on_expiry(nexar__link_t *l, uint64_t now) {
@@ -620,10 +608,7 @@ static void shm_on_expiry(nexar__link_t *l, uint64_t now) {
       nexar__shm_fail(l, NEXAR_ERR_TIMEOUT, "the rendezvous did not finish");
     return;
   }
-  if (now >= s->sock_check_at) {
-    s->sock_check_at = now + SOCK_CHECK_NS;
-    nexar__shm_check_sock(s);
-  }
+  if (now >= l->ep->shm_sock_at) nexar__shm_sweep(l->ep, now);
   uint64_t hb = l->ep->prm ? (uint64_t)l->ep->prm->heartbeat_ms : 1000;
   if (l->state == NEXAR__CS_READY && now >= s->tx_at + hb * 1000000ull) {
     if (put(s, R_HB, 0, 0, 0, NULL, 0) && nexar__shm_ring_need_kick(&s->seg.tx))
@@ -638,11 +623,11 @@ static void shm_free(nexar__link_t *l) {
   nexar__shm_t *s = S(l);
   nexar__ep_t *ep = l->ep;
   if (s->sock >= 0) {
-    nexar__shm_watch(ep, s->sock, false);
+    nexar__shm_watch_fd(ep, s->sock, s, W_SOCK, false);
     close(s->sock);
   }
   if (s->efd_mine >= 0) {
-    nexar__shm_watch(ep, s->efd_mine, false);
+    nexar__shm_watch_fd(ep, s->efd_mine, s, W_KICK, false);
     close(s->efd_mine);
   }
   if (s->efd_peer >= 0) close(s->efd_peer);
@@ -702,23 +687,34 @@ static int shm_init(nexar__ep_t *ep, const struct sockaddr_storage *bind,
                     socklen_t len) {
   (void)bind;
   (void)len;
-  ep->shm_lfd = -1;
+  ep->shm_lfd = ep->shm_sfd = -1;
   if (!ep->host || !ep->host->key) return 0;
+  ep->shm_sfd = epoll_create1(EPOLL_CLOEXEC);
+  if (ep->shm_sfd < 0 || nexar__shm_watch(ep, ep->shm_sfd, true) < 0) {
+    NEXAR__INFO(NEXAR__SUB_NET,
+                "no shared-memory links (epoll: %s): same-host peers use QUIC",
+                strerror(errno));
+    if (ep->shm_sfd >= 0) close(ep->shm_sfd);
+    ep->shm_sfd = -1;
+    return 0;
+  }
   int rc = nexar__shm_listen(ep->host->nonce, &ep->shm_lfd);
+  if (rc == 0 && nexar__shm_watch_fd(ep, ep->shm_lfd, NULL, W_SOCK, true) < 0)
+    rc = NEXAR_ERR_SYS;
   if (rc < 0) {
     NEXAR__INFO(NEXAR__SUB_NET,
                 "no shared-memory rendezvous (%s): same-host peers use QUIC",
                 nexar_strerror(rc));
+    if (ep->shm_lfd >= 0) close(ep->shm_lfd);
     ep->shm_lfd = -1;
-    return 0;
   }
-  nexar__shm_watch(ep, ep->shm_lfd, true);
   return 0;
 }
 
 static void shm_fini(nexar__ep_t *ep) {
   if (ep->shm_lfd >= 0) close(ep->shm_lfd);
-  ep->shm_lfd = -1;
+  if (ep->shm_sfd >= 0) close(ep->shm_sfd);
+  ep->shm_lfd = ep->shm_sfd = -1;
 }
 
 /* Before the engine sleeps: each ready link's consumer flag goes up (the
@@ -727,20 +723,20 @@ static bool shm_arm(nexar__ep_t *ep) {
   for (int i = 0; i < ep->nconns; i++) {
     nexar__link_t *l = ep->conns[i];
     if (l->tp != &nexar__tp_shm || l->state != NEXAR__CS_READY) continue;
-    S(l)->may_kick = true;
+    ep->shm_kicks = true;
     if (nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1) return false;
   }
   return true;
 }
 
 static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
-  if (ep->shm_lfd >= 0 && now >= ep->shm_accept_at) return true;
+  if (ep->shm_sfd >= 0 && now >= ep->shm_sock_at) return true;
   for (int i = 0; i < ep->nconns; i++) {
     nexar__link_t *l = ep->conns[i];
     if (l->tp != &nexar__tp_shm || l->state == NEXAR__CS_DEAD) continue;
     nexar__shm_t *s = S(l);
     nexar__shm_rec_t r;
-    if (l->state != NEXAR__CS_READY || now >= s->sock_check_at ||
+    if (l->state != NEXAR__CS_READY ||
         nexar__shm_ring_peek(&s->seg.rx, &r) != 0 ||
         (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= s->seg.tx.cap / 2))
       return true;

@@ -11,10 +11,9 @@
 #define HELLO_MAGIC 0x314f4c4c45484e58ull /* "XNHELLO1" */
 #define CHUNK_BYTES (256u << 10)          /* payload of one DATA record */
 #define RX_PASS_BYTES (1u << 20)          /* per link and pass */
-#define SOCK_CHECK_NS 20000000ull         /* 20 ms */
+#define SOCK_CHECK_NS 20000000ull         /* 20 ms between socket sweeps */
 #define SETUP_NS 10000000000ull           /* 10 s to finish the rendezvous */
 #define ACCEPT_MAX 64                     /* links not yet identified */
-#define ACCEPT_EVERY_NS 2000000ull        /* 2 ms between looks */
 
 enum {
   R_DATA = 1,
@@ -61,7 +60,6 @@ typedef struct nexar__shm {
   nexar__shm_seg_t seg;
   bool attached;
   uint64_t setup_deadline;
-  uint64_t sock_check_at;
   uint64_t tx_at;        /* when a record was last written */
   int64_t next_sid;      /* the next stream this side opens */
   int64_t last_rsid;     /* the highest stream the peer opened */
@@ -73,9 +71,6 @@ typedef struct nexar__shm {
   rstream_t *rs;         /* open remote streams */
   int nrs;
   bool tx_full; /* the tx ring had no room: wait for a kick */
-  /* The peer may have written efd_mine: a sleep flag went up since it was
-   * last read. */
-  bool may_kick;
   /* Single copy: the peer reads this side's buffers (it said so), this
    * side reads the peer's (its probe said so); the peer's pid; bytes at or
    * above which the payload goes as descriptors (0: never). */
@@ -101,13 +96,24 @@ void nexar__shm_fail(nexar__link_t *l, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void nexar__shm_kick(nexar__shm_t *s); /* writes the peer's eventfd */
 int nexar__shm_watch(nexar__ep_t *ep, int fd, bool add);
+/* What a descriptor of the set ep->shm_sfd is: the listener (s NULL), a
+ * link's socket, or the eventfd its peer kicks (efd_mine). */
+enum { W_SOCK = 0, W_KICK = 1 };
+/* Adds or removes |fd| in the set ep->shm_sfd. */
+int nexar__shm_watch_fd(nexar__ep_t *ep, int fd, nexar__shm_t *s, int what,
+                        bool add);
+/* Reads every descriptor of the set that has something, with one
+ * epoll_wait rather than a system call per link: new connections,
+ * rendezvous messages, closes and ends, kicks. The next sweep is due
+ * SOCK_CHECK_NS later; ep->shm_kicks asks for one sooner. */
+void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now);
 uint64_t nexar__shm_window(const nexar__ep_t *ep); /* a new stream's */
 int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
                     nexar__link_t **out);
 void nexar__shm_on_hello(nexar__shm_t *s);   /* acceptor: the HELLO */
 void nexar__shm_on_welcome(nexar__shm_t *s); /* dialer: the answer */
 void nexar__shm_check_sock(nexar__shm_t *s); /* a close, or the end */
-void nexar__shm_accept_new(nexar__ep_t *ep, uint64_t now);
+void nexar__shm_accept_new(nexar__ep_t *ep);
 void nexar__shm_send_close(nexar__link_t *l);
 /* shm.c: reads the link's records (bounded); true when more wait. */
 bool nexar__shm_drain(nexar__shm_t *s);

@@ -42,6 +42,16 @@ int nexar__shm_watch(nexar__ep_t *ep, int fd, bool add) {
                    add ? &ev : NULL);
 }
 
+/* The set's entries carry the link's address with W_KICK in bit 0
+ * (allocations are aligned). */
+int nexar__shm_watch_fd(nexar__ep_t *ep, int fd, nexar__shm_t *s, int what,
+                        bool add) {
+  struct epoll_event ev = {.events = EPOLLIN,
+                           .data.u64 = (uintptr_t)s | (uintptr_t)what};
+  return epoll_ctl(ep->shm_sfd, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd,
+                   add ? &ev : NULL);
+}
+
 static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
                                const struct sockaddr_storage *remote,
                                socklen_t rlen) {
@@ -64,7 +74,11 @@ static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
     free(s);
     return NULL;
   }
-  nexar__shm_watch(ep, sock, true);
+  if (nexar__shm_watch_fd(ep, sock, s, W_SOCK, true) < 0) {
+    /* Unwatched, it would never be read: the rendezvous fails now. */
+    nexar__shm_fail(&s->l, NEXAR_ERR_SYS, "cannot watch its socket (%s)",
+                    strerror(errno));
+  }
   return s;
 }
 
@@ -95,7 +109,12 @@ static int take_limits(nexar__shm_t *s, const shm_msg_t *m) {
 static void ready(nexar__shm_t *s) {
   s->l.state = NEXAR__CS_READY;
   s->l.last_rx = s->tx_at = nexar__now();
-  nexar__shm_watch(s->l.ep, s->efd_mine, true);
+  if (nexar__shm_watch_fd(s->l.ep, s->efd_mine, s, W_KICK, true) < 0) {
+    /* Unwatched, this side would sleep through the peer's records. */
+    nexar__shm_fail(&s->l, NEXAR_ERR_SYS, "cannot watch its eventfd (%s)",
+                    strerror(errno));
+    return;
+  }
   NEXAR__INFO(NEXAR__SUB_NET, "rank %d: shared-memory link to rank %d ready",
               s->l.ep->local_rank, s->l.peer);
   if (s->l.ep->ops->on_ready) s->l.ep->ops->on_ready(&s->l);
@@ -278,11 +297,9 @@ void nexar__shm_check_sock(nexar__shm_t *s) {
   nexar__shm_fail(l, NEXAR_ERR_PROTO, "unexpected message on the socket");
 }
 
-/* New connections on the rendezvous socket, looked for at most every
- * ACCEPT_EVERY_NS (a system call a pass would cost every message). */
-void nexar__shm_accept_new(nexar__ep_t *ep, uint64_t now) {
-  if (ep->shm_lfd < 0 || now < ep->shm_accept_at) return;
-  ep->shm_accept_at = now + ACCEPT_EVERY_NS;
+/* New connections on the rendezvous socket (it was readable). */
+void nexar__shm_accept_new(nexar__ep_t *ep) {
+  if (ep->shm_lfd < 0) return;
   for (int i = 0; i < ACCEPT_MAX; i++) {
     int fd;
     if (nexar__shm_accept(ep->shm_lfd, &fd) != 0) return;
@@ -293,6 +310,44 @@ void nexar__shm_accept_new(nexar__ep_t *ep, uint64_t now) {
     nexar__shm_t *s =
         pending < ACCEPT_MAX ? shm_alloc(ep, fd, true, &none, 0) : NULL;
     if (!s) close(fd);
+  }
+}
+
+#define SWEEP_EVENTS 64
+#define SWEEP_ROUNDS 8 /* bounds one sweep: the rest waits for the next */
+
+void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now) {
+  ep->shm_sock_at = now + SOCK_CHECK_NS;
+  ep->shm_kicks = false;
+  if (ep->shm_sfd < 0) return;
+  struct epoll_event ev[SWEEP_EVENTS];
+  for (int round = 0; round < SWEEP_ROUNDS; round++) {
+    int n = epoll_wait(ep->shm_sfd, ev, SWEEP_EVENTS, 0);
+    for (int i = 0; i < n; i++) {
+      uintptr_t v = (uintptr_t)ev[i].data.u64;
+      nexar__shm_t *s = (nexar__shm_t *)(v & ~(uintptr_t)W_KICK);
+      if (!s) {
+        nexar__shm_accept_new(ep);
+        continue;
+      }
+      nexar__link_t *l = &s->l;
+      /* Links are freed only by the engine's reap, never in a sweep. */
+      if (l->state == NEXAR__CS_DEAD) continue;
+      if (v & W_KICK) {
+        uint64_t count;
+        ssize_t r = read(s->efd_mine, &count, sizeof(count));
+        (void)r; /* the records are read by the drain that follows */
+      } else if (l->state != NEXAR__CS_HANDSHAKE) {
+        nexar__shm_check_sock(s);
+      } else if (!l->is_server) {
+        nexar__shm_on_welcome(s);
+      } else if (ep->accept_mesh) { /* a HELLO is judged by the roster */
+        nexar__shm_on_hello(s);
+      }
+    }
+    /* Level-triggered: what is left (a HELLO before the roster) comes
+     * again at the back of the set's list, so a full batch means more. */
+    if (n < SWEEP_EVENTS) return;
   }
 }
 

@@ -350,9 +350,12 @@ struct nexar__ep {
   void *owner;                  /* nexar_ctx_t or nexar_seed_t */
   const nexar__params_t *prm;   /* the owner's settings; NULL: the seed's */
   const nexar__host_id_t *host; /* where this process runs; NULL: unknown */
-  int shm_lfd;            /* the shared-memory rendezvous listener, or -1 */
-  uint64_t shm_accept_at; /* when it is next looked at (shm.c) */
-  uint64_t udp_read_at;   /* with no QUIC link: next read of it (quic.c) */
+  int shm_lfd; /* the shared-memory rendezvous listener, or -1 */
+  int shm_sfd; /* epoll set of the listener and the links' sockets (in epfd),
+                  or -1 */
+  uint64_t shm_sock_at; /* when the sockets are next looked at (shm.c) */
+  bool shm_kicks; /* a sleep flag went up: a peer may have kicked (shm.c) */
+  uint64_t udp_read_at; /* with no QUIC link: next read of it (quic.c) */
   uint64_t pass_now; /* when the running pass began (ns; transports' timers) */
   /* Transports, in the order their input is read (engine.c). */
   const struct nexar__tp *tps[NEXAR__TP_MAX];
