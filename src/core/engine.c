@@ -490,6 +490,31 @@ static void reap_dead(nexar__ep_t *ep) {
 #define RUN_SAMPLE_NS 10000000ull /* 10 ms */
 #define RUN_LONG_NS 20000000ull   /* 20 ms */
 
+/* Each thread keeps its schedstat file open (a pread regenerates it): an
+ * open and a close per sample cost a path walk each, and the passes of the
+ * caller and the progress thread alternate. Closed when the thread ends. */
+static pthread_key_t stat_key;
+static pthread_once_t stat_once = PTHREAD_ONCE_INIT;
+static _Thread_local int stat_fd; /* the descriptor + 1; 0: not open yet */
+
+static void stat_close(void *p) {
+  close((int)(intptr_t)p - 1);
+}
+
+static void stat_key_make(void) {
+  (void)pthread_key_create(&stat_key, stat_close);
+}
+
+static int stat_open(void) {
+  if (stat_fd) return stat_fd - 1;
+  pthread_once(&stat_once, stat_key_make);
+  int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1; /* tried again at the next sample */
+  stat_fd = fd + 1;
+  (void)pthread_setspecific(stat_key, (void *)(intptr_t)stat_fd);
+  return fd;
+}
+
 /* The calling thread's time running or runnable (ns). */
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;
@@ -497,11 +522,10 @@ static uint64_t thread_cpu_ns(void) {
   uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
   /* "<ran> <waited on a run queue> <slices>"; ran is only brought up to
    * date at context switches, so the clock above stands for it. */
-  int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  int fd = stat_open();
   if (fd < 0) return t;
   char b[96];
-  ssize_t n = read(fd, b, sizeof(b) - 1);
-  close(fd);
+  ssize_t n = pread(fd, b, sizeof(b) - 1, 0);
   unsigned long long ran, waited;
   if (n > 0) {
     b[n] = 0;
