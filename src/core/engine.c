@@ -501,8 +501,14 @@ static void stat_close(void *p) {
   close((int)(intptr_t)p - 1);
 }
 
+/* A forked child's thread is another thread: its file is opened anew. */
+static void stat_forget(void) {
+  stat_fd = 0;
+}
+
 static void stat_key_make(void) {
   (void)pthread_key_create(&stat_key, stat_close);
+  (void)pthread_atfork(NULL, NULL, stat_forget);
 }
 
 static int stat_open(void) {
