@@ -455,6 +455,8 @@ static bool resume_tick(nexar_ctx_t *ctx, uint64_t now) {
   return true;
 }
 
+#define STARVED_GRACE 4 /* timeouts a starved same-host peer gets */
+
 void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
   if (ctx->fenced || atomic_load(&ctx->aborted) || ctx->finalizing) return;
   /* Judge only once what is queued has been read: the peers' verdict on
@@ -501,7 +503,26 @@ void nexar__ft_tick(nexar_ctx_t *ctx, uint64_t now) {
      * of CPU by the others' on a crowded host) has the bootstrap's
      * deadline, not the heartbeat timeout: it says when it is done. */
     uint64_t limit = c->peer_meshed ? ctx->hb_timeout_ns : boot_ns;
-    if (now < c->last_rx + limit) continue;
+    if (now < c->last_rx + limit) {
+      c->starved_said = false;
+      continue;
+    }
+    /* A same-host peer whose threads wait for a CPU is starved (ranks
+     * outnumber cores), not stopped or hung: it gets STARVED_GRACE
+     * timeouts in all, so that a crowded host is slow, not failed, while a
+     * stopped or spinning-but-deaf peer is still judged. */
+    if (now < c->last_rx + STARVED_GRACE * limit &&
+        nexar__link_peer_runnable(c)) {
+      if (!c->starved_said)
+        NEXAR__WARN(NEXAR__SUB_INIT,
+                    "rank %d: nothing from rank %d (%s) for %llu ms, but its "
+                    "process waits for a CPU: judged after %llu ms",
+                    ctx->rank, id, c->remote_str,
+                    (unsigned long long)((now - c->last_rx) / 1000000ull),
+                    (unsigned long long)(STARVED_GRACE * limit / 1000000ull));
+      c->starved_said = true;
+      continue;
+    }
     snprintf(detail, sizeof(detail), "nothing received for %llu ms (%s=%lld)",
              (unsigned long long)((now - c->last_rx) / 1000000ull),
              c->peer_meshed ? "NEXAR_HEARTBEAT_TIMEOUT_MS"

@@ -188,6 +188,10 @@ bool nexar__link_tx_pending(const nexar__link_t *c) {
   return false;
 }
 
+bool nexar__link_peer_runnable(const nexar__link_t *c) {
+  return c->tp->peer_runnable && c->tp->peer_runnable(c);
+}
+
 bool nexar__link_idle(const nexar__link_t *c) {
   for (int lane = 0; lane < NEXAR__LANE_COUNT; lane++)
     for (const nexar__omsg_t *m = c->outq[lane]; m; m = m->next)

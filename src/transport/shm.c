@@ -647,6 +647,10 @@ static int shm_exporter(nexar__link_t *l, uint8_t out[32]) {
   return NEXAR_ERR_TRANSPORT; /* peers are authenticated by the kernel */
 }
 
+static bool shm_peer_runnable(const nexar__link_t *l) {
+  return nexar__shm_pid_runnable((pid_t)S(l)->peer_pid);
+}
+
 static void shm_stop_out(nexar__link_t *l, nexar__omsg_t *m) {
   m->stop = true;
   l->want_write = true;
@@ -762,6 +766,7 @@ const nexar__tp_t nexar__tp_shm = {
     .free = shm_free,
     .alive = shm_alive,
     .exporter = shm_exporter,
+    .peer_runnable = shm_peer_runnable,
     .stop_out = shm_stop_out,
     .forget_out = shm_forget_out,
     .attach_in = shm_attach_in,

@@ -8,8 +8,11 @@
  */
 #include "transport/shm_ring.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -246,6 +249,38 @@ int nexar__shm_cma_probe(pid_t pid) {
     if (errno != EINTR) return cma_err(errno);
   }
   return NEXAR_ERR_SYS;
+}
+
+/* The state letter of the stat file at |path| ('?' when unreadable): the
+ * field after the command, which is in parentheses and may hold any byte. */
+static char task_state(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return '?';
+  char b[512];
+  ssize_t n = read(fd, b, sizeof(b) - 1);
+  close(fd);
+  if (n <= 0) return '?';
+  b[n] = 0;
+  const char *p = strrchr(b, ')');
+  return p && p[1] == ' ' && p[2] ? p[2] : '?';
+}
+
+bool nexar__shm_pid_runnable(pid_t pid) {
+  if (pid <= 0) return false;
+  char dir[64];
+  snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  if (!d) return false;
+  bool runs = false;
+  struct dirent *e;
+  for (int i = 0; !runs && i < NEXAR__SHM_TASKS_MAX && (e = readdir(d)); i++) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%.16s/stat", dir, e->d_name);
+    runs = task_state(path) == 'R';
+  }
+  closedir(d);
+  return runs;
 }
 
 int nexar__shm_pidfd_open(pid_t pid) {

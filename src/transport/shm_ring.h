@@ -309,6 +309,12 @@ int nexar__shm_cma_read(pid_t pid, void *dst, uint64_t remote_addr, size_t len);
  * byte at address 0, which the kernel checks for permission first. */
 int nexar__shm_cma_probe(pid_t pid);
 
+/* Whether a thread of |pid| is running or waiting on a run queue (state R
+ * in /proc/PID/task/TID/stat; at most NEXAR__SHM_TASKS_MAX threads are
+ * looked at). False when none is, or the process is gone or unreadable. */
+#define NEXAR__SHM_TASKS_MAX 64
+bool nexar__shm_pid_runnable(pid_t pid);
+
 /* A pidfd for |pid| (close-on-exec; readable once the process exits, for
  * epoll), or -1 with errno set when pidfd_open is unsupported or fails. */
 int nexar__shm_pidfd_open(pid_t pid);

@@ -268,6 +268,7 @@ struct nexar__link {
    * then the failure detector gives it the bootstrap's deadline, not the
    * heartbeat timeout (failure.c). */
   bool peer_meshed;
+  bool starved_said; /* a starved silence of the peer's was logged */
 };
 
 /* ---- Endpoint: one UDP socket, one progress thread, many connections. */
@@ -543,6 +544,11 @@ typedef struct nexar__tp {
   /* The link's channel binding (RFC 5705 exporter of its authenticated
    * session); NEXAR_ERR_TRANSPORT when it has none. */
   int (*exporter)(nexar__link_t *l, uint8_t out[32]);
+  /* Whether the peer's process is seen to want a CPU (a thread running or
+   * waiting on a run queue): only a transport whose peer is on this host
+   * can tell (NULL: never). A silent peer that wants a CPU is starved,
+   * not stopped. */
+  bool (*peer_runnable)(const nexar__link_t *l);
   /* ---- Streams. */
   /* Stops |m|'s stream at once (it was opened): nothing more is written,
    * and the peer learns it was cut. */
@@ -589,6 +595,8 @@ bool nexar__link_tx_pending(const nexar__link_t *l);
 /* Nothing unacknowledged or queued (a cancelled, never-opened message is
  * nothing). */
 bool nexar__link_idle(const nexar__link_t *l);
+/* The transport's peer_runnable (false where it cannot tell). */
+bool nexar__link_peer_runnable(const nexar__link_t *l);
 /* Seed role: writes one frame on this side's stream. */
 int nexar__link_seed_send(nexar__link_t *l, const uint8_t *frame, size_t len);
 /* Records the outcome of a send to |l|'s peer: 0 (it worked) or the errno
