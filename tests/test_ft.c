@@ -117,8 +117,11 @@ static int big_op(int index, void *arg) {
   size_t cnt = 16u << 20; /* 64 MiB of f32 */
   float *a = malloc(cnt * sizeof(float)), *b = malloc(cnt * sizeof(float));
   NT_CHECK(a && b);
-  for (size_t i = 0; i < cnt; i++) a[i] = (float)(i % 7);
   int victim = root_dies ? 0 : 2, killer = root_dies ? 1 : 0;
+  /* The bcast's receivers start from other values, so that one whose part
+   * was done before the kill can show it got the root's data whole. */
+  for (size_t i = 0; i < cnt; i++)
+    a[i] = root_dies && r != victim ? -1.0f : (float)(i % 7);
   nexar_req_t *q = NULL;
   if (root_dies)
     NT_OKC(w, nexar_ibcast(w, a, cnt, NEXAR_FLOAT32, 0, &q));
@@ -130,7 +133,16 @@ static int big_op(int index, void *arg) {
   }
   int rc = nexar_wait(&q, NULL);
   (void)index;
-  if (check_failed(ctx, w, rc, victim, r, 0)) return 1;
+  if (root_dies && rc == NEXAR_OK) {
+    /* This rank's part ended before the kill (a loaded host can delay the
+     * killer's 30 ms past the whole bcast): legal if its data is whole; the
+     * failure then shows in the next call. */
+    for (size_t i = 0; i < cnt; i++)
+      NT_CHECKF(a[i] == (float)(i % 7), "bcast returned OK with a[%zu] = %g", i,
+                (double)a[i]);
+  } else if (check_failed(ctx, w, rc, victim, r, 0)) {
+    return 1;
+  }
   /* Abort policy: the world is revoked for good. */
   NT_CHECK(nexar_barrier(w) == NEXAR_ERR_REVOKED ||
            nexar_barrier(w) == NEXAR_ERR_PEER_FAILED);
