@@ -63,7 +63,14 @@ static int t_memcpy(int argc, char **argv) {
   for (int k = 0; k < nsz; k++) {
     size_t bytes = argc > 0 ? strtoull(argv[k], NULL, 0) : defaults[k];
     if (!bytes) continue;
-    char *a = malloc(bytes), *b = malloc(bytes);
+    /* Page-aligned, both: with malloc's 16-byte header the two blocks of
+     * a small size lay 16 bytes apart modulo 4 KiB, and glibc's memcpy
+     * (rep movsb) on AMD Zen runs 20x slower when the destination is 1-31
+     * bytes ahead of the source modulo 4 KiB: 64 KiB copied at 1.9 GB/s
+     * instead of 47 here. That figure belonged to the two addresses, not to
+     * the size (a packet's copy meets it for 62 of 8191 offsets). */
+    size_t round = (bytes + 4095) & ~(size_t)4095;
+    char *a = aligned_alloc(4096, round), *b = aligned_alloc(4096, round);
     if (!a || !b) return 1;
     memset(a, 1, bytes);
     memset(b, 2, bytes);
