@@ -341,6 +341,7 @@ def refs_table(refs, rows, nps):
     udp = ref_value(refs, "udp-loopback")
     tcp = ref_value(refs, "tcp-loopback")
     aes = ref_value(refs, "aes-128-gcm-encrypt")
+    sealed = ref_value(refs, "udp-sealed")
     extra = []
     for np in nps:
         nx = find(rows, "nexar", "bw", np, 64 * MiB)
@@ -348,6 +349,9 @@ def refs_table(refs, rows, nps):
             continue
         bw = nx["algbw_GBps"]
         parts = []
+        if sealed:
+            parts.append(f"{bw / sealed:.2f} of one encrypted stream's limit "
+                         "(refs sealed)")
         if udp:
             parts.append(f"{bw / udp:.2f} of plain UDP loopback")
         if tcp:
