@@ -693,6 +693,17 @@ static void park_sleep(nexar__ep_t *ep, const struct timespec *ts) {
   }
 }
 
+/* The progress thread takes the engine lock: waits for it unless callers
+ * drove within the linger, where it only tries; false when it did not get
+ * it. */
+static bool ep_try_enter(nexar__ep_t *ep) {
+  uint64_t quiet = atomic_load(&ep->drv_end) + ep->linger_ns;
+  if (ep->linger_ns && nexar__now() < quiet)
+    return pthread_mutex_trylock(&ep->emu) == 0;
+  pthread_mutex_lock(&ep->emu);
+  return true;
+}
+
 /* Sleeps on the engine's epoll set until input arrives or |ts| passes.
  * epoll_pwait2 (Linux 5.11+) keeps the nanoseconds; a kernel without it (or
  * valgrind) answers ENOSYS, and from then on epoll_wait sleeps to the next
@@ -712,6 +723,7 @@ static int ep_sleep(nexar__ep_t *ep, struct epoll_event *evs, int max,
 static void *ep_main(void *arg) {
   nexar__ep_t *ep = arg;
   struct epoll_event evs[4];
+  uint64_t retry = NEXAR__HANDBACK_NS;
   while (!atomic_load(&ep->stop)) {
     if (ep->linger_ns && atomic_load(&ep->driving) && !ops_queued(ep)) {
       /* A caller drives: it does all the work; back to sleep without
@@ -719,7 +731,22 @@ static void *ep_main(void *arg) {
       park_sleep(ep, NULL);
       continue;
     }
-    pthread_mutex_lock(&ep->emu);
+    if (!ep_try_enter(ep)) {
+      /* A caller that drove within the linger holds the engine lock: it
+       * runs what is due itself. Queueing on the lock would get in its
+       * way: on an oversubscribed host the holder is often preempted with
+       * it, and its unlock would then cost it a futex wake and hand us
+       * the engine, so that its next post finds the lock taken and must
+       * kick. Look again later instead: HANDBACK_NS first, doubling up
+       * to the linger, after which the lock is waited for. A plain sleep:
+       * the kick eventfd may be readable for the holder's sleep, and
+       * polling it would return at once. */
+      struct timespec ts = ns_to_ts(retry);
+      nanosleep(&ts, NULL);
+      retry = retry * 2 < ep->linger_ns ? retry * 2 : ep->linger_ns;
+      continue;
+    }
+    retry = NEXAR__HANDBACK_NS;
     uint64_t now = nexar__now();
     uint64_t quiet = atomic_load(&ep->drv_end) + ep->linger_ns;
     bool driven = atomic_load(&ep->driving);
