@@ -169,7 +169,10 @@ static int barrier_loop(int index, void *arg) {
     }
     int rc = nexar_barrier(w);
     if (rc == NEXAR_OK) continue;
-    NT_CHECKF(i >= 50, "barrier %d failed early", i);
+    /* The victim dies after barrier 49 returned to it: its last message
+     * of that barrier may still have been queued in it (an eager send
+     * completes once buffered), so barrier 49 may fail; none before. */
+    NT_CHECKF(i >= 49, "barrier %d failed early", i);
     if (check_failed(ctx, w, rc, victim, r, 0)) return 1;
     break;
   }
