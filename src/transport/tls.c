@@ -229,6 +229,11 @@ static int verify_mesh(gnutls_session_t s) {
     return 0;
   }
   int peer = c->ep->ops->verify_client(c->ep, fp);
+  if (peer == NEXAR__PEER_OBSERVER) {
+    /* Not a member: only an observer's frames are read from it. */
+    c->role = NEXAR__ROLE_OBSERVE;
+    return 0;
+  }
   if (peer < 0) {
     NEXAR__WARN(NEXAR__SUB_TLS,
                 "rank %d: refused %s: its certificate belongs to no member "
@@ -279,7 +284,7 @@ int nexar__tls_session(nexar__quic_t *q, const char *alpn) {
     gnutls_alpn_set_protocols(s, &proto, 1, GNUTLS_ALPN_MANDATORY);
     gnutls_server_name_set(s, GNUTLS_NAME_DNS, "nexar", 5);
   }
-  if (c->role == NEXAR__ROLE_MESH) {
+  if (c->role != NEXAR__ROLE_SEED) {
     /* Mutual authentication: both sides present and check certificates. */
     if (c->is_server)
       gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);

@@ -213,7 +213,18 @@ struct nexar__imsg {
 };
 
 /* ---- Links (to a peer rank, to the seed, or from a worker). */
-enum nexar__link_role { NEXAR__ROLE_MESH = 0, NEXAR__ROLE_SEED = 1 };
+/* OBSERVE: live inspection (docs/debugging.md). Negotiated as a mesh
+ * connection (mesh ALPN, certificates), then carries seed-style frames: an
+ * observer dials a rank pinning its roster fingerprint; a rank accepts a
+ * client certificate outside its roster only as an observer
+ * (verify_client returns NEXAR__PEER_OBSERVER), which must prove the
+ * cluster secret before it is answered and is never a member. */
+enum nexar__link_role {
+  NEXAR__ROLE_MESH = 0,
+  NEXAR__ROLE_SEED = 1,
+  NEXAR__ROLE_OBSERVE = 2
+};
+#define NEXAR__PEER_OBSERVER (-3)
 enum nexar__link_state {
   NEXAR__CS_HANDSHAKE,
   NEXAR__CS_READY,
@@ -281,8 +292,9 @@ typedef struct nexar__ep_ops {
   /* Called each loop iteration with the current time (deadlines). */
   void (*on_tick)(nexar__ep_t *ep, uint64_t now);
   /* Server side: verify a client certificate fingerprint; return the peer
-   * rank (>= 0), -1 to refuse, or -2 to accept as a non-mesh (seed)
-   * client. */
+   * rank (>= 0), -1 to refuse, -2 to accept as a non-mesh (seed)
+   * client, or NEXAR__PEER_OBSERVER to accept a mesh-ALPN client as an
+   * observer (role OBSERVE). */
   int (*verify_client)(nexar__ep_t *ep, const uint8_t *fp);
   /* A same-host transport's peer presented certificate fingerprint |fp|
    * and the kernel vouches for its process id |pid|: returns the peer
