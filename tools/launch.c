@@ -603,7 +603,7 @@ static void inspect_hung(nexar_launch_t *l) {
   if (l->seed_port <= 0 || l->seed.state != LAUNCH_PROC_RUNNING) return;
   char seed[32], err[512];
   snprintf(seed, sizeof seed, "127.0.0.1:%d", l->seed_port);
-  nexar__inspect_opts_t o = {seed, l->secret, NULL, LAUNCH_INSPECT_MS};
+  nexar__inspect_opts_t o = {seed, l->secret, NULL, LAUNCH_INSPECT_MS, 0};
   fprintf(stderr,
           "nexar-run: timed out after %d ms; what the ranks are doing:\n",
           l->opts.timeout_ms);

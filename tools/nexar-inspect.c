@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
-  nexar__inspect_opts_t o = {NULL, NULL, NULL, 5000};
+  nexar__inspect_opts_t o = {NULL, NULL, NULL, 5000, 0};
   int c;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {

@@ -37,6 +37,7 @@ static int send_mac(insp_t *s, nexar__link_t *c, uint8_t type) {
   uint8_t exp[32], mac[32], frame[NEXAR__SEED_FRAME_HDR + NEXAR__MAC_BYTES];
   NEXAR__CHECK(nexar__link_exporter(c, exp));
   nexar__mac(s->key, NEXAR__OBSERVER_LABEL, exp, mac);
+  if (s->wrong_proof == (type == NEXAR__SEED_QUERY ? 1 : 2)) mac[0] ^= 1;
   int n = nexar__seed_mac_encode(type, mac, frame, sizeof frame);
   return n < 0 ? n : nexar__link_seed_send(c, frame, (size_t)n);
 }
@@ -77,6 +78,7 @@ static int on_frame(nexar__link_t *c, uint8_t type, const uint8_t *body,
   insp_t *s = c->ep->owner;
   if (c == s->seed) {
     uint8_t mac[32], exp[32], want[32];
+    if (type != NEXAR__SEED_PROOF) s->seed_rx += NEXAR__SEED_FRAME_HDR + len;
     if (type == NEXAR__SEED_PROOF) {
       NEXAR__CHECK(nexar__seed_proof_decode(mac, body, len));
       NEXAR__CHECK(nexar__link_exporter(c, exp));
@@ -103,6 +105,7 @@ static int on_frame(nexar__link_t *c, uint8_t type, const uint8_t *body,
     return NEXAR_ERR_PROTO;
   }
   insp_rank_t *k = rank_of(s, c);
+  if (k) k->rx += NEXAR__SEED_FRAME_HDR + len;
   if (!k || k->got || type != NEXAR__SEED_STATE) return NEXAR_ERR_PROTO;
   int rc = on_state(k, body, len);
   nexar__link_close(c, NEXAR__CLOSE_OK, "state received");
@@ -131,8 +134,11 @@ static void on_closed(nexar__link_t *c) {
     s->seed = NULL;
     if (!s->rk) {
       char why[200];
-      snprintf(why, sizeof why, "the seed at %s closed the connection: %s",
-               c->remote_str, c->close_reason);
+      snprintf(why, sizeof why,
+               "the seed at %s closed the connection: %s (%llu bytes "
+               "received after its proof)",
+               c->remote_str, c->close_reason,
+               (unsigned long long)s->seed_rx);
       finish(s, c->close_code == NEXAR__CLOSE_AUTH ? NEXAR_ERR_AUTH
                                                    : NEXAR_ERR_TRANSPORT,
              why);
@@ -144,8 +150,9 @@ static void on_closed(nexar__link_t *c) {
   k->c = NULL;
   if (k->got || k->failed) return;
   k->failed = true;
-  snprintf(k->why, sizeof k->why, "%s",
-           c->close_reason[0] ? c->close_reason : "connection ended");
+  snprintf(k->why, sizeof k->why, "%s (%llu bytes received)",
+           c->close_reason[0] ? c->close_reason : "connection ended",
+           (unsigned long long)k->rx);
   s->answered++;
 }
 
@@ -212,6 +219,7 @@ int nexar__inspect(const nexar__inspect_opts_t *o, FILE *out, char *err,
   if (!s) return NEXAR_ERR_NOMEM;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  s->wrong_proof = o->wrong_proof;
   nexar__params_t prm;
   rc = nexar__params_load(&prm, NULL, err, errlen);
   if (rc < 0) goto out;

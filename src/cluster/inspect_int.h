@@ -15,6 +15,7 @@ typedef struct insp_rank {
   nexar__link_t *c;        /* the observer connection (engine) */
   bool got, failed;        /* answered; or ended without an answer */
   char why[160];           /* failed: how */
+  uint64_t rx;             /* bytes of frames received from it (engine) */
   uint8_t *body;           /* the STATE body st points into */
   nexar__insp_state_t st;
 } insp_rank_t;
@@ -25,7 +26,9 @@ typedef struct insp {
   uint8_t key[32];
   struct sockaddr_storage seed_ss;
   socklen_t seed_sl;
-  nexar__link_t *seed; /* engine */
+  int wrong_proof;      /* nexar__inspect_opts_t's */
+  nexar__link_t *seed;  /* engine */
+  uint64_t seed_rx;     /* bytes of frames from the seed after PROOF */
   bool dial;           /* the roster came: dial the ranks (engine) */
   insp_rank_t *rk;     /* [world] */
   int world;

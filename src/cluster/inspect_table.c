@@ -99,35 +99,53 @@ static void heartbeat_of(const insp_rank_t *k, char *out, size_t n) {
              worst.rank, k->st.npeers);
 }
 
-/* Under the table: each rank others wait for on the world, who waits and
- * what it does itself. */
+/* Whether rank |k| is in world collective |seq| named |op|. */
+static bool in_op(const insp_rank_t *k, const char *op, uint64_t seq) {
+  for (uint32_t i = 0; k->got && i < k->st.nops; i++)
+    if (k->st.ops[i].comm == 0 && k->st.ops[i].seq == seq &&
+        !strcmp(k->st.ops[i].op, op))
+      return true;
+  return false;
+}
+
+/* Appends rank |r| to the list |out| (|*o| bytes used of |n|). */
+static void list_add(char *out, size_t n, size_t *o, int r) {
+  if (*o < n)
+    *o += (size_t)snprintf(out + *o, n - *o, "%s%d", *o ? ", " : "", r);
+}
+
+/* Under the table: for each collective on the world that some ranks wait
+ * in, which ranks are not in it and what they do instead (the ones the
+ * others wait for, directly or through the algorithm's steps). */
 static void summary(const insp_t *s, FILE *out) {
-  for (int w = 0; w < s->world; w++) {
-    char by[256] = "", what[96] = "";
-    size_t o = 0;
-    int n = 0;
-    for (int r = 0; r < s->world; r++) {
-      const nexar__insp_op_t *op = oldest(&s->rk[r]);
-      if (!op || op->comm != 0) continue;
-      for (const char *p = op->waits; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) break;
-        if (v == w) {
-          if (o < sizeof by)
-            o += (size_t)snprintf(by + o, sizeof by - o, "%s%d", n ? ", " : "",
-                                  r);
-          if (!n) op_name(op, what, sizeof what);
-          n++;
-        }
-        p = end + strspn(end, ", ");
-      }
+  for (int r = 0; r < s->world; r++) {
+    const nexar__insp_op_t *op = oldest(&s->rk[r]);
+    if (!op || op->comm != 0 || op->seq == UINT64_MAX) continue;
+    bool seen = false; /* told already by a lower rank */
+    for (int q = 0; q < r && !seen; q++) {
+      const nexar__insp_op_t *o2 = oldest(&s->rk[q]);
+      seen = o2 && o2->comm == 0 && o2->seq == op->seq &&
+             !strcmp(o2->op, op->op);
     }
-    if (!n) continue;
-    char st[256];
-    state_of(&s->rk[w], st, sizeof st);
-    fprintf(out, "rank %d is waited for by rank%s %s (in %s); rank %d: %s\n",
-            w, n > 1 ? "s" : "", by, what, w, st);
+    if (seen) continue;
+    char in[256] = "", name[96];
+    size_t ni = 0;
+    int nin = 0;
+    for (int q = 0; q < s->world; q++)
+      if (in_op(&s->rk[q], op->op, op->seq)) {
+        list_add(in, sizeof in, &ni, q);
+        nin++;
+      }
+    op_name(op, name, sizeof name);
+    fprintf(out, "%s: rank%s %s in it", name, nin > 1 ? "s" : "", in);
+    int nout = 0;
+    for (int q = 0; q < s->world; q++) {
+      if (in_op(&s->rk[q], op->op, op->seq)) continue;
+      char st[256];
+      state_of(&s->rk[q], st, sizeof st);
+      fprintf(out, "%s rank %d (%s)", nout++ ? "," : "; not in it:", q, st);
+    }
+    fprintf(out, "\n");
   }
 }
 
