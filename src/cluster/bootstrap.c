@@ -536,7 +536,12 @@ static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
     if (link_peer(ctx, r) &&
         nexar__ct_equal(ctx->roster[r].fingerprint, fp, NEXAR__FP_BYTES))
       return r;
-  /* Not a member: an observer, once the mesh is formed (observe.c). */
+  return -1;
+}
+
+/* An observer (live inspection, observe.c), once the mesh is formed. */
+static int worker_verify_observer(nexar__ep_t *ep) {
+  nexar_ctx_t *ctx = ep->owner;
   return ctx->boot_state >= BOOT_DONE ? nexar__observe_admit(ctx) : -1;
 }
 
@@ -588,6 +593,7 @@ const nexar__ep_ops_t nexar__worker_ops = {
     .on_closed = worker_on_closed,
     .on_tick = worker_on_tick,
     .verify_client = worker_verify_client,
+    .verify_observer = worker_verify_observer,
     .verify_local = worker_verify_local,
     .on_unreachable = worker_on_unreachable,
     .on_resume = worker_on_resume,

@@ -2,8 +2,9 @@
  * Live inspection, the rank's side (docs/debugging.md "Live inspection",
  * docs/wire-protocol.md 6.6). An observer (nexar-inspect, nexar-run on a
  * timeout) dials a rank's QUIC endpoint like a mesh peer, pinning the
- * rank's certificate by the roster the seed gave it. The rank accepts a
- * client certificate outside its roster only as an observer: at most
+ * rank's certificate by the roster the seed gave it, with its own ALPN
+ * (NEXAR__ALPN_OBSERVE); the rank does not check the observer's
+ * certificate and takes at most
  * NEXAR__OBSERVERS_MAX at once, each closed NEXAR__OBSERVE_MS after its
  * handshake. Its first and only frame must be INSPECT, carrying the MAC of
  * the cluster secret over the connection's TLS exporter; anything else
@@ -27,7 +28,7 @@ int nexar__observe_admit(nexar_ctx_t *ctx) {
   for (int i = 0; i < ctx->ep.nconns; i++)
     n += ctx->ep.conns[i]->role == NEXAR__ROLE_OBSERVE &&
          ctx->ep.conns[i]->state != NEXAR__CS_DEAD;
-  return n < NEXAR__OBSERVERS_MAX ? NEXAR__PEER_OBSERVER : -1;
+  return n < NEXAR__OBSERVERS_MAX ? 0 : -1;
 }
 
 static void refuse(nexar__link_t *c, int code, int err, const char *why) {

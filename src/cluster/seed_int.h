@@ -32,9 +32,8 @@ int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__link_t *c,
 
 /*
  * Live inspection, rank side (observe.c; engine). nexar__observe_admit:
- * verify_client's answer for a certificate outside the roster
- * (NEXAR__PEER_OBSERVER while fewer than NEXAR__OBSERVERS_MAX observers are
- * connected, else -1). _ready, _data, _closed: an observer link's
+ * whether to take one more observer (0 while fewer than
+ * NEXAR__OBSERVERS_MAX are connected, else -1). _ready, _data, _closed: an observer link's
  * handshake finished, bytes arrived, it ended. _tick: closes observers
  * past their deadline.
  */
