@@ -33,8 +33,7 @@ int main(int argc, char **argv) {
   printf("rank %d: ready\n", rank);
   fflush(stdout);
   if (rank == hang) sleep((unsigned)secs);
-  if (rc == 0)
-    rc = nexar_allreduce(world, &v, &sum, 1, NEXAR_INT64, NEXAR_SUM);
+  if (rc == 0) rc = nexar_allreduce(world, &v, &sum, 1, NEXAR_INT64, NEXAR_SUM);
   if (rc == 0 && sum != (int64_t)size * (size - 1) / 2) rc = -1;
   printf("rank %d: %s sum %lld\n", rank, rc == 0 ? "ok" : "FAILED",
          (long long)sum);

@@ -212,10 +212,10 @@ static void init_values(void) {
   state_v.pid = 4242;
   snprintf(state_v.host, sizeof state_v.host, "node-7");
   state_v.nops = 2;
-  state_v.ops[0] = (nexar__insp_op_t){
-      0, UINT64_MAX, 1500, 0, 1, 4, "send", "2"};
-  state_v.ops[1] = (nexar__insp_op_t){
-      0, 3, 2500000, 0, 1, 4, "allreduce", "2, 3"};
+  state_v.ops[0] =
+      (nexar__insp_op_t){0, UINT64_MAX, 1500, 0, 1, 4, "send", "2"};
+  state_v.ops[1] =
+      (nexar__insp_op_t){0, 3, 2500000, 0, 1, 4, "allreduce", "2, 3"};
   state_v.npeers = 2;
 
   memset(&notice_v, 0, sizeof notice_v);
@@ -237,8 +237,8 @@ static void f_mac(buf_t *b, uint8_t type) {
   pframe(b, nexar__seed_mac_encode(type, mac_a, frame, sizeof frame));
 }
 static void f_state(buf_t *b) {
-  pframe(b, nexar__insp_state_encode(&state_v, state_peers, frame,
-                                     sizeof frame));
+  pframe(b,
+         nexar__insp_state_encode(&state_v, state_peers, frame, sizeof frame));
 }
 static void f_hello(buf_t *b, const nexar__seed_hello_t *h) {
   pframe(b, nexar__seed_hello_encode(h, frame, sizeof frame));

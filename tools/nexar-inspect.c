@@ -49,10 +49,7 @@ static void usage(FILE *f) {
 }
 
 static int bad_arg(const char *msg, const char *value) {
-  fprintf(stderr, "nexar-inspect: %s%s%s%s\n", msg, value ? " '" : "",
-          value ? value : "", value ? "'" : "");
-  usage(stderr);
-  return 2;
+  return cli_bad_arg("nexar-inspect", usage, msg, value);
 }
 
 int main(int argc, char **argv) {
@@ -77,9 +74,10 @@ int main(int argc, char **argv) {
         break;
       case OPT_TIMEOUT:
         if (cli_parse_int(optarg, 1, 600000, &o.timeout_ms) < 0)
-          return bad_arg("--timeout-ms wants a number of ms from 1 to 600000,"
-                         " not",
-                         optarg);
+          return bad_arg(
+              "--timeout-ms wants a number of ms from 1 to 600000,"
+              " not",
+              optarg);
         break;
       case 'h':
         usage(stdout);
@@ -94,15 +92,8 @@ int main(int argc, char **argv) {
   }
   if (optind < argc) return bad_arg("unexpected argument", argv[optind]);
   if (!o.seed) return bad_arg("--seed IP:PORT is required", NULL);
-  int nsecrets = (o.secret_file != NULL) + (getenv("NEXAR_SECRET") != NULL) +
-                 (getenv("NEXAR_SECRET_FILE") != NULL);
-  if (nsecrets != 1)
-    return bad_arg(nsecrets ? "the cluster secret is given more than once "
-                              "(--secret-file, NEXAR_SECRET, "
-                              "NEXAR_SECRET_FILE): give exactly one"
-                            : "no cluster secret: set NEXAR_SECRET or "
-                              "NEXAR_SECRET_FILE, or pass --secret-file",
-                   NULL);
+  const char *no_secret = cli_secret_sources(o.secret_file);
+  if (no_secret) return bad_arg(no_secret, NULL);
   char err[512];
   int rc = nexar__inspect(&o, stdout, err, sizeof err);
   if (rc < 0) {

@@ -66,10 +66,7 @@ static void usage(FILE *f) {
 }
 
 static int bad_arg(const char *msg, const char *value) {
-  fprintf(stderr, "nexar-seed: %s%s%s%s\n", msg, value ? " '" : "",
-          value ? value : "", value ? "'" : "");
-  usage(stderr);
-  return 2;
+  return cli_bad_arg("nexar-seed", usage, msg, value);
 }
 
 /* Parses the option or variable |name|=|s| as the library parses every
@@ -167,18 +164,8 @@ int main(int argc, char **argv) {
     if (parse_int("NEXAR_WORLD_SIZE", env, 1, 1 << 20, &world_size) < 0)
       return bad_arg("NEXAR_WORLD_SIZE wants a number >= 1, not", env);
   }
-  int nsecrets = (secret_file != NULL) + (getenv("NEXAR_SECRET") != NULL) +
-                 (getenv("NEXAR_SECRET_FILE") != NULL);
-  if (nsecrets == 0)
-    return bad_arg(
-        "no cluster secret: set NEXAR_SECRET or NEXAR_SECRET_FILE, or pass "
-        "--secret-file",
-        NULL);
-  if (nsecrets > 1)
-    return bad_arg(
-        "the cluster secret is given more than once (--secret-file, "
-        "NEXAR_SECRET, NEXAR_SECRET_FILE): give exactly one",
-        NULL);
+  const char *no_secret = cli_secret_sources(secret_file);
+  if (no_secret) return bad_arg(no_secret, NULL);
 
   nexar_seed_config_t cfg = NEXAR_SEED_CONFIG_INIT;
   cfg.listen_addr = listen;

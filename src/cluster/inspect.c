@@ -137,10 +137,10 @@ static void on_closed(nexar__link_t *c) {
       snprintf(why, sizeof why,
                "the seed at %s closed the connection: %s (%llu bytes "
                "received after its proof)",
-               c->remote_str, c->close_reason,
-               (unsigned long long)s->seed_rx);
-      finish(s, c->close_code == NEXAR__CLOSE_AUTH ? NEXAR_ERR_AUTH
-                                                   : NEXAR_ERR_TRANSPORT,
+               c->remote_str, c->close_reason, (unsigned long long)s->seed_rx);
+      finish(s,
+             c->close_code == NEXAR__CLOSE_AUTH ? NEXAR_ERR_AUTH
+                                                : NEXAR_ERR_TRANSPORT,
              why);
     }
     return;

@@ -26,9 +26,9 @@ typedef struct insp {
   uint8_t key[32];
   struct sockaddr_storage seed_ss;
   socklen_t seed_sl;
-  int wrong_proof;      /* nexar__inspect_opts_t's */
-  nexar__link_t *seed;  /* engine */
-  uint64_t seed_rx;     /* bytes of frames from the seed after PROOF */
+  int wrong_proof;     /* nexar__inspect_opts_t's */
+  nexar__link_t *seed; /* engine */
+  uint64_t seed_rx;    /* bytes of frames from the seed after PROOF */
   bool dial;           /* the roster came: dial the ranks (engine) */
   insp_rank_t *rk;     /* [world] */
   int world;

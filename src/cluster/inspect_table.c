@@ -22,8 +22,7 @@ static const nexar__insp_op_t *oldest(const insp_rank_t *k) {
 static void op_name(const nexar__insp_op_t *o, char *out, size_t n) {
   size_t k = (size_t)snprintf(out, n, "%s", o->op);
   if (o->seq != UINT64_MAX && k < n)
-    k += (size_t)snprintf(out + k, n - k, " #%llu",
-                          (unsigned long long)o->seq);
+    k += (size_t)snprintf(out + k, n - k, " #%llu", (unsigned long long)o->seq);
   if (o->comm != 0 && k < n)
     snprintf(out + k, n - k, " on comm %llu", (unsigned long long)o->comm);
 }
@@ -124,8 +123,8 @@ static void summary(const insp_t *s, FILE *out) {
     bool seen = false; /* told already by a lower rank */
     for (int q = 0; q < r && !seen; q++) {
       const nexar__insp_op_t *o2 = oldest(&s->rk[q]);
-      seen = o2 && o2->comm == 0 && o2->seq == op->seq &&
-             !strcmp(o2->op, op->op);
+      seen =
+          o2 && o2->comm == 0 && o2->seq == op->seq && !strcmp(o2->op, op->op);
     }
     if (seen) continue;
     char in[256] = "", name[96];

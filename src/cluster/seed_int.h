@@ -33,9 +33,9 @@ int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__link_t *c,
 /*
  * Live inspection, rank side (observe.c; engine). nexar__observe_admit:
  * whether to take one more observer (0 while fewer than
- * NEXAR__OBSERVERS_MAX are connected, else -1). _ready, _data, _closed: an observer link's
- * handshake finished, bytes arrived, it ended. _tick: closes observers
- * past their deadline.
+ * NEXAR__OBSERVERS_MAX are connected, else -1). _ready, _data, _closed: an
+ * observer link's handshake finished, bytes arrived, it ended. _tick: closes
+ * observers past their deadline.
  */
 /* Seed side (seed.c): answers an observer's QUERY frame on |c|. */
 int nexar__seed_on_query(nexar__link_t *c, const uint8_t *body, size_t len);

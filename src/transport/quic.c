@@ -272,10 +272,10 @@ static int quic_dial(nexar__ep_t *ep, const nexar__dial_t *dl,
     goto fail;
   }
   NEXAR__CHECK_GOTO(
-      nexar__tls_session(
-          Q(c), role == NEXAR__ROLE_SEED      ? NEXAR__ALPN_SEED
-                : role == NEXAR__ROLE_OBSERVE ? NEXAR__ALPN_OBSERVE
-                                              : NEXAR__ALPN_MESH),
+      nexar__tls_session(Q(c), role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED
+                               : role == NEXAR__ROLE_OBSERVE
+                                   ? NEXAR__ALPN_OBSERVE
+                                   : NEXAR__ALPN_MESH),
       rc, fail);
   ngtcp2_conn_set_tls_native_handle(Q(c)->qc, Q(c)->tls);
   set_keepalive(c);

@@ -261,11 +261,9 @@ static int alpn_hook(gnutls_session_t s, unsigned htype, unsigned when,
                      unsigned incoming, const gnutls_datum_t *msg) {
   nexar__link_t *c = session_conn(s);
   if (c->role == NEXAR__ROLE_SEED) return negotiated(s, NEXAR__ALPN_SEED) - 1;
-  return negotiated(s, NEXAR__ALPN_MESH) ||
-                 (c->ep->ops->verify_observer &&
-                  negotiated(s, NEXAR__ALPN_OBSERVE))
-             ? 0
-             : -1;
+  bool ok = negotiated(s, NEXAR__ALPN_MESH) ||
+            (c->ep->ops->verify_observer && negotiated(s, NEXAR__ALPN_OBSERVE));
+  return ok ? 0 : -1;
 }
 
 int nexar__tls_session(nexar__quic_t *q, const char *alpn) {
@@ -284,15 +282,13 @@ int nexar__tls_session(nexar__quic_t *q, const char *alpn) {
   gnutls_session_set_ptr(s, &nexar__quic(c)->ref);
   if (gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, c->ep->id.cred) < 0)
     return NEXAR_ERR_TRANSPORT;
-  gnutls_datum_t proto[2] = {
-      {(unsigned char *)alpn, (unsigned)strlen(alpn)},
-      {(unsigned char *)NEXAR__ALPN_OBSERVE,
-       (unsigned)strlen(NEXAR__ALPN_OBSERVE)}};
+  gnutls_datum_t proto[2] = {{(unsigned char *)alpn, (unsigned)strlen(alpn)},
+                             {(unsigned char *)NEXAR__ALPN_OBSERVE,
+                              (unsigned)strlen(NEXAR__ALPN_OBSERVE)}};
   if (c->is_server) {
     gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_CLIENT_HELLO,
                                        GNUTLS_HOOK_POST, alpn_hook);
-    bool observers =
-        c->role == NEXAR__ROLE_MESH && c->ep->ops->verify_observer;
+    bool observers = c->role == NEXAR__ROLE_MESH && c->ep->ops->verify_observer;
     gnutls_alpn_set_protocols(
         s, proto, observers ? 2 : 1,
         GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE);

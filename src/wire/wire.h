@@ -259,8 +259,8 @@ enum nexar__seed_type {
   NEXAR__SEED_ADMITTED = 6, /* seed -> member leader: who was admitted */
   NEXAR__SEED_JOIN = 7,     /* seed -> joiner: its id, roster, new world */
   /* Live inspection (docs/debugging.md, docs/wire-protocol.md 6.6). */
-  NEXAR__SEED_QUERY = 8,   /* observer -> seed: proof; asks for the roster */
-  NEXAR__SEED_ROSTER = 9,  /* seed -> observer: the roster (WELCOME body) */
+  NEXAR__SEED_QUERY = 8,    /* observer -> seed: proof; asks for the roster */
+  NEXAR__SEED_ROSTER = 9,   /* seed -> observer: the roster (WELCOME body) */
   NEXAR__SEED_INSPECT = 10, /* observer -> rank: proof; asks for its state */
   NEXAR__SEED_STATE = 11,   /* rank -> observer: its state */
   NEXAR__SEED_TYPE_MAX = 11
@@ -382,9 +382,9 @@ typedef struct nexar__seed_join {
 
 /* STATE (live inspection): what one rank is doing. Names, sizes, ranks
  * and times only: never a payload or the secret. */
-#define NEXAR__INSP_OPS 4u       /* operations in progress listed */
-#define NEXAR__INSP_OP_NAME 15u  /* bytes of an operation's name */
-#define NEXAR__INSP_WAITS 63u    /* bytes of a "2, 5" list of comm ranks */
+#define NEXAR__INSP_OPS 4u      /* operations in progress listed */
+#define NEXAR__INSP_OP_NAME 15u /* bytes of an operation's name */
+#define NEXAR__INSP_WAITS 63u   /* bytes of a "2, 5" list of comm ranks */
 #define NEXAR__INSP_PEER_BYTES 16u
 typedef struct nexar__insp_op {
   uint64_t comm;      /* communicator id */
