@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_inspect: live inspection (docs/debugging.md "Live inspection").
 # 4 ranks of inspect_hang: after one allreduce rank 2 sleeps while ranks 0,
-# 1 and 3 wait for it in the second (allreduce #1). While the job hangs:
+# 1 and 3 wait for it in the second (allreduce #1) until the test lets it
+# go. While the job hangs:
 #   - nexar-inspect (right secret) prints the table: ranks 0, 1, 3 waiting
 #     in allreduce #1, rank 2 in no operation, and names rank 2 as the one
 #     not in allreduce #1;
@@ -30,7 +31,7 @@ seed_pid=$!
 port=$(seed_port "$tmp/seed")
 [ -n "$port" ] || fail "nexar-seed printed no port: $(cat "$tmp/seed")"
 for r in 0 1 2 3; do
-  NEXAR_RANK=$r NEXAR_SEED=127.0.0.1:$port timeout 40 "$hang" 2 12 \
+  NEXAR_RANK=$r NEXAR_SEED=127.0.0.1:$port timeout 40 "$hang" 2 25 "$tmp/go" \
     >"$tmp/out.$r" 2>"$tmp/err.$r" &
 done
 for _ in $(seq 150); do
@@ -73,6 +74,7 @@ cat "$tmp/out"
 grep -q "waiting in\|allreduce" "$tmp/out" &&
   fail "a wrong proof to the ranks saw their state"
 
+touch "$tmp/go" # rank 2 joins allreduce #1
 for r in 0 1 2 3; do
   wait %$((r + 2)) || { cat "$tmp"/err.?; fail "rank $r failed"; }
   grep -q "rank $r: ok sum 6" "$tmp/out.$r" || fail "rank $r: wrong sum"
