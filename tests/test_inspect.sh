@@ -61,13 +61,13 @@ grep -q "the seed did not prove the cluster secret" "$tmp/err" ||
   fail "nexar-inspect with a wrong secret: no refusal"
 echo "wrong secret: $(cat "$tmp/err")"
 
-"$probe" 127.0.0.1:$port 1 >"$tmp/out" 2>"$tmp/err"
+"$probe" 127.0.0.1:$port 1 >"$tmp/out" 2>"$tmp/err" || fail "inspect_probe 1: exit $?"
 grep -q "^rc NEXAR_ERR_AUTH: .*not authenticated (0 bytes received after its proof)" \
   "$tmp/out" || fail "a wrong proof to the seed got something"
 grep -q "RANK" "$tmp/out" && fail "a wrong proof to the seed got a roster"
 echo "wrong proof to the seed: $(cat "$tmp/out")"
 
-"$probe" 127.0.0.1:$port 2 >"$tmp/out" 2>"$tmp/err"
+"$probe" 127.0.0.1:$port 2 >"$tmp/out" 2>"$tmp/err" || fail "inspect_probe 2: exit $?"
 cat "$tmp/out"
 [ "$(grep -c "no answer: not authenticated (0 bytes received)" "$tmp/out")" \
   -eq 4 ] || fail "a wrong proof to the ranks got something"
