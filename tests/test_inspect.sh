@@ -9,6 +9,8 @@
 #   - a wrong secret gets nothing: nexar-inspect stops at the seed's proof,
 #     a client proving a wrong secret to the seed gets no byte after the
 #     seed's proof, and one proving it to the ranks gets no byte from any;
+#   - 5 observers that never prove anything: every rank takes 4, closes
+#     them at their deadline and refuses the fifth;
 # then the job finishes with the right sums. Last, nexar-run -t 3 on a job
 # whose rank 2 sleeps longer prints the same table before it stops it.
 #
@@ -73,6 +75,24 @@ cat "$tmp/out"
   -eq 4 ] || fail "a wrong proof to the ranks got something"
 grep -q "waiting in\|allreduce" "$tmp/out" &&
   fail "a wrong proof to the ranks saw their state"
+
+# 5 observers at once that never prove anything: each rank takes 4 (and
+# closes them at their 3 s deadline), and refuses the fifth in the TLS
+# handshake.
+for k in 1 2 3 4 5; do
+  "$probe" 127.0.0.1:$port 3 >"$tmp/silent.$k" 2>&1 &
+done
+wait %6 %7 %8 %9 %10
+late=$(cat "$tmp"/silent.? | grep -c "no answer: observer time is up (0 bytes")
+refused=$(cat "$tmp"/silent.? | grep -c "no answer: TLS handshake failed")
+echo "5 silent observers x 4 ranks: $late closed at the deadline, $refused refused"
+[ "$late" -eq 16 ] && [ "$refused" -eq 4 ] ||
+  { cat "$tmp"/silent.?; fail "observer bound or deadline"; }
+# Their slots are free again: the state still comes.
+"$inspect" --seed 127.0.0.1:$port >"$tmp/out" 2>"$tmp/err" ||
+  fail "nexar-inspect after the silent observers"
+[ "$(grep -c " waiting in allreduce #1 for " "$tmp/out")" -eq 3 ] ||
+  fail "nexar-inspect after the silent observers: $(cat "$tmp/out")"
 
 touch "$tmp/go" # rank 2 joins allreduce #1
 for r in 0 1 2 3; do

@@ -115,7 +115,8 @@ static int on_frame(nexar__link_t *c, uint8_t type, const uint8_t *body,
 
 static void on_ready(nexar__link_t *c) {
   insp_t *s = c->ep->owner;
-  if (c->role != NEXAR__ROLE_OBSERVE) return; /* the seed speaks first */
+  /* The seed speaks first; a silent observer (tests) never does. */
+  if (c->role != NEXAR__ROLE_OBSERVE || s->wrong_proof == 3) return;
   if (send_mac(s, c, NEXAR__SEED_INSPECT) < 0)
     nexar__link_fail(c, NEXAR_ERR_TRANSPORT, "TLS exporter failed");
 }

@@ -14,7 +14,8 @@ typedef struct nexar__inspect_opts {
   const char *secret_file; /* NULL with secret NULL: NEXAR_SECRET(_FILE) */
   int timeout_ms;          /* for the whole inspection; <= 0: 5000 */
   /* Tests only (test_inspect): prove a wrong secret to the seed (1) or,
-   * with the roster known, to the ranks (2); 0 otherwise. */
+   * with the roster known, to the ranks (2), or send the ranks nothing
+   * (3); 0 otherwise. */
   int wrong_proof;
 } nexar__inspect_opts_t;
 
