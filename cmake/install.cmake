@@ -4,11 +4,12 @@
 #   lib/libnexar.so.X.Y.Z, libnexar.so.X, libnexar.so, libnexar.a
 #   lib/pkgconfig/nexar.pc
 #   lib/cmake/nexar/{nexarConfig,nexarConfigVersion,nexarTargets*}.cmake
-#   bin/nexar-seed, nexar-run, nexar-perf and share/man/man1/ their pages
+#   bin/nexar-seed, nexar-run, nexar-perf, nexar-inspect and share/man/man1/
+#   their pages
 #   bin/nexar-trace (python3: merges flight-recorder dumps)
 include(CMakePackageConfigHelpers)
 
-set(NEXAR_TOOLS nexar-seed nexar-run nexar-perf)
+set(NEXAR_TOOLS nexar-seed nexar-run nexar-perf nexar-inspect)
 set(NEXAR_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/nexar)
 
 install(TARGETS nexar nexar_static EXPORT nexarTargets
@@ -47,6 +48,7 @@ if(NEXAR_HELP2MAN)
   set(NEXAR_MAN_nexar-seed "seed of a nexar cluster: admits workers, assigns ranks")
   set(NEXAR_MAN_nexar-run "start a nexar seed and N processes of a program on this host")
   set(NEXAR_MAN_nexar-perf "benchmark a nexar operation over a sweep of sizes")
+  set(NEXAR_MAN_nexar-inspect "print what every rank of a running nexar job is doing")
   set(pages)
   foreach(t ${NEXAR_TOOLS})
     add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/man/${t}.1

@@ -1561,7 +1561,9 @@ NEXAR_EXTERN int nexar_seed_max_world_size(const nexar_seed_t *seed);
 /*
  * Waits until the cluster is formed (every welcome delivered) or |timeout_ms|
  * passes (negative: wait for the formation deadline). An elastic seed goes on
- * admitting joiners after this returns, until nexar_seed_stop. Returns
+ * admitting joiners after this returns, until nexar_seed_stop; every seed
+ * goes on answering live inspection (nexar-inspect, docs/debugging.md)
+ * until then. Returns
  * NEXAR_OK, NEXAR_ERR_TIMEOUT (the message says who is missing), or the
  * formation's error. Details: nexar_seed_last_error().
  */

@@ -3,11 +3,13 @@
  * (docs/wire-protocol.md sections 6 and 7). The first input byte picks the
  * target (modulo 8), the rest is its input:
  *
- *   0  the stream a seed reads from a worker or a members' leader: u8
- *      chunk, then the stream (HELLO and ADMIT are read, seed.c)
- *   1  the stream a worker or a members' leader reads from the seed: u8
- *      chunk, then the stream (PROOF, WELCOME, JOIN, ADMITTED, REJECT;
- *      bootstrap.c, elastic.c)
+ *   0  the stream a seed reads from a worker or a members' leader, or a
+ *      seed or a rank from an observer: u8 chunk, then the stream (HELLO,
+ *      ADMIT, QUERY and INSPECT are read; seed.c, observe.c)
+ *   1  the stream a worker or a members' leader reads from the seed, or an
+ *      observer from the seed or a rank: u8 chunk, then the stream (PROOF,
+ *      WELCOME, JOIN, ADMITTED, REJECT, ROSTER, STATE; bootstrap.c,
+ *      elastic.c, inspect.c)
  *   2  a HELLO built from the input, encoded, then decoded
  *   3  a WELCOME (roster and certificates) built from the input
  *   4  an ADMIT built from the input
@@ -28,7 +30,7 @@
  *
  * Build: cmake -DNEXAR_FUZZ=ON with CC=clang (tests/CMakeLists.txt), or
  *        clang -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
- *        src/wire/wire.c tests/fuzz_seed.c -o fuzz_seed
+ *        src/wire/wire*.c tests/fuzz_seed.c -o fuzz_seed
  * Run:   ./fuzz_seed -max_total_time=60 <copy of tests/corpus/seed>
  *
  * With NEXAR_FUZZ_EMBED defined, no LLVMFuzzerTestOneInput is emitted and
@@ -181,6 +183,33 @@ static void dec_proof(const uint8_t *body, uint32_t len) {
   }
   check_frame(nexar__seed_proof_encode(mac, out, sizeof out), NEXAR__SEED_PROOF,
               body, len);
+}
+
+/* A rank's STATE, walked as inspect_table.c walks it. */
+static nexar__insp_peer_t ipeers[NEXAR__SEED_MAX_BODY / NEXAR__INSP_PEER_BYTES];
+static void dec_state(const uint8_t *body, uint32_t len) {
+  nexar__insp_state_t s;
+  int r = nexar__insp_state_decode(&s, body, len);
+  if (r != 0) {
+    CHECK(r == NEXAR_ERR_PROTO);
+    return;
+  }
+  CHECK(s.rank < s.world && s.nops <= NEXAR__INSP_OPS && s.npeers <= s.world);
+  CHECK(memchr(s.host, 0, sizeof s.host) && printable(s.host));
+  for (uint32_t i = 0; i < s.nops; i++) {
+    const nexar__insp_op_t *o = &s.ops[i];
+    CHECK(o->op[0] && memchr(o->op, 0, sizeof o->op) && printable(o->op));
+    CHECK(memchr(o->waits, 0, sizeof o->waits) &&
+          strspn(o->waits, "0123456789, ") == strlen(o->waits));
+    CHECK(o->crank >= 0 && o->crank < o->csize);
+  }
+  CHECK((uint64_t)s.npeers * NEXAR__INSP_PEER_BYTES <= len);
+  for (uint32_t i = 0; i < s.npeers; i++) {
+    nexar__insp_peer_at(&s, i, &ipeers[i]);
+    CHECK(ipeers[i].rank < s.world);
+  }
+  check_frame(nexar__insp_state_encode(&s, ipeers, out, sizeof out),
+              NEXAR__SEED_STATE, body, len);
 }
 
 static void dec_hello(const uint8_t *body, uint32_t len) {
@@ -406,6 +435,16 @@ static void fuzz_stream(const uint8_t *in, size_t len, int to_seed) {
         break;
       case NEXAR__SEED_PROOF:
         if (!to_seed) dec_proof(b, bl);
+        break;
+      case NEXAR__SEED_QUERY:
+      case NEXAR__SEED_INSPECT:
+        if (to_seed) dec_proof(b, bl);
+        break;
+      case NEXAR__SEED_ROSTER: /* a WELCOME body */
+        if (!to_seed) dec_welcome(b, bl);
+        break;
+      case NEXAR__SEED_STATE:
+        if (!to_seed) dec_state(b, bl);
         break;
       case NEXAR__SEED_WELCOME:
         if (!to_seed) dec_welcome(b, bl);

@@ -102,6 +102,11 @@ static nexar__seed_admit_t admit_v;
 static nexar__joiner_t joiners_v[2], joiners_h[2];
 static uint32_t join_members[3] = {0, 1, 4};
 static nexar__seed_join_t join_v, join_h;
+/* A rank's STATE for an observer: one allreduce waiting for 2 and 3, one
+ * send, two links. */
+static nexar__insp_state_t state_v;
+static const nexar__insp_peer_t state_peers[2] = {{0, 12, 0},
+                                                  {2, 4500, 1u << 20}};
 static const char reject_reason[] =
     "world size mismatch: the worker expects 4, the seed 3";
 static nexar__notice_t notice_v;
@@ -201,6 +206,18 @@ static void init_values(void) {
   join_v.nmembers = 3;
   join_h = join_v;
 
+  memset(&state_v, 0, sizeof state_v);
+  state_v.rank = 1;
+  state_v.world = 4;
+  state_v.pid = 4242;
+  snprintf(state_v.host, sizeof state_v.host, "node-7");
+  state_v.nops = 2;
+  state_v.ops[0] =
+      (nexar__insp_op_t){0, UINT64_MAX, 1500, 0, 1, 4, "send", "2"};
+  state_v.ops[1] =
+      (nexar__insp_op_t){0, 3, 2500000, 0, 1, 4, "allreduce", "2, 3"};
+  state_v.npeers = 2;
+
   memset(&notice_v, 0, sizeof notice_v);
   notice_v.coll_seq = 12;
   notice_v.rank_a = notice_v.rank_b = 1;
@@ -215,6 +232,13 @@ static void init_values(void) {
 
 static void f_proof(buf_t *b) {
   pframe(b, nexar__seed_proof_encode(mac_a, frame, sizeof frame));
+}
+static void f_mac(buf_t *b, uint8_t type) {
+  pframe(b, nexar__seed_mac_encode(type, mac_a, frame, sizeof frame));
+}
+static void f_state(buf_t *b) {
+  pframe(b,
+         nexar__insp_state_encode(&state_v, state_peers, frame, sizeof frame));
 }
 static void f_hello(buf_t *b, const nexar__seed_hello_t *h) {
   pframe(b, nexar__seed_hello_encode(h, frame, sizeof frame));
@@ -401,6 +425,30 @@ static void s_to_worker_admitted_count(buf_t *b) {
   p8(b, 0);
   f_admitted(b, 6, 2);
   patch32(b, 8 + 2 * 55, 0, 1); /* nids 1 < njoin 2 */
+}
+/* Live inspection: what a seed or a rank reads from an observer, and what
+ * an observer reads from a rank. */
+static void s_to_seed_query(buf_t *b) {
+  p8(b, 0);
+  p8(b, 3);
+  f_mac(b, NEXAR__SEED_QUERY);
+}
+static void s_to_rank_inspect(buf_t *b) {
+  p8(b, 0);
+  p8(b, 40);
+  f_mac(b, NEXAR__SEED_INSPECT);
+}
+static void s_to_observer_state(buf_t *b) {
+  p8(b, 1);
+  p8(b, 7);
+  f_proof(b);
+  f_state(b);
+}
+static void s_to_observer_state_bad_peer(buf_t *b) {
+  p8(b, 1);
+  p8(b, 0);
+  f_state(b);
+  patch32(b, 16, 0, 4); /* the last link's rank == world */
 }
 static void s_to_worker_reject(buf_t *b) {
   p8(b, 1);
@@ -680,6 +728,14 @@ static const seed_case_t seed_cases[] = {
      {{NEXAR__SEED_ADMITTED, P, NOV}}, 0, 0},
     {"to-worker-reject", s_to_worker_reject, 1,
      {{NEXAR__SEED_REJECT, 0, reject_reason}}, 0, 1},
+    {"to-seed-query", s_to_seed_query, 1,
+     {{NEXAR__SEED_QUERY, 0, mac_a}}, 0, 1},
+    {"to-rank-inspect", s_to_rank_inspect, 1,
+     {{NEXAR__SEED_INSPECT, 0, mac_a}}, 0, 1},
+    {"to-observer-state", s_to_observer_state, 2,
+     {{NEXAR__SEED_PROOF, 0, mac_a}, {NEXAR__SEED_STATE, 0, &state_v}}, 0, 2},
+    {"to-observer-state-bad-peer", s_to_observer_state_bad_peer, 1,
+     {{NEXAR__SEED_STATE, P, NOV}}, 0, 0},
     /* Host identity: the HELLO host extension, host sections. */
     {"to-seed-hello-host", s_to_seed_hello_host, 1,
      {{NEXAR__SEED_HELLO, 0, &hello_host}}, 0, 1},
@@ -780,11 +836,42 @@ static void assert_hello(const nexar__seed_hello_t *d,
 static void check_body(const fexp_t *e, const uint8_t *body, uint32_t len) {
   int rc;
   switch (e->type) {
-    case NEXAR__SEED_PROOF: {
+    case NEXAR__SEED_PROOF:
+    case NEXAR__SEED_QUERY:
+    case NEXAR__SEED_INSPECT: {
       uint8_t mac[NEXAR__MAC_BYTES];
       rc = nexar__seed_proof_decode(mac, body, len);
       assert_int_equal(rc, e->rc);
       if (!rc) assert_memory_equal(mac, e->v, NEXAR__MAC_BYTES);
+      break;
+    }
+    case NEXAR__SEED_STATE: {
+      nexar__insp_state_t d;
+      rc = nexar__insp_state_decode(&d, body, len);
+      assert_int_equal(rc, e->rc);
+      if (rc) break;
+      assert_int_equal(d.rank, state_v.rank);
+      assert_int_equal(d.world, state_v.world);
+      assert_int_equal(d.pid, state_v.pid);
+      assert_string_equal(d.host, state_v.host);
+      assert_int_equal(d.nops, state_v.nops);
+      for (uint32_t i = 0; i < d.nops; i++) {
+        const nexar__insp_op_t *a = &d.ops[i], *v = &state_v.ops[i];
+        assert_true(a->comm == v->comm && a->seq == v->seq &&
+                    a->waited_us == v->waited_us && a->epoch == v->epoch);
+        assert_int_equal(a->crank, v->crank);
+        assert_int_equal(a->csize, v->csize);
+        assert_string_equal(a->op, v->op);
+        assert_string_equal(a->waits, v->waits);
+      }
+      assert_int_equal(d.npeers, 2);
+      for (uint32_t i = 0; i < d.npeers; i++) {
+        nexar__insp_peer_t p;
+        nexar__insp_peer_at(&d, i, &p);
+        assert_int_equal(p.rank, state_peers[i].rank);
+        assert_int_equal(p.hb_age_ms, state_peers[i].hb_age_ms);
+        assert_true(p.inflight == state_peers[i].inflight);
+      }
       break;
     }
     case NEXAR__SEED_HELLO: {
@@ -1439,6 +1526,11 @@ static void truncate_one(uint8_t type, const uint8_t *body, uint32_t len,
       case NEXAR__SEED_REJECT: {
         nexar__seed_reject_t r;
         rc = nexar__seed_reject_decode(&r, body, l);
+        break;
+      }
+      case NEXAR__SEED_STATE: {
+        nexar__insp_state_t st;
+        rc = nexar__insp_state_decode(&st, body, l);
         break;
       }
       default: {

@@ -27,6 +27,7 @@ for f in ./usr/include/nexar.h ./usr/include/nexar_version.h \
   ./usr/lib/libnexar.a ./usr/lib/pkgconfig/nexar.pc \
   ./usr/lib/cmake/nexar/nexarConfig.cmake ./usr/bin/nexar-run \
   ./usr/bin/nexar-seed ./usr/bin/nexar-perf ./usr/bin/nexar-trace \
+  ./usr/bin/nexar-inspect \
   ./usr/share/man/man1/nexar-run.1; do
   grep -q " $f\$" "$tmp/contents" || grep -q " $f " "$tmp/contents" ||
     fail "the package lacks $f"

@@ -40,7 +40,7 @@ done
   fail "libnexar.so is not a link to libnexar.so.$major"
 readelf -d "$p/lib/libnexar.so.$ver" >"$tmp/out"
 grep -qF "Library soname: [libnexar.so.$major]" "$tmp/out" || fail "SONAME"
-for t in nexar-seed nexar-run nexar-perf; do
+for t in nexar-seed nexar-run nexar-perf nexar-inspect; do
   "$p/bin/$t" --version >"$tmp/out" 2>"$tmp/err" || fail "$t --version"
   grep -qxF "$t (nexar) $ver" "$tmp/out" || fail "$t --version"
   [ -s "$p/share/man/man1/$t.1" ] || fail "no man page for $t"

@@ -265,3 +265,17 @@ foreach(run 0:1 0:2 0:4 0:5 5:1 6:1)
   math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
   set_tests_properties(relay_stress_c${c}_s${seed} PROPERTIES TIMEOUT ${t})
 endforeach()
+
+# Live inspection (docs/debugging.md): nexar-inspect names the rank the
+# others wait for while the job hangs, gives a wrong secret nothing, and
+# nexar-run prints the same table when it times a job out.
+add_executable(inspect_hang inspect_hang.c)
+target_link_libraries(inspect_hang PRIVATE nexar_static)
+add_executable(inspect_probe inspect_probe.c)
+target_link_libraries(inspect_probe PRIVATE nexar_static)
+target_include_directories(inspect_probe PRIVATE ${PROJECT_SOURCE_DIR}/src)
+add_test(NAME test_inspect COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_inspect.sh $<TARGET_FILE:nexar-seed>
+  $<TARGET_FILE:nexar-inspect> $<TARGET_FILE:nexar-run>
+  $<TARGET_FILE:inspect_hang> $<TARGET_FILE:inspect_probe>)
+set_tests_properties(test_inspect PROPERTIES TIMEOUT 60)

@@ -28,4 +28,29 @@ static inline void cli_print_version(const char *tool) {
   printf("%s (nexar) %s\n", tool, nexar_version());
 }
 
+/* Bad arguments: prints "TOOL: MSG 'VALUE'" (VALUE may be NULL) and the
+ * usage to stderr; returns 2, the tools' exit status for bad arguments. */
+static inline int cli_bad_arg(const char *tool, void (*usage)(FILE *),
+                              const char *msg, const char *value) {
+  fprintf(stderr, "%s: %s%s%s%s\n", tool, msg, value ? " '" : "",
+          value ? value : "", value ? "'" : "");
+  usage(stderr);
+  return 2;
+}
+
+/* The cluster secret comes from exactly one of |secret_file| (the tool's
+ * --secret-file, NULL when not given), NEXAR_SECRET and NEXAR_SECRET_FILE:
+ * NULL when it does, else why not. */
+static inline const char *cli_secret_sources(const char *secret_file) {
+  int n = (secret_file != NULL) + (getenv("NEXAR_SECRET") != NULL) +
+          (getenv("NEXAR_SECRET_FILE") != NULL);
+  if (n == 0)
+    return "no cluster secret: set NEXAR_SECRET or NEXAR_SECRET_FILE, or "
+           "pass --secret-file";
+  if (n > 1)
+    return "the cluster secret is given more than once (--secret-file, "
+           "NEXAR_SECRET, NEXAR_SECRET_FILE): give exactly one";
+  return NULL;
+}
+
 #endif /* NEXAR_TOOLS_CLI_H */

@@ -27,11 +27,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/inspect.h"
 #include "nexar.h"
 
 /* After SIGKILL, how long a child may take to be reaped before it is given
  * up as LAUNCH_PROC_LOST (a process stuck in the kernel). */
 #define LOST_AFTER_KILL_MS 5000
+/* How long the inspection of a timed-out job may take. */
+#define LAUNCH_INSPECT_MS 3000
 
 static long long mono_ms(void) {
   struct timespec ts;
@@ -196,9 +199,10 @@ static void seed_child(nexar_launch_t *l, int ctl, int outw, int errw,
   rc = nexar_seed_wait(seed, -1);
   if (rc == NEXAR_OK) {
     seed_say(ctl, 'R', rc, "");
-    /* An elastic seed admits joiners until the launcher stops it (SIGTERM
-     * once every worker has ended). */
-    if (nexar_seed_max_world_size(seed) > 0) {
+    /* The seed stays up until the launcher stops it (SIGTERM once every
+     * worker has ended): an elastic one admits joiners, and every one
+     * answers nexar-inspect and the table a timeout prints. */
+    {
       int sig;
       pthread_sigmask(SIG_BLOCK, &term, NULL);
       sigwait(&term, &sig);
@@ -593,6 +597,20 @@ static void seed_ended(nexar_launch_t *l) {
              l->seed.code);
 }
 
+/* The job timed out: before the ranks are stopped, print to stderr what
+ * each is doing (live inspection through the seed, docs/debugging.md). */
+static void inspect_hung(nexar_launch_t *l) {
+  if (l->seed_port <= 0 || l->seed.state != LAUNCH_PROC_RUNNING) return;
+  char seed[32], err[512];
+  snprintf(seed, sizeof seed, "127.0.0.1:%d", l->seed_port);
+  nexar__inspect_opts_t o = {seed, l->secret, NULL, LAUNCH_INSPECT_MS, 0};
+  fprintf(stderr,
+          "nexar-run: timed out after %d ms; what the ranks are doing:\n",
+          l->opts.timeout_ms);
+  if (nexar__inspect(&o, stderr, err, sizeof err) < 0)
+    fprintf(stderr, "nexar-run: no inspection: %s\n", err);
+}
+
 /* Starts stopping everything for |why| unless already stopping. */
 static void begin_stop(nexar_launch_t *l, launch_outcome_t why) {
   if (l->outcome != LAUNCH_OK) return;
@@ -645,6 +663,7 @@ launch_outcome_t launch_wait(nexar_launch_t *l) {
         for (int i = 0; i < l->nprocs; i++)
           if (l->procs[i].state == LAUNCH_PROC_RUNNING)
             l->procs[i].at_deadline = 1;
+        inspect_hung(l);
         begin_stop(l, LAUNCH_TIMED_OUT);
       }
     }

@@ -4,7 +4,8 @@
  *   nexar-run -n N [-t TIMEOUT_S] [--max-world M] [--no-prefix] [--]
  *             program [args...]
  *
- * It starts a seed on 127.0.0.1 (random port) and N processes of |program|,
+ * It starts a seed on 127.0.0.1 (random port; it stays up until the job
+ * ends, for nexar-inspect) and N processes of |program|,
  * each with NEXAR_SEED, NEXAR_SECRET (a fresh random secret, never printed),
  * NEXAR_WORLD_SIZE=N and NEXAR_RANK=0..N-1 in its environment, forwards
  * every line they print prefixed with the rank ("[0] ..."), and stops the
@@ -21,7 +22,9 @@
  *            mentioned as a note on stderr).
  *   1..255   the exit status of the first process that failed, or 128+S
  *            when it was killed by signal S (as a shell reports it);
- *   124      the -t timeout passed (as timeout(1) reports it);
+ *   124      the -t timeout passed (as timeout(1) reports it); before it
+ *            stops the processes it prints to stderr what each rank is doing
+ *            (nexar-inspect's table, docs/debugging.md);
  *   128+S    nexar-run was interrupted by signal S (SIGINT, SIGTERM, SIGHUP);
  *   1        nexar-run itself could not start the job (seed, fork, pipe);
  *   2        bad arguments (usage printed).
@@ -64,7 +67,9 @@ static void usage(FILE *f) {
           "\n"
           "  -n, --np N          number of processes (1..%d)\n"
           "  -t, --timeout S     stop everything after S seconds (default 0: "
-          "none)\n"
+          "none),\n"
+          "                      first printing what each rank is doing (as "
+          "nexar-inspect)\n"
           "      --max-world M   elastic seed: admit joiners (NEXAR_JOIN=1) at "
           "elastic\n"
           "                      checkpoints up to M processes (M > N)\n"

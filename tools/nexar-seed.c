@@ -2,13 +2,15 @@
  * nexar-seed: runs a standalone seed for a multi-host job.
  *
  *   nexar-seed --listen IP:PORT --world-size N [--secret-file FILE]
- *              [--timeout-ms T] [--max-world M]
+ *              [--timeout-ms T] [--max-world M] [--stay]
  *
  * The seed admits N workers that present the cluster secret, assigns their
  * ranks and sends each the roster, then exits: it is never on the data path.
  * With --max-world M (> N) it is elastic: after formation it stays up and
  * admits joiners (NEXAR_JOIN=1) at the workers' elastic checkpoints, up to M
- * members, until SIGINT or SIGTERM (docs/elastic.md).
+ * members, until SIGINT or SIGTERM (docs/elastic.md). With --stay it also
+ * stays up after formation, until SIGINT or SIGTERM, answering nexar-inspect
+ * (docs/debugging.md "Live inspection").
  * The secret comes from exactly one of --secret-file, NEXAR_SECRET and
  * NEXAR_SECRET_FILE (two of them are refused: which one was meant?); it is
  * never printed. Numbers, in options and in NEXAR_* variables alike, are
@@ -51,6 +53,9 @@ static void usage(FILE *f) {
           "SIGINT/SIGTERM\n"
           "                       (else NEXAR_MAX_WORLD_SIZE; M <= N: not "
           "elastic)\n"
+          "  --stay               after formation stay up for nexar-inspect "
+          "until\n"
+          "                       SIGINT/SIGTERM\n"
           "  --help               print this help\n"
           "  --version            print the version\n"
           "\n"
@@ -61,10 +66,7 @@ static void usage(FILE *f) {
 }
 
 static int bad_arg(const char *msg, const char *value) {
-  fprintf(stderr, "nexar-seed: %s%s%s%s\n", msg, value ? " '" : "",
-          value ? value : "", value ? "'" : "");
-  usage(stderr);
-  return 2;
+  return cli_bad_arg("nexar-seed", usage, msg, value);
 }
 
 /* Parses the option or variable |name|=|s| as the library parses every
@@ -88,19 +90,28 @@ static int parse_int(const char *name, const char *s, long lo, long hi,
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_LISTEN = 1, OPT_WORLD, OPT_SECRET_FILE, OPT_TIMEOUT, OPT_MAXW };
+  enum {
+    OPT_LISTEN = 1,
+    OPT_WORLD,
+    OPT_SECRET_FILE,
+    OPT_TIMEOUT,
+    OPT_MAXW,
+    OPT_STAY
+  };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"world-size", required_argument, NULL, OPT_WORLD},
       {"secret-file", required_argument, NULL, OPT_SECRET_FILE},
       {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
       {"max-world", required_argument, NULL, OPT_MAXW},
+      {"stay", no_argument, NULL, OPT_STAY},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   const char *listen = NULL, *secret_file = NULL;
   int world_size = 0, timeout_ms = NEXAR_UNSET, max_world = NEXAR_UNSET, c;
+  int stay = 0;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
       case OPT_LISTEN:
@@ -121,6 +132,9 @@ int main(int argc, char **argv) {
         if (parse_int("--max-world", optarg, 0, 16384, &max_world) < 0)
           return bad_arg("--max-world wants a number from 0 to 16384, not",
                          optarg);
+        break;
+      case OPT_STAY:
+        stay = 1;
         break;
       case 'h':
         usage(stdout);
@@ -150,18 +164,8 @@ int main(int argc, char **argv) {
     if (parse_int("NEXAR_WORLD_SIZE", env, 1, 1 << 20, &world_size) < 0)
       return bad_arg("NEXAR_WORLD_SIZE wants a number >= 1, not", env);
   }
-  int nsecrets = (secret_file != NULL) + (getenv("NEXAR_SECRET") != NULL) +
-                 (getenv("NEXAR_SECRET_FILE") != NULL);
-  if (nsecrets == 0)
-    return bad_arg(
-        "no cluster secret: set NEXAR_SECRET or NEXAR_SECRET_FILE, or pass "
-        "--secret-file",
-        NULL);
-  if (nsecrets > 1)
-    return bad_arg(
-        "the cluster secret is given more than once (--secret-file, "
-        "NEXAR_SECRET, NEXAR_SECRET_FILE): give exactly one",
-        NULL);
+  const char *no_secret = cli_secret_sources(secret_file);
+  if (no_secret) return bad_arg(no_secret, NULL);
 
   nexar_seed_config_t cfg = NEXAR_SEED_CONFIG_INIT;
   cfg.listen_addr = listen;
@@ -194,12 +198,17 @@ int main(int argc, char **argv) {
   if (rc == NEXAR_OK) {
     fprintf(stderr, "nexar-seed: cluster of %d formed\n", world_size);
     int maxw = nexar_seed_max_world_size(seed);
-    if (maxw > 0) {
+    if (maxw > 0 || stay) {
       pthread_sigmask(SIG_BLOCK, &stop, NULL);
-      fprintf(stderr,
-              "nexar-seed: elastic: admitting joiners up to %d members; "
-              "stop with SIGINT or SIGTERM\n",
-              maxw);
+      if (maxw > 0)
+        fprintf(stderr,
+                "nexar-seed: elastic: admitting joiners up to %d members; "
+                "stop with SIGINT or SIGTERM\n",
+                maxw);
+      else
+        fprintf(stderr,
+                "nexar-seed: staying up for nexar-inspect; stop with SIGINT "
+                "or SIGTERM\n");
       int sig = 0;
       sigwait(&stop, &sig);
       fprintf(stderr, "nexar-seed: stopped by signal %d\n", sig);

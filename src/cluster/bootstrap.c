@@ -316,6 +316,7 @@ static int worker_on_frame(nexar__link_t *c, uint8_t type, const uint8_t *body,
 
 static void worker_on_ready(nexar__link_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
+  if (c->role == NEXAR__ROLE_OBSERVE) nexar__observe_ready(ctx, c);
   if (c->role != NEXAR__ROLE_MESH) return;
   if (c->is_server && c->peer >= 0) {
     if (ctx->peers[c->peer] && ctx->peers[c->peer] != c) {
@@ -336,6 +337,10 @@ static void worker_on_ready(nexar__link_t *c) {
 
 static void worker_on_seed_data(nexar__link_t *c, const uint8_t *d, size_t n) {
   nexar_ctx_t *ctx = c->ep->owner;
+  if (c->role == NEXAR__ROLE_OBSERVE) {
+    nexar__observe_data(c, d, n);
+    return;
+  }
   if (c->role_data) { /* an admission at an elastic checkpoint */
     nexar__elastic_seed_data(c, d, n);
     return;
@@ -365,6 +370,10 @@ static const char *seed_cause(const nexar__link_t *c, char *out, size_t n) {
 
 static void worker_on_closed(nexar__link_t *c) {
   nexar_ctx_t *ctx = c->ep->owner;
+  if (c->role == NEXAR__ROLE_OBSERVE) {
+    nexar__observe_closed(ctx, c);
+    return;
+  }
   if (c->role_data) {
     nexar__elastic_seed_closed(c);
     return;
@@ -470,6 +479,7 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
     nexar__ft_tick(ctx, now);
+    nexar__observe_tick(ctx, now);
     if (ctx->flight) nexar__flight_poll(ctx);
     if (ctx->world_comm) ctx->hooks->coll_tick(ctx->world_comm, now);
     for (int i = 0; i < ctx->ncomms; i++)
@@ -529,6 +539,12 @@ static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
   return -1;
 }
 
+/* An observer (live inspection, observe.c), once the mesh is formed. */
+static int worker_verify_observer(nexar__ep_t *ep) {
+  nexar_ctx_t *ctx = ep->owner;
+  return ctx->boot_state >= BOOT_DONE ? nexar__observe_admit(ctx) : -1;
+}
+
 /* A same-host transport's peer: the roster member below us (only lower
  * neighbours dial) with this fingerprint, host key and pid. */
 static int worker_verify_local(nexar__ep_t *ep, const uint8_t *fp,
@@ -577,6 +593,7 @@ const nexar__ep_ops_t nexar__worker_ops = {
     .on_closed = worker_on_closed,
     .on_tick = worker_on_tick,
     .verify_client = worker_verify_client,
+    .verify_observer = worker_verify_observer,
     .verify_local = worker_verify_local,
     .on_unreachable = worker_on_unreachable,
     .on_resume = worker_on_resume,

@@ -52,6 +52,8 @@ struct nexar_seed {
   int current;
   worker_t *jw;
   int njw;
+  /* Classic mode: the roster formed, kept for observers (QUERY). */
+  nexar__roster_entry_t *roster;
   /* Published to nexar_seed_wait (under mu). */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -239,8 +241,10 @@ static void form(nexar_seed_t *s) {
     /* Elastic: the roster of every id assigned is kept for the joiners. */
     s->ids = roster;
     s->nids = s->current = s->world;
-    roster = NULL;
+  } else {
+    s->roster = roster;
   }
+  roster = NULL;
 out:
   free(owner);
   free(roster);
@@ -431,10 +435,12 @@ static int on_admit(nexar_seed_t *s, nexar__link_t *c, const uint8_t *body,
 static int on_frame(nexar__link_t *c, uint8_t type, const uint8_t *body,
                     size_t len) {
   nexar_seed_t *s = c->ep->owner;
-  if ((type != NEXAR__SEED_HELLO && type != NEXAR__SEED_ADMIT) ||
+  if ((type != NEXAR__SEED_HELLO && type != NEXAR__SEED_ADMIT &&
+       type != NEXAR__SEED_QUERY) ||
       find_worker(s, c) || find_in(s->jw, s->njw, c))
     return proto_close(c, "unexpected seed frame");
   if (type == NEXAR__SEED_ADMIT) return on_admit(s, c, body, len);
+  if (type == NEXAR__SEED_QUERY) return nexar__seed_on_query(c, body, len);
   nexar__seed_hello_t h;
   if (nexar__seed_hello_decode(&h, body, len) < 0)
     return proto_close(c, "malformed hello");
@@ -692,6 +698,40 @@ fail:
   return rc;
 }
 
+/* An observer's QUERY (live inspection, docs/debugging.md): with the
+ * observer proof of the secret on this TLS session, the roster formed (an
+ * elastic seed's: every id assigned); without it the connection is closed
+ * and nothing is sent; before formation a REJECT. */
+int nexar__seed_on_query(nexar__link_t *c, const uint8_t *body, size_t len) {
+  nexar_seed_t *s = c->ep->owner;
+  uint8_t mac[NEXAR__MAC_BYTES], exp[32], want[32];
+  if (nexar__seed_proof_decode(mac, body, len) < 0 ||
+      nexar__link_exporter(c, exp) < 0)
+    return proto_close(c, "malformed query");
+  nexar__mac(s->key, NEXAR__OBSERVER_LABEL, exp, want);
+  if (!nexar__ct_equal(mac, want, NEXAR__MAC_BYTES)) {
+    NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
+                "seed: observer at %s did not prove the cluster secret",
+                c->remote_str);
+    nexar__link_close(c, NEXAR__CLOSE_AUTH, "not authenticated");
+    nexar__link_fail(c, NEXAR_ERR_AUTH, "observer not authenticated");
+    return 0;
+  }
+  const nexar__roster_entry_t *r = s->max_world ? s->ids : s->roster;
+  int n = s->max_world ? s->nids : s->world;
+  if (!s->formed || !r) {
+    reject(c, NEXAR_ERR_INVALID_USAGE, "the cluster is not formed yet");
+    return 0;
+  }
+  size_t cap = 64 + (size_t)n * 96;
+  uint8_t *frame = malloc(cap);
+  if (!frame) return NEXAR_ERR_NOMEM;
+  int k = nexar__seed_roster_encode((uint32_t)n, r, frame, cap);
+  int rc = k < 0 ? k : nexar__link_seed_send(c, frame, (size_t)k);
+  free(frame);
+  return rc;
+}
+
 int nexar_seed_port(const nexar_seed_t *s) {
   if (!s) return -1;
   const struct sockaddr *sa = (const struct sockaddr *)&s->ep.local;
@@ -736,6 +776,7 @@ int nexar_seed_stop(nexar_seed_t *s) {
   free(s->w);
   free(s->jw);
   free(s->ids);
+  free(s->roster);
   gnutls_memset(s->key, 0, sizeof(s->key));
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);

@@ -26,4 +26,23 @@ int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__link_t *c,
                              const uint8_t *body, size_t len,
                              uint8_t proof[NEXAR__MAC_BYTES]);
 
+/* The MAC label of an observer's proof (QUERY to the seed, INSPECT to a
+ * rank), computed over the connection's TLS exporter. */
+#define NEXAR__OBSERVER_LABEL "nexar observer proof v1"
+
+/*
+ * Live inspection, rank side (observe.c; engine). nexar__observe_admit:
+ * whether to take one more observer (0 while fewer than
+ * NEXAR__OBSERVERS_MAX are connected, else -1). _ready, _data, _closed: an
+ * observer link's handshake finished, bytes arrived, it ended. _tick: closes
+ * observers past their deadline.
+ */
+/* Seed side (seed.c): answers an observer's QUERY frame on |c|. */
+int nexar__seed_on_query(nexar__link_t *c, const uint8_t *body, size_t len);
+int nexar__observe_admit(nexar_ctx_t *ctx);
+void nexar__observe_ready(nexar_ctx_t *ctx, nexar__link_t *c);
+void nexar__observe_data(nexar__link_t *c, const uint8_t *d, size_t n);
+void nexar__observe_closed(nexar_ctx_t *ctx, nexar__link_t *c);
+void nexar__observe_tick(nexar_ctx_t *ctx, uint64_t now);
+
 #endif /* NEXAR_SEED_INT_H */

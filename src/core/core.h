@@ -202,6 +202,11 @@ typedef struct nexar__topo {
   int test_limit; /* test hook (nexar__topo_test_hops): 0 */
 } nexar__topo_t;
 
+/* Observer connections a rank serves at once (live inspection). */
+#define NEXAR__OBSERVERS_MAX 4
+/* How long an observer connection lives after its handshake (ms). */
+#define NEXAR__OBSERVE_MS 3000
+
 /* ---- Process context. */
 struct nexar_ctx {
   const nexar__hooks_t *hooks; /* the upper parts' handlers (api.c) */
@@ -289,6 +294,13 @@ struct nexar_ctx {
   uint64_t rs_deadline;         /* when unanswered neighbours count as gone */
   struct nexar__agree *ags;     /* agreements in progress (agree.c, engine) */
   struct nexar__flight *flight; /* recent operations (flight.c); NULL: off */
+  /* Observer connections (live inspection, cluster/observe.c; engine):
+   * each is closed at its deadline, answered or not. */
+  struct {
+    nexar__link_t *c; /* NULL: free slot */
+    uint64_t deadline;
+    bool answered;
+  } obs[NEXAR__OBSERVERS_MAX];
 };
 
 /* ---------------- engine.c ---------------- */

@@ -207,6 +207,32 @@ static void live_waits(nexar_ctx_t *ctx, const nexar__flight_ent_t *e,
   trim_list(out, len);
 }
 
+int nexar__flight_live(nexar_ctx_t *ctx, uint64_t now, nexar__insp_op_t *out,
+                       int max) {
+  nexar__flight_t *f = ctx->flight;
+  if (!f) return 0;
+  uint64_t first = f->next > f->cap ? f->next - f->cap : 1;
+  int n = 0;
+  for (uint64_t id = f->next; id-- > first && n < max;) {
+    const nexar__flight_ent_t *e = &f->ring[id & (f->cap - 1)];
+    if (e->id != id || e->state != NEXAR__FL_POSTED) continue;
+    nexar__insp_op_t *o = &out[n++];
+    memset(o, 0, sizeof(*o));
+    o->comm = e->comm;
+    o->seq = e->seq;
+    o->waited_us = now > e->t_post ? (now - e->t_post) / 1000 : 0;
+    o->epoch = e->epoch;
+    o->crank = e->crank;
+    o->csize = e->csize;
+    snprintf(o->op, sizeof o->op, "%s", e->op);
+    char waits[256];
+    live_waits(ctx, e, waits, sizeof waits);
+    snprintf(o->waits, sizeof o->waits, "%s", waits);
+    if (strlen(waits) >= sizeof o->waits) trim_list(o->waits, sizeof o->waits);
+  }
+  return n;
+}
+
 static void write_entry(out_t *o, nexar_ctx_t *ctx,
                         const nexar__flight_ent_t *e, uint64_t mono,
                         double wall) {

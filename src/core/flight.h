@@ -73,4 +73,11 @@ void nexar__flight_poll(nexar_ctx_t *ctx);
  * 0, NEXAR_ERR_INVALID_ARG (no path), NEXAR_ERR_SYS (cannot write). */
 int nexar__flight_write(nexar_ctx_t *ctx, const char *path);
 
+/* Engine: the operations still posted, newest first, at most |max| (live
+ * inspection, docs/debugging.md): name, communicator, sequence number, how
+ * long posted before |now| and the comm ranks each waits for. Returns how
+ * many were written (0 with the recorder off). */
+int nexar__flight_live(nexar_ctx_t *ctx, uint64_t now, nexar__insp_op_t *out,
+                       int max);
+
 #endif /* NEXAR_FLIGHT_H */

@@ -63,7 +63,7 @@ static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
                                void *ud, void *sud) {
   nexar__link_t *c = ud;
   bool fin = (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
-  if (c->role == NEXAR__ROLE_SEED) {
+  if (c->role != NEXAR__ROLE_MESH) { /* seed and observer frames */
     if (len && c->ep->ops->on_seed_data) c->ep->ops->on_seed_data(c, data, len);
     /* Seed frames are bounded by the reassembly buffer: grant at once. */
     ngtcp2_conn_extend_max_stream_offset(qc, sid, len);
@@ -189,16 +189,16 @@ static void fill_settings(nexar__link_t *c, ngtcp2_settings *st,
   tp->initial_max_data = 64u << 20;
   tp->initial_max_stream_data_bidi_local = 0; /* we never read those */
   tp->initial_max_stream_data_bidi_remote =
-      c->role == NEXAR__ROLE_SEED ? 0 : (uint64_t)(eager + NEXAR__HDR_BYTES);
+      c->role != NEXAR__ROLE_MESH ? 0 : (uint64_t)(eager + NEXAR__HDR_BYTES);
   /* The per-stream window is the eager limit: an unmatched message can
    * push at most this much (plus its header) before a receive is posted. */
-  tp->initial_max_stream_data_uni = c->role == NEXAR__ROLE_SEED
+  tp->initial_max_stream_data_uni = c->role != NEXAR__ROLE_MESH
                                         ? (NEXAR__SEED_MAX_BODY + 64)
                                         : (uint64_t)(eager + NEXAR__HDR_BYTES);
   tp->initial_max_streams_bidi =
-      c->role == NEXAR__ROLE_SEED ? 0 : (uint64_t)streams;
+      c->role != NEXAR__ROLE_MESH ? 0 : (uint64_t)streams;
   tp->initial_max_streams_uni =
-      c->role == NEXAR__ROLE_SEED ? 4 : (uint64_t)streams;
+      c->role != NEXAR__ROLE_MESH ? 4 : (uint64_t)streams;
   tp->max_idle_timeout = (uint64_t)idle * NGTCP2_MILLISECONDS;
   tp->active_connection_id_limit = 2;
   tp->disable_active_migration = 1;
@@ -272,8 +272,10 @@ static int quic_dial(nexar__ep_t *ep, const nexar__dial_t *dl,
     goto fail;
   }
   NEXAR__CHECK_GOTO(
-      nexar__tls_session(
-          Q(c), role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED : NEXAR__ALPN_MESH),
+      nexar__tls_session(Q(c), role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED
+                               : role == NEXAR__ROLE_OBSERVE
+                                   ? NEXAR__ALPN_OBSERVE
+                                   : NEXAR__ALPN_MESH),
       rc, fail);
   ngtcp2_conn_set_tls_native_handle(Q(c)->qc, Q(c)->tls);
   set_keepalive(c);

@@ -206,6 +206,13 @@ static nexar__link_t *session_conn(gnutls_session_t s) {
   return ref->user_data;
 }
 
+/* Whether the session negotiated ALPN |want|. */
+static bool negotiated(gnutls_session_t s, const char *want) {
+  gnutls_datum_t alpn;
+  return gnutls_alpn_get_selected_protocol(s, &alpn) == 0 &&
+         alpn.size == strlen(want) && memcmp(alpn.data, want, alpn.size) == 0;
+}
+
 /* Certificate check for mesh connections: the client pins the fingerprint
  * the roster gives for the rank it dials; the server maps the client's
  * fingerprint to a rank through the roster. Returns 0 to accept. */
@@ -228,6 +235,14 @@ static int verify_mesh(gnutls_session_t s) {
     }
     return 0;
   }
+  if (negotiated(s, NEXAR__ALPN_OBSERVE)) {
+    /* Never a member, whatever its certificate: only an observer's frames
+     * are read from it (cluster/observe.c). */
+    if (!c->ep->ops->verify_observer || c->ep->ops->verify_observer(c->ep) < 0)
+      return -1;
+    c->role = NEXAR__ROLE_OBSERVE;
+    return 0;
+  }
   int peer = c->ep->ops->verify_client(c->ep, fp);
   if (peer < 0) {
     NEXAR__WARN(NEXAR__SUB_TLS,
@@ -240,17 +255,15 @@ static int verify_mesh(gnutls_session_t s) {
   return 0;
 }
 
-/* Server: refuse a client that does not offer our ALPN. */
+/* Server: refuse a client that does not offer our ALPN (a mesh endpoint
+ * that takes observers offers theirs too). */
 static int alpn_hook(gnutls_session_t s, unsigned htype, unsigned when,
                      unsigned incoming, const gnutls_datum_t *msg) {
-  gnutls_datum_t alpn;
   nexar__link_t *c = session_conn(s);
-  const char *want =
-      c->role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED : NEXAR__ALPN_MESH;
-  if (gnutls_alpn_get_selected_protocol(s, &alpn) != 0 ||
-      alpn.size != strlen(want) || memcmp(alpn.data, want, alpn.size) != 0)
-    return -1;
-  return 0;
+  if (c->role == NEXAR__ROLE_SEED) return negotiated(s, NEXAR__ALPN_SEED) - 1;
+  bool ok = negotiated(s, NEXAR__ALPN_MESH) ||
+            (c->ep->ops->verify_observer && negotiated(s, NEXAR__ALPN_OBSERVE));
+  return ok ? 0 : -1;
 }
 
 int nexar__tls_session(nexar__quic_t *q, const char *alpn) {
@@ -269,17 +282,21 @@ int nexar__tls_session(nexar__quic_t *q, const char *alpn) {
   gnutls_session_set_ptr(s, &nexar__quic(c)->ref);
   if (gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, c->ep->id.cred) < 0)
     return NEXAR_ERR_TRANSPORT;
-  gnutls_datum_t proto = {(unsigned char *)alpn, (unsigned)strlen(alpn)};
+  gnutls_datum_t proto[2] = {{(unsigned char *)alpn, (unsigned)strlen(alpn)},
+                             {(unsigned char *)NEXAR__ALPN_OBSERVE,
+                              (unsigned)strlen(NEXAR__ALPN_OBSERVE)}};
   if (c->is_server) {
     gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_CLIENT_HELLO,
                                        GNUTLS_HOOK_POST, alpn_hook);
+    bool observers = c->role == NEXAR__ROLE_MESH && c->ep->ops->verify_observer;
     gnutls_alpn_set_protocols(
-        s, &proto, 1, GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE);
+        s, proto, observers ? 2 : 1,
+        GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE);
   } else {
-    gnutls_alpn_set_protocols(s, &proto, 1, GNUTLS_ALPN_MANDATORY);
+    gnutls_alpn_set_protocols(s, proto, 1, GNUTLS_ALPN_MANDATORY);
     gnutls_server_name_set(s, GNUTLS_NAME_DNS, "nexar", 5);
   }
-  if (c->role == NEXAR__ROLE_MESH) {
+  if (c->role != NEXAR__ROLE_SEED) {
     /* Mutual authentication: both sides present and check certificates. */
     if (c->is_server)
       gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);

@@ -46,6 +46,7 @@
 #define NEXAR__RX_BUF 65536
 #define NEXAR__ALPN_MESH "nexar/1"
 #define NEXAR__ALPN_SEED "nexar-seed/1"
+#define NEXAR__ALPN_OBSERVE "nexar-observe/1" /* live inspection */
 
 /* Application error codes carried in QUIC CONNECTION_CLOSE. */
 enum nexar__close_code {
@@ -213,7 +214,18 @@ struct nexar__imsg {
 };
 
 /* ---- Links (to a peer rank, to the seed, or from a worker). */
-enum nexar__link_role { NEXAR__ROLE_MESH = 0, NEXAR__ROLE_SEED = 1 };
+/* OBSERVE: live inspection (docs/debugging.md). An observer dials a rank
+ * with ALPN NEXAR__ALPN_OBSERVE, pinning the rank's roster fingerprint and
+ * presenting a certificate of its own, which the rank does not check
+ * (verify_observer decides whether it takes one more observer). The link
+ * then carries seed-style frames; the observer must prove the cluster
+ * secret before it is answered, and is never a member. A client offering
+ * the mesh ALPN still needs a roster certificate. */
+enum nexar__link_role {
+  NEXAR__ROLE_MESH = 0,
+  NEXAR__ROLE_SEED = 1,
+  NEXAR__ROLE_OBSERVE = 2
+};
 enum nexar__link_state {
   NEXAR__CS_HANDSHAKE,
   NEXAR__CS_READY,
@@ -285,6 +297,10 @@ typedef struct nexar__ep_ops {
    * rank (>= 0), -1 to refuse, or -2 to accept as a non-mesh (seed)
    * client. */
   int (*verify_client)(nexar__ep_t *ep, const uint8_t *fp);
+  /* Server side, a client that negotiated NEXAR__ALPN_OBSERVE: 0 to take
+   * it as an observer (role OBSERVE), -1 to refuse (optional: without it
+   * the observer ALPN is not offered). */
+  int (*verify_observer)(nexar__ep_t *ep);
   /* A same-host transport's peer presented certificate fingerprint |fp|
    * and the kernel vouches for its process id |pid|: returns the peer
    * rank when the roster says that rank has this host key and pid, else

@@ -391,10 +391,15 @@ int nexar__wire_ids_valid(const uint8_t *p, uint32_t n, uint32_t limit) {
 
 int nexar__seed_proof_encode(const uint8_t mac[NEXAR__MAC_BYTES], uint8_t *out,
                              size_t cap) {
+  return nexar__seed_mac_encode(NEXAR__SEED_PROOF, mac, out, cap);
+}
+
+int nexar__seed_mac_encode(uint8_t type, const uint8_t mac[NEXAR__MAC_BYTES],
+                           uint8_t *out, size_t cap) {
   int n;
 
   if (!mac) return NEXAR_ERR_INVALID_ARG;
-  n = nexar__wire_frame_begin(out, cap, NEXAR__SEED_PROOF, NEXAR__MAC_BYTES);
+  n = nexar__wire_frame_begin(out, cap, type, NEXAR__MAC_BYTES);
   if (n < 0) return n;
   memcpy(out + NEXAR__SEED_FRAME_HDR, mac, NEXAR__MAC_BYTES);
   return n;

@@ -258,7 +258,12 @@ enum nexar__seed_type {
   NEXAR__SEED_ADMIT = 5,    /* member leader -> seed: admit the joiners */
   NEXAR__SEED_ADMITTED = 6, /* seed -> member leader: who was admitted */
   NEXAR__SEED_JOIN = 7,     /* seed -> joiner: its id, roster, new world */
-  NEXAR__SEED_TYPE_MAX = 7
+  /* Live inspection (docs/debugging.md, docs/wire-protocol.md 6.6). */
+  NEXAR__SEED_QUERY = 8,    /* observer -> seed: proof; asks for the roster */
+  NEXAR__SEED_ROSTER = 9,   /* seed -> observer: the roster (WELCOME body) */
+  NEXAR__SEED_INSPECT = 10, /* observer -> rank: proof; asks for its state */
+  NEXAR__SEED_STATE = 11,   /* rank -> observer: its state */
+  NEXAR__SEED_TYPE_MAX = 11
 };
 
 /* Bound on the stable ids an elastic seed assigns over a job's life (and so
@@ -374,6 +379,59 @@ typedef struct nexar__seed_join {
   const uint8_t *members; /* nmembers ids in rank order (nexar__id_at) */
   const uint8_t *hosts;   /* host section: nids host ids, or NULL */
 } nexar__seed_join_t;
+
+/* STATE (live inspection): what one rank is doing. Names, sizes, ranks
+ * and times only: never a payload or the secret. */
+#define NEXAR__INSP_OPS 4u      /* operations in progress listed */
+#define NEXAR__INSP_OP_NAME 15u /* bytes of an operation's name */
+#define NEXAR__INSP_WAITS 63u   /* bytes of a "2, 5" list of comm ranks */
+#define NEXAR__INSP_PEER_BYTES 16u
+typedef struct nexar__insp_op {
+  uint64_t comm;      /* communicator id */
+  uint64_t seq;       /* collective sequence number; UINT64_MAX: p2p */
+  uint64_t waited_us; /* since it was posted */
+  uint32_t epoch;
+  int32_t crank, csize; /* this rank's rank in the communicator, its size */
+  char op[NEXAR__INSP_OP_NAME + 1];  /* printable */
+  char waits[NEXAR__INSP_WAITS + 1]; /* digits, ", " */
+} nexar__insp_op_t;
+/* One link the rank holds: the peer's world rank, how long since it last
+ * heard from it, and the bytes queued to it and not yet acknowledged. */
+typedef struct nexar__insp_peer {
+  uint32_t rank;
+  uint32_t hb_age_ms; /* saturates at UINT32_MAX */
+  uint64_t inflight;
+} nexar__insp_peer_t;
+typedef struct nexar__insp_state {
+  uint32_t rank, world, pid;
+  char host[NEXAR__HOST_MAX + 1]; /* printable */
+  uint32_t nops;                  /* <= NEXAR__INSP_OPS, newest first */
+  nexar__insp_op_t ops[NEXAR__INSP_OPS];
+  uint32_t npeers; /* <= world; read with nexar__insp_peer_at() */
+  const uint8_t *peers;
+} nexar__insp_state_t;
+
+/* Writes a STATE frame: |s| (its peers field ignored) and the |s->npeers|
+ * links of |peers|. Returns the frame's length or NEXAR_ERR_INVALID_ARG (a
+ * bound exceeded, a name not printable, or |cap| too small). */
+int nexar__insp_state_encode(const nexar__insp_state_t *s,
+                             const nexar__insp_peer_t *peers, uint8_t *out,
+                             size_t cap);
+/* Decodes a STATE body: every length and count checked against the bytes
+ * present, ranks below the world, names printable, the body used exactly.
+ * Returns 0 (s->peers then points into |body|) or NEXAR_ERR_PROTO. */
+int nexar__insp_state_decode(nexar__insp_state_t *s, const uint8_t *body,
+                             size_t len);
+/* Peer |i| (< s->npeers) of a decoded STATE. */
+void nexar__insp_peer_at(const nexar__insp_state_t *s, uint32_t i,
+                         nexar__insp_peer_t *p);
+/* QUERY and INSPECT carry a proof as PROOF does; ROSTER is a WELCOME body
+ * (its rank field 0, meaningless) under type ROSTER. */
+int nexar__seed_mac_encode(uint8_t type, const uint8_t mac[NEXAR__MAC_BYTES],
+                           uint8_t *out, size_t cap);
+int nexar__seed_roster_encode(uint32_t world_size,
+                              const nexar__roster_entry_t *entries,
+                              uint8_t *out, size_t cap);
 
 /*
  * Reads a seed frame header. Returns NEXAR__SEED_FRAME_HDR and sets *type
