@@ -279,3 +279,9 @@ add_test(NAME test_inspect COMMAND bash
   $<TARGET_FILE:nexar-inspect> $<TARGET_FILE:nexar-run>
   $<TARGET_FILE:inspect_hang> $<TARGET_FILE:inspect_probe>)
 set_tests_properties(test_inspect PROPERTIES TIMEOUT 60)
+# Many ranks on one host: RLIMIT_NOFILE raised for their links, or a warning
+# naming it and an error (tests/test_fd_limit.sh).
+add_test(NAME test_fd_limit COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_fd_limit.sh $<TARGET_FILE:nexar-run>
+  $<TARGET_FILE:nexar-perf>)
+set_tests_properties(test_fd_limit PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)

@@ -146,7 +146,9 @@ int nexar__host_id_init(nexar__host_id_t *h, const char *override, char *err,
                         size_t len);
 /* host.c: how often a polling caller yields: every poll when this host
  * runs more of the job's ranks than this process has CPUs (they take
- * turns), else every few polls. Called when the roster changes. */
+ * turns), else every few polls; and the descriptors a link to each rank
+ * on this host needs (RLIMIT_NOFILE's soft limit raised up to the hard
+ * one, a warning when that is too low). Called when the roster changes. */
 void nexar__host_pace(nexar_ctx_t *ctx);
 /* Engine: a joiner's JOIN from the seed: id, roster and world set up. */
 int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len);

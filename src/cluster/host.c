@@ -17,6 +17,7 @@
 #include <gnutls/crypto.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,6 +97,32 @@ int nexar__host_id_init(nexar__host_id_t *h, const char *override, char *err,
   return 0;
 }
 
+/* Descriptors a shared-memory link holds (its socket, two eventfds, the
+ * segment's memfd), and a margin for the rest of the process. */
+#define FDS_PER_SHM_LINK 4
+#define FDS_SPARE 128
+
+/* Raises RLIMIT_NOFILE's soft limit (never above the hard one) so that
+ * this process can hold a link to each of the |here| - 1 other ranks on
+ * its host; warns when the hard limit is too low for that. */
+static void fd_budget(nexar_ctx_t *ctx, int here) {
+  rlim_t need =
+      (rlim_t)(here > 1 ? here - 1 : 0) * FDS_PER_SHM_LINK + FDS_SPARE;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need) return;
+  bool room = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need;
+  rl.rlim_cur = room ? need : rl.rlim_max;
+  (void)setrlimit(RLIMIT_NOFILE, &rl);
+  if (!room)
+    NEXAR__WARN(NEXAR__SUB_INIT,
+                "rank %d: %d ranks share this host; links to all of them need "
+                "about %llu descriptors, and RLIMIT_NOFILE's hard limit is "
+                "%llu: the links beyond it fail (raise it with ulimit -n, or "
+                "use a sparse NEXAR_TOPOLOGY)",
+                ctx->rank, here, (unsigned long long)need,
+                (unsigned long long)rl.rlim_max);
+}
+
 void nexar__host_pace(nexar_ctx_t *ctx) {
   int here = 0;
   for (int id = 0; ctx->roster && id < ctx->world; id++)
@@ -104,4 +131,5 @@ void nexar__host_pace(nexar_ctx_t *ctx) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
   ctx->ep.yield_every = here > cpus ? 1 : 64;
+  fd_budget(ctx, here);
 }
