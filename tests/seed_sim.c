@@ -51,6 +51,10 @@ typedef struct counter {
 } counter_t;
 
 #define MEM_HDR 16u
+/* The most the time or memory per worker may grow from N = 1000 to 10000. */
+#ifndef RATIO_MAX
+#define RATIO_MAX 2.0
+#endif
 static void *count_realloc(void *user, void *p, size_t n) {
   counter_t *c = user;
   size_t old = 0;
@@ -197,7 +201,7 @@ static void drain(sim_t *s) {
 
 static double now_s(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -436,20 +440,15 @@ static result_t run(nexar__identity_t *id, int n, const char *topo,
   return r;
 }
 
-/* Best (least time) of |repeats| runs; prints a table row. */
-static result_t measure(nexar__identity_t *id, int n, const char *topo,
-                        bool elastic, int repeats) {
-  result_t best = {0};
-  for (int k = 0; k < repeats; k++) {
-    result_t r = run(id, n, topo, elastic);
-    if (k == 0 || r.ns_per_worker < best.ns_per_worker) best = r;
-  }
-  printf("| %d | %s | %.0f | %.0f | %zu | %.1f |\n", n,
-         elastic ? "elastic (JOIN)" : topo, best.ns_per_worker,
-         best.bytes_per_worker, best.welcome_bytes,
-         (double)best.sent_bytes / 1e6);
+static void print_row(int n, const char *what, const result_t *r) {
+  printf("| %d | %s | %.0f | %.0f | %zu | %.1f |\n", n, what, r->ns_per_worker,
+         r->bytes_per_worker, r->welcome_bytes, (double)r->sent_bytes / 1e6);
   fflush(stdout);
-  return best;
+}
+
+/* Keeps in *best the run with the least time per worker. */
+static void keep_best(result_t *best, const result_t *r, int k) {
+  if (k == 0 || r->ns_per_worker < best->ns_per_worker) *best = *r;
 }
 
 int main(int argc, char **argv) {
@@ -478,28 +477,46 @@ int main(int argc, char **argv) {
   printf(
       "| workers | topology | time/worker (ns) | core memory/worker (B) "
       "| WELCOME (B, each) | sent in all (MB) |\n|---|---|---|---|---|---|\n");
+  const char *what = elastic ? "elastic (JOIN)" : topo;
   if (sizes) {
     for (const char *p = sizes; *p;) {
       char *end;
       long n = strtol(p, &end, 10);
       CHECK(end != p && n >= 2 && n <= 16000);
-      measure(&id, (int)n, topo, elastic, repeats < 1 ? 1 : repeats);
+      result_t best;
+      for (int k = 0; k < (repeats < 1 ? 1 : repeats); k++) {
+        result_t r = run(&id, (int)n, topo, elastic);
+        keep_best(&best, &r, k);
+      }
+      print_row((int)n, what, &best);
       p = *end == ',' ? end + 1 : end;
     }
     nexar__identity_fini(&id);
     return 0;
   }
-  /* The check: the work per worker does not grow with N. */
-  measure(&id, 1000, "hypercube", false, 1);
-  measure(&id, 1000, "full", true, 1);
-  result_t a = measure(&id, 1000, "full", false, 5);
-  result_t b = measure(&id, 10000, "full", false, 3);
+  /* The check: a sparse and an elastic run (which warm the process up),
+   * then N = 1000 and 10000 in turns, the best run of each. */
+  result_t a, b, r = run(&id, 1000, "hypercube", false);
+  print_row(1000, "hypercube", &r);
+  r = run(&id, 1000, "full", true);
+  print_row(1000, "elastic (JOIN)", &r);
+  for (int k = 0; k < 3; k++) {
+    for (int j = 0; j < 2; j++) {
+      r = run(&id, 1000, "full", false);
+      keep_best(&a, &r, 2 * k + j);
+    }
+    r = run(&id, 10000, "full", false);
+    keep_best(&b, &r, k);
+  }
+  print_row(1000, "full", &a);
+  print_row(10000, "full", &b);
   double tr = b.ns_per_worker / a.ns_per_worker;
   double mr = b.bytes_per_worker / a.bytes_per_worker;
-  printf("per worker, N 10000 / N 1000: time %.2fx, memory %.2fx (limit 3x)\n",
-         tr, mr);
+  printf(
+      "per worker, N 10000 / N 1000: time %.2fx, memory %.2fx (limit %.0fx)\n",
+      tr, mr, RATIO_MAX);
   nexar__identity_fini(&id);
-  CHECK(tr <= 3.0);
-  CHECK(mr <= 3.0);
+  CHECK(tr <= RATIO_MAX);
+  CHECK(mr <= RATIO_MAX);
   return 0;
 }
