@@ -419,7 +419,11 @@ static result_t run(nexar__identity_t *id, int n, const char *topo,
   leave_all(&s, 0, n);
   double t1 = now_s();
   nexar__seedc_stats(s.core, &st);
-  CHECK(nexar__seedc_result(s.core, &rc, &err) && rc == NEXAR_OK);
+  CHECK(nexar__seedc_result(s.core, &rc, &err));
+  if (rc != NEXAR_OK) {
+    fprintf(stderr, "seed_sim: %d workers (%s): %s\n", n, topo, err);
+    exit(1);
+  }
   if (elastic)
     check_admission(&s);
   else

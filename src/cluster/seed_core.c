@@ -333,8 +333,13 @@ static int form(nexar__seedc_t *s) {
     owner[next] = i;
     s->w[i].rank = next;
   }
-  if ((rc = check_hosts(s)) < 0 || (rc = encode_roster(s, roster, owner)) < 0)
+  if ((rc = check_hosts(s)) < 0) goto out;
+  if ((rc = encode_roster(s, roster, owner)) < 0) {
+    /* Nobody waits for a roster that will not come. */
+    for (int i = 0; i < s->nw; i++)
+      nexar__seedc_reject(s, s->w[i].slot, rc, s->err);
     goto out;
+  }
   /* Each worker's WELCOME: the frame header and its rank, then the shared
    * rest of the one encoding. */
   uint8_t head[WELCOME_HEAD];
