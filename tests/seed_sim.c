@@ -476,6 +476,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  nexar__log_init(); /* NEXAR_DEBUG: the core's messages */
   nexar__identity_t id;
   CHECK(nexar__identity_init(&id) == 0);
   printf(

@@ -73,7 +73,10 @@ int nexar__seedc_open(nexar__seedc_t *s, void *conn,
  * A whole seed frame (type, body of |len| bytes) on connection |slot|.
  * Returns 0 (refusals are a queued REJECT and still 0); NEXAR_ERR_PROTO
  * with *why set when the driver must close the connection for a protocol
- * violation (the slot is then released); NEXAR_ERR_NOMEM.
+ * violation (its close is then reported as any other);
+ * NEXAR_ERR_INVALID_ARG for a slot that is not open; NEXAR_ERR_NOMEM or
+ * NEXAR_ERR_INTERNAL (the formation then fails: see nexar__seedc_result).
+ * The driver takes the queued frames (nexar__seedc_next) after every call.
  */
 int nexar__seedc_frame(nexar__seedc_t *s, int slot, uint8_t type,
                        const uint8_t *body, size_t len, const char **why);
