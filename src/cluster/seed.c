@@ -186,8 +186,9 @@ int nexar_seed_start(const nexar_seed_config_t *cfg, nexar_seed_t **out) {
   s->timeout_ms = cfg->timeout_ms != NEXAR_UNSET
                       ? cfg->timeout_ms
                       : (int)prm.bootstrap_timeout_ms;
-  if (s->world < 1 || s->timeout_ms < 1) {
-    nexar__set_init_error("seed: world size must be >= 1 (NEXAR_WORLD_SIZE)");
+  if (s->world < 1 || s->world > NEXAR__SEEDC_MAX_WORLD || s->timeout_ms < 1) {
+    nexar__set_init_error("seed: world size must be 1..%d (NEXAR_WORLD_SIZE)",
+                          NEXAR__SEEDC_MAX_WORLD);
     rc = NEXAR_ERR_INVALID_ARG;
     goto fail;
   }

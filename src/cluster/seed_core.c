@@ -125,8 +125,9 @@ void nexar__seedc_refuse(nexar__seedc_t *s, int slot, int code,
 /* ---- Setup and connections. */
 
 int nexar__seedc_new(const nexar__seedc_cfg_t *cfg, nexar__seedc_t **out) {
-  if (!cfg || !out || cfg->world < 1 || cfg->timeout_ms < 1 || !cfg->key ||
-      cfg->max_world < 0 || cfg->max_world > (int)NEXAR__ELASTIC_MAX_IDS)
+  if (!cfg || !out || cfg->world < 1 || cfg->world > NEXAR__SEEDC_MAX_WORLD ||
+      cfg->timeout_ms < 1 || !cfg->key || cfg->max_world < 0 ||
+      cfg->max_world > (int)NEXAR__ELASTIC_MAX_IDS)
     return NEXAR_ERR_INVALID_ARG;
   nexar__seedc_t tmp = {0};
   if (cfg->mem) tmp.mem = *cfg->mem;

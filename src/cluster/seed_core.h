@@ -30,11 +30,15 @@ typedef struct nexar__seedc_mem {
   void *user;
 } nexar__seedc_mem_t;
 
+/* The largest world the core takes (NEXAR_WORLD_SIZE's bound): it keeps a
+ * table of world entries from the start. */
+#define NEXAR__SEEDC_MAX_WORLD (1 << 20)
+
 typedef struct nexar__seedc_cfg {
-  int world;                     /* workers that form the cluster, >= 1 */
-  int max_world;                 /* elastic: above world; else 0 */
-  int timeout_ms;                /* formation deadline after |now|, >= 1 */
-  uint64_t now;                  /* ns, the driver's monotonic clock */
+  int world;      /* workers that form the cluster, 1..NEXAR__SEEDC_MAX_WORLD */
+  int max_world;  /* elastic: above world; else 0 */
+  int timeout_ms; /* formation deadline after |now|, >= 1 */
+  uint64_t now;   /* ns, the driver's monotonic clock */
   const uint8_t *key;            /* the 32-byte cluster key (copied) */
   const nexar__seedc_mem_t *mem; /* NULL: malloc/realloc/free */
 } nexar__seedc_cfg_t;
