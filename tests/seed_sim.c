@@ -18,7 +18,11 @@
  * and that frame decodes to every worker's entry (all of them for N <= 2000,
  * a sample above); the formation ends with NEXAR_OK once all have closed.
  *
- *   test_seed_sim                      the ctest check: N = 1000 and 10000
+ *   test_seed_sim                      the ctest check: first the rules on
+ *       small worlds (a taken rank refused, a second frame closing the
+ *       connection, a worker leaving before formation replaced by the last
+ *       to arrive, the deadline's REJECTs naming the missing rank, a pending
+ *       joiner that left skipped at the admission), then N = 1000 and 10000
  *       (full topology; best of 3 runs each), plus a sparse (hypercube, with
  *       certificates) and an elastic run at N = 1000; fails when the time or
  *       memory per worker at 10000 is above 3x that at 1000
@@ -116,15 +120,17 @@ static void addr_of(int i, nexar__waddr_t *a) {
   a->ip[3] = (uint8_t)i;
 }
 
-/* Worker |i|'s HELLO frame into |out|: its length. */
-static size_t hello_of(sim_t *s, int i, bool join, uint8_t *out, size_t cap) {
+/* Worker |i|'s HELLO frame (asking for |rank|, or -1) into |out|: its
+ * length. */
+static size_t hello_of(sim_t *s, int i, int rank, bool join, uint8_t *out,
+                       size_t cap) {
   static nexar__seed_hello_t h;
   memset(&h, 0, sizeof(h));
   uint8_t exp[32];
   exporter(i, exp);
   nexar__mac(s->key, "nexar worker proof v1", exp, h.proof);
   h.join = join;
-  h.rank = !join && s->world == s->n && i % 8 == 3 ? s->n - 1 - i : -1;
+  h.rank = rank;
   h.world_size = join ? 0 : s->world;
   memcpy(h.fingerprint, s->id->fingerprint, NEXAR__FP_BYTES);
   h.pid = 1000u + (uint32_t)i;
@@ -337,6 +343,101 @@ static void check_admission(sim_t *s) {
   }
 }
 
+/* ---- Rules the timed runs do not reach, each checked on a small world. */
+
+/* Worker |i| (connection i + 1) connects unless it has, and sends a HELLO
+ * asking for |rank|: the core's result. */
+static int hello_at(sim_t *s, int i, int rank, bool join) {
+  uint8_t exp[32], f[512 + NEXAR__CERT_MAX];
+  nexar__waddr_t obs;
+  const char *why = NULL;
+  if (s->slot[i] < 0) {
+    exporter(i, exp);
+    addr_of(i, &obs);
+    s->slot[i] = nexar__seedc_open(s->core, (void *)(uintptr_t)(i + 1), exp,
+                                   &obs, "rule");
+    CHECK(s->slot[i] >= 0);
+  }
+  size_t n = hello_of(s, i, rank, join, f, sizeof(f));
+  int rc =
+      nexar__seedc_frame(s->core, s->slot[i], f[3], f + NEXAR__SEED_FRAME_HDR,
+                         n - NEXAR__SEED_FRAME_HDR, &why);
+  drain(s);
+  return rc;
+}
+
+static void bye(sim_t *s, int i) {
+  nexar__seedc_closed(s->core, s->slot[i], 0, "bye");
+  s->slot[i] = -1;
+  drain(s);
+}
+
+static void rules_core(sim_t *s, int world, int max_world) {
+  memset(s->key, 0x42, sizeof(s->key));
+  s->world = world;
+  for (int i = 0; i <= s->n; i++) s->slot[i] = -1;
+  memset(s->got, 0xff, (size_t)(s->n + 1) * sizeof(int));
+  nexar__seedc_cfg_t cfg = {.world = world,
+                            .max_world = max_world,
+                            .timeout_ms = 1000,
+                            .now = 0,
+                            .key = s->key};
+  CHECK(nexar__seedc_new(&cfg, &s->core) == 0);
+}
+
+static void check_rules(nexar__identity_t *id) {
+  int slot[9], got[9], proofs[9];
+  sim_t s = {.n = 8,
+             .world = 5,
+             .topo = "full",
+             .id = id,
+             .slot = slot,
+             .got = got,
+             .proofs = proofs};
+  int rc;
+  const char *err;
+  /* A taken rank is refused; a second frame closes the connection; one
+   * who leaves before formation is replaced by the last to arrive. */
+  rules_core(&s, 5, 0);
+  CHECK(hello_at(&s, 0, 2, false) == 0);
+  CHECK(hello_at(&s, 1, 2, false) == 0 && s.rejects == 1);
+  bye(&s, 1);
+  CHECK(hello_at(&s, 2, -1, false) == 0 && hello_at(&s, 3, -1, false) == 0 &&
+        hello_at(&s, 4, -1, false) == 0);
+  CHECK(hello_at(&s, 3, -1, false) == NEXAR_ERR_PROTO);
+  bye(&s, 3); /* worker 4 takes its place in arrival order */
+  CHECK(hello_at(&s, 5, -1, false) == 0 && s.welcomes == 0);
+  CHECK(hello_at(&s, 6, -1, false) == 0 && s.welcomes == 5);
+  CHECK(got[0] == 2 && got[2] == 0 && got[4] == 1 && got[5] == 3 &&
+        got[6] == 4);
+  CHECK(!nexar__seedc_result(s.core, &rc, &err));
+  nexar__seedc_free(s.core);
+  /* The deadline: everyone waiting is refused, and told who is missing. */
+  s.rejects = 0;
+  rules_core(&s, 3, 0);
+  CHECK(hello_at(&s, 0, 1, false) == 0 && hello_at(&s, 1, -1, false) == 0);
+  nexar__seedc_tick(s.core, 999999999, NULL);
+  CHECK(!nexar__seedc_result(s.core, &rc, &err));
+  nexar__seedc_tick(s.core, 1000000000, NULL);
+  drain(&s);
+  CHECK(nexar__seedc_result(s.core, &rc, &err) && rc == NEXAR_ERR_TIMEOUT);
+  CHECK(s.rejects == 2 && strstr(err, "2 of 3 workers arrived; missing 1"));
+  nexar__seedc_free(s.core);
+  /* Elastic: a pending joiner that leaves is skipped at the admission. */
+  s.rejects = s.welcomes = s.joins = 0;
+  s.shared = NULL;
+  rules_core(&s, 2, 6);
+  CHECK(hello_at(&s, 0, -1, false) == 0 && hello_at(&s, 1, -1, false) == 0);
+  for (int i = 2; i < 6; i++) CHECK(hello_at(&s, i, -1, true) == 0);
+  bye(&s, 3);
+  s.n = 7; /* the leader is connection n + 1 */
+  admit_all(&s);
+  CHECK(s.joins == 3 && s.admitted == 1 && s.rejects == 0);
+  CHECK(got[2] == 2 && got[4] == 3 && got[5] == 4 && got[3] == -1);
+  free(s.first);
+  nexar__seedc_free(s.core);
+}
+
 typedef struct result {
   double ns_per_worker;
   double bytes_per_worker;
@@ -362,7 +463,8 @@ static result_t run(nexar__identity_t *id, int n, const char *topo,
   CHECK(s.slot && s.want && s.got && s.proofs && s.hoff && s.hellos);
   for (int i = 0; i < n; i++)
     s.hoff[i + 1] =
-        s.hoff[i] + hello_of(&s, i, elastic, s.hellos + s.hoff[i], per);
+        s.hoff[i] + hello_of(&s, i, !elastic && i % 8 == 3 ? n - 1 - i : -1,
+                             elastic, s.hellos + s.hoff[i], per);
   /* The ranks the rules give: requested ones, then arrival order. */
   if (!elastic) {
     bool *taken = calloc((size_t)n, 1);
@@ -396,7 +498,7 @@ static result_t run(nexar__identity_t *id, int n, const char *topo,
     CHECK(m.hellos && m.hoff);
     for (int i = 0; i < 2; i++)
       m.hoff[i + 1] =
-          m.hoff[i] + hello_of(&m, i, false, m.hellos + m.hoff[i], per);
+          m.hoff[i] + hello_of(&m, i, -1, false, m.hellos + m.hoff[i], per);
     m.slot = calloc(2, sizeof(int));
     CHECK(m.slot);
     for (int i = 0; i < 2; i++) arrive(&m, i);
@@ -499,6 +601,7 @@ int main(int argc, char **argv) {
     nexar__identity_fini(&id);
     return 0;
   }
+  check_rules(&id);
   /* The check: a sparse and an elastic run (which warm the process up),
    * then N = 1000 and 10000 in turns, the best run of each. */
   result_t a, b, r = run(&id, 1000, "hypercube", false);
