@@ -65,12 +65,18 @@ int nexar__seed_feed(nexar__link_t *c, const uint8_t *d, size_t n,
  * until nexar_seed_stop, after the endpoint is gone). */
 static void flush(nexar_seed_t *s) {
   nexar__seedc_msg_t m;
-  while (nexar__seedc_next(s->core, &m))
-    if (nexar__link_seed_sendv(m.conn, m.head, m.head_len, m.shared,
-                               m.shared_len, m.persistent) < 0)
-      NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
-                  "seed: out of memory queueing a frame to %s",
-                  ((nexar__link_t *)m.conn)->remote_str);
+  while (nexar__seedc_next(s->core, &m)) {
+    nexar__link_t *c = m.conn;
+    if (c->state == NEXAR__CS_DEAD ||
+        nexar__link_seed_sendv(c, m.head, m.head_len, m.shared, m.shared_len,
+                               m.persistent) == 0)
+      continue;
+    /* The worker hears of it at once rather than at its deadline. */
+    NEXAR__WARN(NEXAR__SUB_BOOTSTRAP,
+                "seed: out of memory queueing a frame to %s", c->remote_str);
+    nexar__link_close(c, NEXAR__CLOSE_ABORT, "seed out of memory");
+    nexar__link_fail(c, NEXAR_ERR_NOMEM, "seed out of memory");
+  }
   int rc;
   const char *err;
   if (s->done || !nexar__seedc_result(s->core, &rc, &err)) return;
