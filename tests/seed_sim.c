@@ -22,7 +22,8 @@
  *       small worlds (a taken rank refused, a second frame closing the
  *       connection, a worker leaving before formation replaced by the last
  *       to arrive, the deadline's REJECTs naming the missing rank, a pending
- *       joiner that left skipped at the admission), then N = 1000 and 10000
+ *       joiner that left skipped at the admission, hostile frames), then
+ *       N = 1000 and 10000
  *       (full topology; best of 3 runs each), plus a sparse (hypercube, with
  *       certificates) and an elastic run at N = 1000; fails when the time or
  *       memory per worker at 10000 is above 3x that at 1000
@@ -345,10 +346,11 @@ static void check_admission(sim_t *s) {
 
 /* ---- Rules the timed runs do not reach, each checked on a small world. */
 
-/* Worker |i| (connection i + 1) connects unless it has, and sends a HELLO
- * asking for |rank|: the core's result. */
-static int hello_at(sim_t *s, int i, int rank, bool join) {
-  uint8_t exp[32], f[512 + NEXAR__CERT_MAX];
+/* Worker |i| (connection i + 1) connects unless it has, and sends the
+ * |n|-byte frame |f| (its header's type; the body is what follows): the
+ * core's result. */
+static int send_at(sim_t *s, int i, const uint8_t *f, size_t n) {
+  uint8_t exp[32];
   nexar__waddr_t obs;
   const char *why = NULL;
   if (s->slot[i] < 0) {
@@ -358,12 +360,18 @@ static int hello_at(sim_t *s, int i, int rank, bool join) {
                                    &obs, "rule");
     CHECK(s->slot[i] >= 0);
   }
-  size_t n = hello_of(s, i, rank, join, f, sizeof(f));
   int rc =
       nexar__seedc_frame(s->core, s->slot[i], f[3], f + NEXAR__SEED_FRAME_HDR,
                          n - NEXAR__SEED_FRAME_HDR, &why);
+  CHECK(rc != NEXAR_ERR_PROTO || why);
   drain(s);
   return rc;
+}
+
+/* The same with worker |i|'s HELLO asking for |rank|. */
+static int hello_at(sim_t *s, int i, int rank, bool join) {
+  uint8_t f[512 + NEXAR__CERT_MAX];
+  return send_at(s, i, f, hello_of(s, i, rank, join, f, sizeof(f)));
 }
 
 static void bye(sim_t *s, int i) {
@@ -435,6 +443,26 @@ static void check_rules(nexar__identity_t *id) {
   CHECK(s.joins == 3 && s.admitted == 1 && s.rejects == 0);
   CHECK(got[2] == 2 && got[4] == 3 && got[5] == 4 && got[3] == -1);
   free(s.first);
+  nexar__seedc_free(s.core);
+  /* Hostile input: a frame only the seed sends and a truncated HELLO close
+   * the connection; a wrong secret and an ADMIT to a seed that is not
+   * elastic are refused; none of them counts as a worker. */
+  uint8_t f[512 + NEXAR__CERT_MAX];
+  s.rejects = s.welcomes = s.admitted = 0;
+  rules_core(&s, 2, 0);
+  size_t n = hello_of(&s, 0, -1, false, f, sizeof(f));
+  f[3] = NEXAR__SEED_WELCOME;
+  CHECK(send_at(&s, 0, f, n) == NEXAR_ERR_PROTO);
+  bye(&s, 0);
+  f[3] = NEXAR__SEED_HELLO;
+  CHECK(send_at(&s, 0, f, n - 1) == NEXAR_ERR_PROTO);
+  bye(&s, 0);
+  s.key[0] ^= 1;
+  CHECK(hello_at(&s, 0, -1, false) == 0 && s.rejects == 1);
+  s.key[0] ^= 1;
+  admit_all(&s);
+  CHECK(s.rejects == 2 && s.admitted == 0);
+  CHECK(hello_at(&s, 1, -1, false) == 0 && s.welcomes == 0);
   nexar__seedc_free(s.core);
 }
 
