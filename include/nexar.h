@@ -1529,7 +1529,7 @@ typedef struct nexar_seed_config {
   const char *listen_addr; /* "ip:port" (port 0 = any); default 127.0.0.1:0 */
   const char *secret;      /* cluster secret (else NEXAR_SECRET / _FILE) */
   const char *secret_file;
-  int world_size; /* ranks to admit (else NEXAR_WORLD_SIZE) */
+  int world_size; /* ranks to admit, 1..2^20 (else NEXAR_WORLD_SIZE) */
   int timeout_ms; /* formation deadline (else bootstrap timeout) */
   /* Elastic mode when above world_size: after formation the seed stays up
    * and admits joiners (NEXAR_JOIN=1) at the members' elastic checkpoints
@@ -1548,7 +1548,11 @@ typedef struct nexar_seed_config {
  * checks the secret (HMAC bound to the TLS session, compared in constant
  * time), assigns ranks (NEXAR_RANK requests first, then arrival order) and,
  * once |world_size| workers have joined, sends each its rank and the roster.
- * Returns NEXAR_OK, NEXAR_ERR_INVALID_ARG, NEXAR_ERR_SYS (bind failed),
+ * Its work is O(1) per worker apart from formation, O(world_size) once (the
+ * roster, encoded once and shared by every worker's WELCOME; each worker
+ * still receives the whole roster, about 80 bytes per rank).
+ * Returns NEXAR_OK, NEXAR_ERR_INVALID_ARG (world size outside 1..2^20, a
+ * bad address, secret or max world size), NEXAR_ERR_SYS (bind failed),
  * NEXAR_ERR_NOMEM.
  */
 NEXAR_EXTERN int nexar_seed_start(const nexar_seed_config_t *cfg,

@@ -146,6 +146,10 @@ nexar_test(test_ft_majority 120 test_ft_majority.c)
 # Sparse topologies: links per rank, relayed p2p, collectives, RPC, child
 # communicators, a forged relay origin, a failed relay (docs/topology.md).
 nexar_test(test_topology 240 test_topology.c)
+# The seed's work is O(N) (issue 16, section 3): 1000 and 10000 simulated
+# workers against the seed's protocol core, no sockets, a simulated clock;
+# time and memory per worker may not grow more than 3x (docs/performance.md).
+nexar_test(test_seed_sim 120 seed_sim.c)
 # Elastic membership: grow 4 -> 6 through the seed, leave, limits, the seed
 # gone, a child with a leaver, a joiner never admitted, and join/leave churn
 # (no connection of a departed process outlives its checkpoint).

@@ -37,8 +37,6 @@ int nexar__seed_proof_answer(nexar_ctx_t *ctx, nexar__link_t *c,
  * observer link's handshake finished, bytes arrived, it ended. _tick: closes
  * observers past their deadline.
  */
-/* Seed side (seed.c): answers an observer's QUERY frame on |c|. */
-int nexar__seed_on_query(nexar__link_t *c, const uint8_t *body, size_t len);
 int nexar__observe_admit(nexar_ctx_t *ctx);
 void nexar__observe_ready(nexar_ctx_t *ctx, nexar__link_t *c);
 void nexar__observe_data(nexar__link_t *c, const uint8_t *d, size_t n);

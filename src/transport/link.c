@@ -159,20 +159,36 @@ void nexar__link_send(nexar__link_t *c, nexar__omsg_t *m) {
 }
 
 int nexar__link_seed_send(nexar__link_t *c, const uint8_t *frame, size_t len) {
+  return nexar__link_seed_sendv(c, frame, len, NULL, 0, false);
+}
+
+int nexar__link_seed_sendv(nexar__link_t *c, const uint8_t *head,
+                           size_t head_len, const uint8_t *tail,
+                           size_t tail_len, bool tail_ref) {
   /* Each seed frame travels on its own stream without a mesh header. The
    * seed exchange is strictly request/response (PROOF, HELLO, then WELCOME
    * or REJECT), so at most one frame is in flight per direction and the
-   * receiver can append stream data in arrival order. */
+   * receiver can append stream data in arrival order. A referenced tail is
+   * the second entry of a gathered payload. */
   nexar__omsg_t *m = calloc(1, sizeof(*m));
-  if (!m) return NEXAR_ERR_NOMEM;
-  m->owned = malloc(len);
-  if (!m->owned) {
+  size_t own = head_len + (tail_ref ? 0 : tail_len);
+  if (!m || !(m->owned = malloc(own ? own : 1)) ||
+      (tail_ref && tail_len && !(m->segs = calloc(2, sizeof(*m->segs))))) {
+    if (m) free(m->owned);
     free(m);
     return NEXAR_ERR_NOMEM;
   }
-  memcpy(m->owned, frame, len);
-  m->data = m->owned;
-  m->len = len;
+  memcpy(m->owned, head, head_len);
+  if (tail_len && !tail_ref) memcpy(m->owned + head_len, tail, tail_len);
+  if (m->segs) {
+    m->segs[0] = (nexar__seg_t){.base = m->owned, .len = head_len, .off = 0};
+    m->segs[1] = (nexar__seg_t){
+        .base = (uint8_t *)tail, .len = tail_len, .off = head_len};
+    m->nsegs = 2;
+  } else {
+    m->data = m->owned;
+  }
+  m->len = head_len + tail_len;
   m->sid = -1;
   m->lane = NEXAR__LANE_CONTROL;
   m->sent = NEXAR__HDR_BYTES; /* no mesh header on seed streams */

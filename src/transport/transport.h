@@ -615,6 +615,14 @@ bool nexar__link_idle(const nexar__link_t *l);
 bool nexar__link_peer_runnable(const nexar__link_t *l);
 /* Seed role: writes one frame on this side's stream. */
 int nexar__link_seed_send(nexar__link_t *l, const uint8_t *frame, size_t len);
+/* The same for a frame of two parts: |head| (head_len > 0 bytes, copied)
+ * then |tail| (tail_len bytes), copied too unless |tail_ref|: then it is
+ * referenced and must stay valid and unchanged until the link is freed
+ * (the seed's roster, one buffer for every worker). Returns 0 or
+ * NEXAR_ERR_NOMEM. */
+int nexar__link_seed_sendv(nexar__link_t *l, const uint8_t *head,
+                           size_t head_len, const uint8_t *tail,
+                           size_t tail_len, bool tail_ref);
 /* Records the outcome of a send to |l|'s peer: 0 (it worked) or the errno
  * of a failed send, whose bytes were dropped as lost. The first failure of
  * a spell is logged and starts l->tx_err_since. */
