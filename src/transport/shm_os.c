@@ -57,7 +57,9 @@ int nexar__shm_listen(const uint8_t nonce[16], int *fd) {
     if (errno == EADDRINUSE) rc = NEXAR_ERR_TRANSPORT;
     goto fail;
   }
-  if (listen(s, 64) != 0) goto fail;
+  /* Every rank of the host may dial at once (the kernel caps SOMAXCONN
+   * at net.core.somaxconn). */
+  if (listen(s, SOMAXCONN) != 0) goto fail;
   *fd = s;
   return 0;
 fail:

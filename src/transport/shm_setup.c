@@ -297,19 +297,23 @@ void nexar__shm_check_sock(nexar__shm_t *s) {
   nexar__shm_fail(l, NEXAR_ERR_PROTO, "unexpected message on the socket");
 }
 
-/* New connections on the rendezvous socket (it was readable). */
+/* New connections on the rendezvous socket (it was readable). At most
+ * ACCEPT_MAX links wait to be identified (their HELLO is judged once the
+ * roster is known); further dialers wait in the listen backlog: closing
+ * them would read, on their side, as this process gone. */
 void nexar__shm_accept_new(nexar__ep_t *ep) {
   if (ep->shm_lfd < 0) return;
-  for (int i = 0; i < ACCEPT_MAX; i++) {
+  int pending = 0;
+  for (int k = 0; k < ep->nconns; k++)
+    pending += ep->conns[k]->tp == &nexar__tp_shm && ep->conns[k]->peer < 0;
+  struct sockaddr_storage none = {.ss_family = AF_UNSPEC};
+  for (; pending < ACCEPT_MAX; pending++) {
     int fd;
     if (nexar__shm_accept(ep->shm_lfd, &fd) != 0) return;
-    int pending = 0;
-    for (int k = 0; k < ep->nconns; k++)
-      pending += ep->conns[k]->tp == &nexar__tp_shm && ep->conns[k]->peer < 0;
-    struct sockaddr_storage none = {.ss_family = AF_UNSPEC};
-    nexar__shm_t *s =
-        pending < ACCEPT_MAX ? shm_alloc(ep, fd, true, &none, 0) : NULL;
-    if (!s) close(fd);
+    if (!shm_alloc(ep, fd, true, &none, 0)) {
+      close(fd);
+      return;
+    }
   }
 }
 
