@@ -136,6 +136,8 @@ nexar_test(test_comm 300 test_comm.c)
 # policies, nexar_abort (docs/fault-tolerance.md).
 nexar_test(test_ft 300 test_ft.c)
 nexar_test(test_starved 60 test_starved.c)
+# 80 dialers at once on a rank's shared-memory rendezvous: none closed.
+nexar_test(test_shm_dialers 60 test_shm_dialers.c)
 set_tests_properties(test_starved PROPERTIES SKIP_RETURN_CODE 77)
 # Faults that must not freeze a job: a route lost mid-job and an unroutable
 # seed (in a network namespace the test creates), the seed gone, a fenced
