@@ -303,6 +303,15 @@ struct nexar_ctx {
   } obs[NEXAR__OBSERVERS_MAX];
 };
 
+/* ---------------- run.c ---------------- */
+/* Pause detection (emu held): a pass begins and ends at |now|; whether
+ * this process did not run for longer than ep->pause_ns since the socket
+ * was last read (ep->run.unrun, which the engine clears after a
+ * catch-up). */
+void nexar__run_pass_begin(nexar__ep_t *ep, uint64_t now);
+void nexar__run_pass_end(nexar__ep_t *ep, uint64_t now);
+bool nexar__run_paused(nexar__ep_t *ep, uint64_t now);
+
 /* ---------------- engine.c ---------------- */
 /* Opens the endpoint's transports on |bind_addr|; |prm| are the owner's
  * validated settings (NULL for the seed, which reads the defaults), |host|
