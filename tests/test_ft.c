@@ -49,6 +49,7 @@ typedef struct shared {
   double t_kill; /* CLOCK_MONOTONIC ms of the (last) kill */
   double detect_ms[MAXW];
   int stopped_done; /* sigstop: survivors finished their checks */
+  int passed;       /* manual: survivors that left the first barrier */
 } shared_t;
 
 static shared_t *sh;
@@ -314,10 +315,17 @@ static int manual(int index, void *arg) {
   NT_OKC(w, nexar_comm_split(w, r % 2, r, &c));
   if (index == 3) {
     NT_OKC(w, nexar_barrier(w));
+    /* A barrier can end here before its last message has left this
+     * process: die only once every survivor is out of it. */
+    for (int i = 0; i < 10000 && __atomic_load_n(&sh->passed,
+                                                  __ATOMIC_ACQUIRE) < 3;
+         i++)
+      sleep_ms(1);
     sh->t_kill = nt_now_ms();
     raise(SIGKILL);
   }
   NT_OKC(w, nexar_barrier(w));
+  __atomic_add_fetch(&sh->passed, 1, __ATOMIC_RELEASE);
   int64_t v = 1, s;
   int rc = nexar_allreduce(w, &v, &s, 1, NEXAR_INT64, NEXAR_SUM);
   if (check_failed(ctx, w, rc, 3, r, 0)) return 1;
