@@ -15,7 +15,15 @@
  * both calls must complete (before the RPC lane they queued behind the
  * stuck data and timed out) while the last send is still pending; then the
  * messages are received and checked bit for bit.
+ *
+ * Rings and slices: two ranks run 1 MiB allreduces on a communicator of
+ * their own from a second thread while the main threads make RPC calls of
+ * 1 B to 48 KiB and barriers, with 64 KiB shared-memory rings and 4 KiB
+ * pass slices, so that bulk data, control and RPC messages are cut into
+ * many records and both rings of a link (bulk and priority) fill up again
+ * and again. Every echo and every allreduce must be bit-exact.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +143,66 @@ static int rpc_worker(int index, void *arg) {
   return 0;
 }
 
+#define LOAD_COUNT (256u << 10) /* floats: 1 MiB allreduces */
+#define LOAD_ROUNDS 6
+#define CALLS 120
+#define CALL_MAX (48u << 10)
+
+typedef struct load {
+  nexar_comm_t *comm;
+  int rank, rc;
+} load_t;
+
+/* Allreduces of small integers (exact in float) on their own comm. */
+static void *load_main(void *arg) {
+  load_t *l = arg;
+  float *v = malloc(LOAD_COUNT * sizeof *v);
+  l->rc = v ? 0 : NEXAR_ERR_NOMEM;
+  for (int k = 0; k < LOAD_ROUNDS && l->rc == 0; k++) {
+    for (size_t i = 0; i < LOAD_COUNT; i++)
+      v[i] = (float)((i + (size_t)k) % 1000 + (size_t)l->rank);
+    l->rc = nexar_allreduce(l->comm, NEXAR_IN_PLACE, v, LOAD_COUNT,
+                            NEXAR_FLOAT32, NEXAR_SUM);
+    for (size_t i = 0; i < LOAD_COUNT && l->rc == 0; i++)
+      if (v[i] != (float)(2 * ((i + (size_t)k) % 1000) + 1))
+        l->rc = NEXAR_ERR_INTERNAL;
+  }
+  free(v);
+  return NULL;
+}
+
+static int slice_worker(int index, void *arg) {
+  (void)index, (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r;
+  NT_OK(nt_join_world(&ctx, &w, &r, NULL));
+  load_t l = {.rank = r};
+  NT_OKC(w, nexar_comm_dup(w, &l.comm));
+  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL));
+  NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
+  static uint8_t req[CALL_MAX], resp[CALL_MAX];
+  pthread_t th;
+  NT_CHECK(pthread_create(&th, NULL, load_main, &l) == 0);
+  for (int i = 0; i < CALLS; i++) {
+    size_t n = 1 + ((size_t)i * 7919u) % CALL_MAX, got = 0;
+    for (size_t k = 0; k < n; k++) req[k] = pat(k + (size_t)i + (size_t)r);
+    memset(resp, 0, n);
+    NT_OKC(w, nexar_rpc_call(w, 1 - r, FN_ECHO, req, n, resp, n, &got, 30000));
+    NT_CHECKF(got == n && memcmp(req, resp, n) == 0,
+              "rank %d: call %d echoed %zu of %zu bytes, or other bytes", r, i,
+              got, n);
+    if (i % 4 == 0) NT_OKC(w, nexar_barrier(w));
+  }
+  pthread_join(th, NULL);
+  NT_CHECKF(l.rc == 0, "rank %d: allreduce under calls: %s", r,
+            nexar_err_name(l.rc));
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_comm_free(&l.comm));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   nt_opts_t o = {.world_size = 3, .timeout_ms = 150000};
@@ -145,5 +213,11 @@ int main(void) {
   nt_opts_t q = {.world_size = 2, .timeout_ms = 60000, .env = env};
   int qrc = nt_run(&q, rpc_worker, NULL);
   printf("%s lanes_rpc_while_data_lane_stuck world=2\n", qrc ? "FAIL" : "ok");
-  return rc || qrc ? 1 : 0;
+  nt_opts_t s = {.world_size = 2,
+                 .timeout_ms = 60000,
+                 .env = "NEXAR_SHM_RING_KIB=64\nNEXAR_PASS_SLICE_BYTES=4096"};
+  int src = nt_run(&s, slice_worker, NULL);
+  printf("%s lanes_rpc_barrier_during_allreduce_small_rings world=2\n",
+         src ? "FAIL" : "ok");
+  return rc || qrc || src ? 1 : 0;
 }

@@ -123,6 +123,10 @@
     "data-lane bytes in flight per connection before more data waits, or "     \
     "twice the path's bandwidth-delay product if larger (0: off); RPC "        \
     "messages wait only above twice that")                                     \
+  X(INT, pass_slice_bytes, "NEXAR_PASS_SLICE_BYTES", 262144, 4096, 1 << 30,    \
+    "payload bytes one progress pass reads, and the data a shared-memory "     \
+    "ring holds unread, per link, so that control and RPC messages wait "      \
+    "behind at most about that much bulk data")                                \
   X(INT, progress_linger_us, "NEXAR_PROGRESS_LINGER_US", 1000, 0, 1000000,     \
     "after a caller stops driving progress, the progress thread stays off "    \
     "the socket this long (0: it always polls)")                               \

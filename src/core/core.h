@@ -143,7 +143,9 @@ typedef struct nexar__rpc_worker nexar__rpc_worker_t;
 typedef struct nexar__rpc {
   bool inited;
   pthread_mutex_t mu; /* everything below up to the engine part */
-  pthread_cond_t cv;  /* queue, stop, failure, or a handler finished */
+  pthread_cond_t cv;  /* a handler finished (nexar_rpc_unregister waits) */
+  pthread_cond_t wcv; /* idle handler threads: a request (one is woken),
+                         stop, a failure, a place freed (all are) */
   bool started, stop;
   nexar__rpc_fn_t *fns; /* registered handlers */
   int nfns, cap_fns;

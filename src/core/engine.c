@@ -65,6 +65,7 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   ep->tps[ep->ntps++] = &nexar__tp_quic;
   ep->shm_lfd = ep->shm_sfd = -1;
   ep->yield_every = 64;
+  ep->slice = prm ? (uint64_t)prm->pass_slice_bytes : NEXAR__SLICE_DEFAULT;
   if (prm && ep->host && strcmp(prm->transport, "quic") != 0)
     ep->tps[ep->ntps++] = &nexar__tp_shm;
   for (int i = 0; i < ep->ntps; i++)

@@ -59,6 +59,7 @@ int nexar__rpc_init(nexar_ctx_t *ctx) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&p->cv, &ca);
+  pthread_cond_init(&p->wcv, &ca);
   pthread_condattr_destroy(&ca);
   p->next_id = 1;
   p->inited = true;
@@ -72,7 +73,7 @@ void nexar__rpc_item_free(nexar__rpc_item_t *it) {
 
 void nexar__rpc_wake(nexar_ctx_t *ctx) {
   pthread_mutex_lock(&ctx->rpc.mu);
-  pthread_cond_broadcast(&ctx->rpc.cv);
+  pthread_cond_broadcast(&ctx->rpc.wcv);
   pthread_mutex_unlock(&ctx->rpc.mu);
 }
 
@@ -88,6 +89,7 @@ void nexar__rpc_fini(nexar_ctx_t *ctx) {
   free(p->fns);
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->cv);
+  pthread_cond_destroy(&p->wcv);
   p->inited = false;
 }
 
@@ -307,7 +309,10 @@ static void enqueue(nexar__rpc_t *p, nexar__rpc_item_t *it) {
   else
     p->q_head = it;
   p->q_tail = it;
-  pthread_cond_broadcast(&p->cv);
+  /* One request, one thread: waking every idle one would cost a context
+   * switch each (they wait on wcv only), and on a busy host each of them
+   * takes a core from the engine. */
+  pthread_cond_signal(&p->wcv);
   pthread_mutex_unlock(&p->mu);
 }
 

@@ -134,7 +134,7 @@ static void *worker_main(void *arg) {
     while (!p->stop && !failures_due(ctx, p) &&
            !(p->q_head && p->active < p->limit)) {
       p->idle++;
-      pthread_cond_wait(&p->cv, &p->mu);
+      pthread_cond_wait(&p->wcv, &p->mu);
       p->idle--;
     }
     if (p->stop) break;
@@ -156,7 +156,7 @@ static void *worker_main(void *arg) {
     w->fn = -1;
     p->active--;
     p->load--;
-    pthread_cond_broadcast(&p->cv);
+    pthread_cond_broadcast(&p->cv); /* this thread takes the next request */
   }
   pthread_mutex_unlock(&p->mu);
   resp_free(w->resp, cap);
@@ -204,7 +204,7 @@ bool nexar__rpc_lend(nexar_ctx_t *ctx) {
                 "rank %d: rpc: %d handler threads, none more for a handler "
                 "waiting in a nested call",
                 ctx->rank, p->nw);
-  pthread_cond_broadcast(&p->cv);
+  pthread_cond_broadcast(&p->wcv);
   pthread_mutex_unlock(&p->mu);
   return true;
 }
@@ -223,6 +223,7 @@ void nexar__rpc_stop(nexar_ctx_t *ctx) {
   pthread_mutex_lock(&p->mu);
   p->stop = true;
   pthread_cond_broadcast(&p->cv);
+  pthread_cond_broadcast(&p->wcv);
   int nw = p->nw; /* no thread is added once stop is set */
   pthread_mutex_unlock(&p->mu);
   for (int i = 0; i < nw; i++) pthread_join(p->w[i].th, NULL);

@@ -7,7 +7,8 @@
  * every member over its authenticated channel, carries each member's host
  * key, pid and nonce. The lower rank dials: it connects, checks with
  * SO_PEERCRED that the listener is the pid the roster names, creates a
- * sealed memfd segment of two rings (shm_ring.c) and two eventfds, and
+ * sealed memfd segment of two rings (shm_ring.c), a second one for the
+ * priority rings (shm_tx.c) and two eventfds, and
  * sends them (SCM_RIGHTS) with its certificate fingerprint, its stream
  * window and stream limit. The listener checks the sender's credentials
  * against the roster (ops->verify_local) and the descriptors, attaches,
@@ -15,8 +16,9 @@
  * both sides. Anything unexpected closes the socket: the dialer falls back
  * to QUIC when the check fails on its side (NEXAR_TRANSPORT=auto).
  *
- * Streams: as on QUIC, each message is a stream of its own (ids 0, 4, 8,
- * ... per direction), opened in lane order at its first record, with the
+ * Streams: as on QUIC, each message is a stream of its own, opened in
+ * lane order at its first record (ids 0, 8, 16, ... per direction on the
+ * bulk ring, 4, 12, 20, ... on the priority ring, shm_tx.c), with the
  * receiver's window (eager bytes + header) until it extends it (CREDIT),
  * and at most the receiver's stream limit open at once, returned in
  * batches (STREAMS) as messages are delivered. Records: DATA (a: stream,
@@ -49,26 +51,6 @@
 
 #include "transport/shm.h"
 
-/* ---- Ring rules. */
-
-/* Whether at most half of the ring |r| is unread. */
-static bool half_free(nexar__shm_ring_t *r) {
-  return nexar__shm_ring_free(r) >= r->cap / 2;
-}
-
-/* The most payload one record carries: a chunk, and never more than the
- * ring's largest (a small NEXAR_SHM_RING_KIB). */
-static uint64_t record_max(nexar__shm_t *s) {
-  uint64_t max = nexar__shm_ring_max_payload(&s->seg.tx);
-  return max < CHUNK_BYTES ? max : CHUNK_BYTES;
-}
-
-/* Whether a message of |len| payload bytes goes as descriptors (the peer
- * reads it from this process's memory), its header in a record alone. */
-static bool by_desc(const nexar__shm_t *s, uint64_t len) {
-  return s->peer_reads && s->cma_min && len >= s->cma_min;
-}
-
 /* ---- Receiving. */
 
 static rstream_t *rs_find(nexar__shm_t *s, int64_t sid) {
@@ -96,7 +78,7 @@ static rstream_t *rs_take(nexar__shm_t *s, int64_t sid, uint64_t off,
                           uint64_t len, const char **why) {
   rstream_t *st = rs_find(s, sid);
   if (!st) {
-    if (sid != s->last_rsid + 4 || off != 0) {
+    if (sid != s->last_rsid[s->rx_q] + SID_STEP || off != 0) {
       *why = "a record for a stream that is not open";
       return NULL;
     }
@@ -104,7 +86,7 @@ static rstream_t *rs_take(nexar__shm_t *s, int64_t sid, uint64_t off,
       *why = "more streams open than allowed";
       return NULL;
     }
-    s->last_rsid = sid;
+    s->last_rsid[s->rx_q] = sid;
     st = &s->rs[s->nrs++];
     memset(st, 0, sizeof(*st));
     st->sid = sid;
@@ -271,14 +253,15 @@ static int on_record(nexar__shm_t *s, const nexar__shm_rec_t *r,
   return NEXAR_ERR_PROTO;
 }
 
-/* Reads this link's records (at most RX_PASS_BYTES); true when more are
- * waiting. */
+/* Reads this link's records (about NEXAR_PASS_SLICE_BYTES: the pass that
+ * copies or reduces them ends there, and the next one reads what came
+ * meanwhile on the other links and sockets); true when more are waiting. */
 bool nexar__shm_drain(nexar__shm_t *s) {
   nexar__link_t *l = &s->l;
   uint64_t bytes = 0;
   bool any = false, more = false;
   while (l->state == NEXAR__CS_READY) {
-    if (bytes >= RX_PASS_BYTES) {
+    if (bytes >= l->ep->slice) {
       more = true;
       break;
     }
@@ -287,8 +270,16 @@ bool nexar__shm_drain(nexar__shm_t *s) {
       l->want_write = true;
       break;
     }
+    /* The priority ring first, before every record of the bulk ring. */
     nexar__shm_rec_t r;
-    int rc = nexar__shm_ring_peek(&s->seg.rx, &r);
+    nexar__shm_ring_t *ring = &s->pseg.rx;
+    s->rx_q = Q_PRIO;
+    int rc = nexar__shm_ring_peek(ring, &r);
+    if (rc == 0) {
+      ring = &s->seg.rx;
+      s->rx_q = Q_BULK;
+      rc = nexar__shm_ring_peek(ring, &r);
+    }
     if (rc == 0) break;
     const char *why = "its ring is corrupt";
     if (rc < 0 || on_record(s, &r, &why) < 0) {
@@ -296,7 +287,7 @@ bool nexar__shm_drain(nexar__shm_t *s) {
       nexar__shm_fail(l, NEXAR_ERR_PROTO, "%s", why);
       return false;
     }
-    nexar__shm_ring_pop(&s->seg.rx);
+    nexar__shm_ring_pop(ring);
     bytes += r.len + NEXAR__SHM_REC_HDR +
              (r.type == R_DESC && r.len == sizeof(shm_desc_t)
                   ? ((const shm_desc_t *)r.payload)->len
@@ -305,7 +296,9 @@ bool nexar__shm_drain(nexar__shm_t *s) {
   }
   if (any) {
     l->last_rx = l->ep->pass_now;
-    if (nexar__shm_ring_need_kick_space(&s->seg.rx)) nexar__shm_kick(s);
+    bool kick = nexar__shm_ring_need_kick_space(&s->seg.rx);
+    if (nexar__shm_ring_need_kick_space(&s->pseg.rx) || kick)
+      nexar__shm_kick(s);
   }
   return more;
 }
@@ -322,7 +315,7 @@ static bool shm_input(nexar__ep_t *ep) {
       continue;
     }
     more |= nexar__shm_drain(s);
-    if (s->tx_full && half_free(&s->seg.tx)) l->want_write = true;
+    if (nexar__shm_tx_room(s)) l->want_write = true;
   }
   /* The sockets and eventfds: every pass while a rendezvous runs, after a
    * sleep flag went up, at once after a pause (what a peer said before it
@@ -330,264 +323,6 @@ static bool shm_input(nexar__ep_t *ep) {
   if (setup || ep->shm_kicks || ep->resuming || now >= ep->shm_sock_at)
     nexar__shm_sweep(ep, now);
   return more;
-}
-
-/* ---- Sending. */
-
-/* Appends one record; false when the ring is full (wait for a kick). */
-static bool put(nexar__shm_t *s, uint16_t type, uint16_t flags, uint64_t a,
-                uint64_t b, const struct iovec *iov, int niov) {
-  int rc = nexar__shm_ring_put(&s->seg.tx, type, flags, a, b, iov, niov);
-  if (rc == 0) {
-    s->tx_at = s->l.ep->pass_now;
-    return true;
-  }
-  if (rc == NEXAR__SHM_AGAIN) {
-    size_t len = 0;
-    for (int i = 0; i < niov; i++) len += iov[i].iov_len;
-    s->tx_full = true;
-    /* Sleep on the kick unless room for this record came meanwhile. */
-    if (!nexar__shm_ring_producer_sleep(&s->seg.tx, (uint32_t)len))
-      s->l.want_write = true;
-    else
-      s->l.ep->shm_kicks = true;
-  } else {
-    nexar__link_close(&s->l, NEXAR__CLOSE_PROTO, "ring corrupt");
-    nexar__shm_fail(&s->l, NEXAR_ERR_PROTO, "its ring is corrupt");
-  }
-  return false;
-}
-
-/* Control records owed: stream credit, returned streams. */
-static bool put_credit(nexar__shm_t *s) {
-  while (s->nacks) {
-    int i = s->nacks - 1;
-    if (!put(s, R_ACK, 0, (uint64_t)s->acks[i].sid, s->acks[i].n, NULL, 0))
-      return false;
-    s->nacks--;
-  }
-  for (int i = 0; i < s->nrs; i++) {
-    rstream_t *st = &s->rs[i];
-    if (st->max_sent < st->max) {
-      if (!put(s, R_CREDIT, 0, (uint64_t)st->sid, st->max, NULL, 0))
-        return false;
-      st->max_sent = st->max;
-    }
-  }
-  uint64_t batch = s->rstreams_max / 4;
-  if (s->streams_owed >= (batch ? batch : 1)) {
-    if (!put(s, R_STREAMS, 0, s->streams_owed, 0, NULL, 0)) return false;
-    s->streams_owed = 0;
-  }
-  return true;
-}
-
-/* Whether a new stream of |lane| may open: as on QUIC, data keeps half of
- * the peer's stream limit for the others, RPC a quarter for control. */
-static bool may_open(const nexar__shm_t *s, int lane) {
-  uint64_t quarter = s->streams_max / 4;
-  uint64_t keep = lane == NEXAR__LANE_CONTROL ? 0
-                  : lane == NEXAR__LANE_DATA  ? 2 * quarter
-                                              : quarter;
-  return s->streams_left > keep;
-}
-
-/* Whether the data lane may write: only while at most half the ring is
- * unread, so that a control message or an RPC written after it waits
- * behind half a ring at most (the other half is theirs). Else it waits for
- * the consumer's kick, as on a full ring. */
-static bool data_room(nexar__shm_t *s) {
-  nexar__shm_ring_t *r = &s->seg.tx;
-  if (half_free(r)) return true;
-  s->tx_full = true;
-  if (!nexar__shm_ring_producer_sleep(r, nexar__shm_ring_max_payload(r)))
-    s->l.want_write = true;
-  else
-    s->l.ep->shm_kicks = true;
-  return false;
-}
-
-/* |m| written whole (or cut): it ends once the peer has read every
- * descriptor of it. */
-static void written(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
-  m->tx_fin = true;
-  if (m->acked < m->tx_out) return; /* on_ack ends it */
-  nexar__link_unqueue(&s->l, m);
-  s->l.ep->ops->on_out_closed(&s->l, m);
-  *closed = true;
-}
-
-/* The payload bytes of |m| from m->sent on that may go as one descriptor
- * (the peer reads this process's memory; a long enough run of the
- * caller's buffer, within one entry of a gathered payload), else 0; *at
- * is where they start. */
-static uint64_t desc_bytes(const nexar__shm_t *s, const nexar__omsg_t *m,
-                           uint64_t room, const uint8_t **at) {
-  uint64_t pend = NEXAR__HDR_BYTES + m->pre_len, total = nexar__omsg_total(m);
-  if (!s->peer_reads || !s->cma_min || m->fwd || !nexar__omsg_has_payload(m) ||
-      m->sent < pend || total - m->sent < s->cma_min)
-    return 0;
-  uint64_t n;
-  *at = nexar__omsg_run(m, m->sent - pend, &n);
-  if (n < s->cma_min) return 0; /* a short gathered entry: copied */
-  if (n > room) n = room;
-  return n > DESC_MAX_BYTES ? DESC_MAX_BYTES : n;
-}
-
-/* A stream's first record went out: its id and a stream are used. */
-static void open_stream(nexar__shm_t *s) {
-  s->next_sid += 4;
-  s->streams_left--;
-}
-
-static void opened(nexar__shm_t *s, bool *opening) {
-  if (!*opening) return;
-  *opening = false;
-  open_stream(s);
-}
-
-/* A stream's first record found no room: it is not open yet. */
-static bool unopen(nexar__omsg_t *m, bool opening) {
-  if (opening) m->sid = -1;
-  return false;
-}
-
-/* Writes what |m| may: returns false when the ring is full. */
-static bool put_msg(nexar__shm_t *s, nexar__omsg_t *m, bool *closed) {
-  nexar__link_t *l = &s->l;
-  const nexar__ep_ops_t *ops = l->ep->ops;
-  uint64_t total = nexar__omsg_total(m);
-  *closed = false;
-  if (m->tx_fin) return true; /* waiting for acknowledgements */
-  bool opening = false;
-  if (m->stop) {
-    /* Cut: the peer learns it (if it ever saw the stream), and it ends. */
-    if (m->sid >= 0 && !put(s, R_RESET, 0, (uint64_t)m->sid, 0, NULL, 0))
-      return false;
-    written(s, m, closed);
-    return true;
-  }
-  while (ops->frame_more(m) && !m->blocked) {
-    if (m->lane == NEXAR__LANE_DATA && !data_room(s)) return false;
-    if (m->sid < 0) {
-      /* Opened by its first record: ids reach the peer in order even when
-       * the ring is full now and another lane's message goes first. */
-      m->sid = s->next_sid;
-      m->tx_max = s->window;
-      opening = true;
-    }
-    uint64_t room = m->tx_max > m->sent ? m->tx_max - m->sent : 0;
-    if (!room) {
-      m->blocked = true;
-      break;
-    }
-    const uint8_t *at = NULL;
-    uint64_t dn = desc_bytes(s, m, room, &at);
-    if (dn) {
-      shm_desc_t d = {(uint64_t)(uintptr_t)at, dn};
-      struct iovec v = {&d, sizeof(d)};
-      bool fin = m->sent + dn == total;
-      if (!put(s, R_DESC, fin ? F_FIN : 0, (uint64_t)m->sid, m->sent, &v, 1))
-        return unopen(m, opening);
-      opened(s, &opening);
-      m->sent += dn;
-      m->tx_out += dn;
-      if (fin) written(s, m, closed);
-      if (fin) return true;
-      continue;
-    }
-    struct iovec v[NEXAR__FRAME_VECS];
-    bool fin;
-    size_t nv = ops->frame_vecs(m, v, NEXAR__FRAME_VECS, &fin);
-    uint64_t chunk = record_max(s);
-    uint64_t cap = room < chunk ? room : chunk, len = 0;
-    size_t k = 0;
-    for (; k < nv && len < cap; k++) {
-      if (v[k].iov_len > cap - len) {
-        v[k].iov_len = (size_t)(cap - len);
-        fin = false;
-      }
-      len += v[k].iov_len;
-    }
-    if (k < nv) fin = false;
-    fin = fin && m->sent + len == total;
-    /* The header goes alone when descriptors follow it. */
-    if (by_desc(s, m->len) && m->sent < NEXAR__HDR_BYTES + m->pre_len &&
-        !m->fwd && nexar__omsg_has_payload(m)) {
-      uint64_t head = NEXAR__HDR_BYTES + m->pre_len - m->sent;
-      if (len > head) {
-        len = 0;
-        for (k = 0; k < nv && len < head; k++) {
-          if (v[k].iov_len > head - len) v[k].iov_len = (size_t)(head - len);
-          len += v[k].iov_len;
-        }
-        fin = false;
-      }
-    }
-    if (!put(s, R_DATA, fin ? F_FIN : 0, (uint64_t)m->sid, m->sent, v, (int)k))
-      return unopen(m, opening);
-    opened(s, &opening);
-    m->sent += len;
-    m->tx_out += len;
-    ops->on_acked(l, m, len);
-    if (fin) {
-      written(s, m, closed);
-      return true;
-    }
-  }
-  return true;
-}
-
-static const int lane_order[NEXAR__LANE_COUNT] = {
-    NEXAR__LANE_CONTROL, NEXAR__LANE_RPC, NEXAR__LANE_DATA};
-
-static void shm_flush(nexar__link_t *l) {
-  nexar__shm_t *s = S(l);
-  l->want_write = false;
-  if (l->state != NEXAR__CS_READY) return;
-  s->tx_full = false;
-  bool room = put_credit(s);
-  for (int k = 0; room && k < NEXAR__LANE_COUNT; k++) {
-    int lane = lane_order[k];
-    for (nexar__omsg_t *m = l->outq[lane], *next; room && m; m = next) {
-      next = m->next;
-      if (m->sid < 0 && !m->stop && !may_open(s, lane)) break; /* FIFO */
-      if (m->sid < 0 && m->stop) {
-        /* Cancelled before it opened: the peer never saw it. */
-        nexar__link_unqueue(l, m);
-        l->ep->ops->on_out_closed(l, m);
-        continue;
-      }
-      bool closed;
-      room = put_msg(s, m, &closed);
-      if (l->state == NEXAR__CS_DEAD) return;
-    }
-  }
-  if (nexar__shm_ring_need_kick(&s->seg.tx)) nexar__shm_kick(s);
-}
-
-/* The fast path for small messages (tp->send_now): one DATA record with
- * FIN that opens and ends its stream, written under the same rules as
- * put_msg's (stream limit, window, the data lane's half of the ring) but
- * with no message object, no copy and no flush. */
-static bool shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,
-                         const uint8_t *data, uint64_t len) {
-  nexar__shm_t *s = S(l);
-  nexar__shm_ring_t *r = &s->seg.tx;
-  uint64_t total = NEXAR__HDR_BYTES + len;
-  if (l->state != NEXAR__CS_READY || l->outq[lane] || s->tx_full ||
-      !may_open(s, lane) || total > s->window || total > record_max(s) ||
-      by_desc(s, len) || (lane == NEXAR__LANE_DATA && !half_free(r)))
-    return false;
-  struct iovec v[2] = {{(void *)(uintptr_t)hdr, NEXAR__HDR_BYTES},
-                       {(void *)(uintptr_t)data, (size_t)len}};
-  if (nexar__shm_ring_put(r, R_DATA, F_FIN, (uint64_t)s->next_sid, 0, v,
-                          len ? 2 : 1) != 0)
-    return false; /* full (or corrupt: the queued path reports it) */
-  s->tx_at = l->ep->pass_now;
-  open_stream(s);
-  if (nexar__shm_ring_need_kick(r)) nexar__shm_kick(s);
-  return true;
 }
 
 /* ---- Timers: the rendezvous deadline, the heartbeat, the socket. */
@@ -611,7 +346,7 @@ static void shm_on_expiry(nexar__link_t *l, uint64_t now) {
   if (now >= l->ep->shm_sock_at) nexar__shm_sweep(l->ep, now);
   uint64_t hb = l->ep->prm ? (uint64_t)l->ep->prm->heartbeat_ms : 1000;
   if (l->state == NEXAR__CS_READY && now >= s->tx_at + hb * 1000000ull) {
-    if (put(s, R_HB, 0, 0, 0, NULL, 0) && nexar__shm_ring_need_kick(&s->seg.tx))
+    if (nexar__shm_put_hb(s) && nexar__shm_ring_need_kick(&s->pseg.tx))
       nexar__shm_kick(s);
     s->tx_at = now; /* a full ring is not retried before the next beat */
   }
@@ -631,7 +366,8 @@ static void shm_free(nexar__link_t *l) {
     close(s->efd_mine);
   }
   if (s->efd_peer >= 0) close(s->efd_peer);
-  if (s->attached) nexar__shm_seg_close(&s->seg);
+  nexar__shm_seg_close(&s->seg); /* a zeroed or closed one is fine */
+  nexar__shm_seg_close(&s->pseg);
   free(s->rs);
   free(s->acks);
   free(s->bounce);
@@ -728,7 +464,9 @@ static bool shm_arm(nexar__ep_t *ep) {
     nexar__link_t *l = ep->conns[i];
     if (l->tp != &nexar__tp_shm || l->state != NEXAR__CS_READY) continue;
     ep->shm_kicks = true;
-    if (nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1) return false;
+    if (nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1 ||
+        nexar__shm_ring_consumer_sleep(&S(l)->pseg.rx) != 1)
+      return false;
   }
   return true;
 }
@@ -741,8 +479,8 @@ static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
     nexar__shm_t *s = S(l);
     nexar__shm_rec_t r;
     if (l->state != NEXAR__CS_READY ||
-        nexar__shm_ring_peek(&s->seg.rx, &r) != 0 ||
-        (s->tx_full && nexar__shm_ring_free(&s->seg.tx) >= s->seg.tx.cap / 2))
+        nexar__shm_ring_peek(&s->pseg.rx, &r) != 0 ||
+        nexar__shm_ring_peek(&s->seg.rx, &r) != 0 || nexar__shm_tx_room(s))
       return true;
   }
   return false;
@@ -758,8 +496,8 @@ const nexar__tp_t nexar__tp_shm = {
     .arm = shm_arm,
     .ready = shm_ready,
     .dial = nexar__shm_dial,
-    .flush = shm_flush,
-    .send_now = shm_send_now,
+    .flush = nexar__shm_flush,
+    .send_now = nexar__shm_send_now,
     .expiry = shm_expiry,
     .on_expiry = shm_on_expiry,
     .send_close = nexar__shm_send_close,

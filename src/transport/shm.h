@@ -10,7 +10,6 @@
 
 #define HELLO_MAGIC 0x314f4c4c45484e58ull /* "XNHELLO1" */
 #define CHUNK_BYTES (256u << 10)          /* payload of one DATA record */
-#define RX_PASS_BYTES (1u << 20)          /* per link and pass */
 #define SOCK_CHECK_NS 20000000ull         /* 20 ms between socket sweeps */
 #define SETUP_NS 10000000000ull           /* 10 s to finish the rendezvous */
 #define ACCEPT_MAX 64                     /* links not yet identified */
@@ -30,6 +29,16 @@ typedef struct shm_desc {
   uint64_t addr, len;
 } shm_desc_t;
 #define DESC_MAX_BYTES (1u << 20) /* per descriptor: bounds a pass's read */
+/* The two rings of each direction (shm_tx.c): the bulk ring carries the
+ * data lane, the priority ring the control and RPC lanes and the
+ * flow-control records, in a segment of a quarter of the bulk ring's size
+ * (at least the smallest ring). Streams are numbered per ring: ring q's
+ * are 4q, 4q + 8, 4q + 16, ... */
+enum { Q_BULK = 0, Q_PRIO = 1 };
+#define LANE_Q(lane) ((lane) == NEXAR__LANE_DATA ? Q_BULK : Q_PRIO)
+#define SID_STEP 8
+#define PRIO_RING_BYTES(ring) \
+  ((ring) / 4 > NEXAR__SHM_RING_MIN ? (ring) / 4 : NEXAR__SHM_RING_MIN)
 enum { F_FIN = 1 };
 enum { M_HELLO = 1, M_WELCOME = 2, M_CLOSE = 3 };
 
@@ -57,12 +66,14 @@ typedef struct rstream {
 typedef struct nexar__shm {
   nexar__link_t l;
   int sock, efd_mine, efd_peer;
-  nexar__shm_seg_t seg;
-  bool attached;
+  nexar__shm_seg_t seg;  /* the bulk rings (Q_BULK) */
+  nexar__shm_seg_t pseg; /* the priority rings (Q_PRIO) */
+  bool attached;         /* both segments are mapped */
   uint64_t setup_deadline;
   uint64_t tx_at;        /* when a record was last written */
-  int64_t next_sid;      /* the next stream this side opens */
-  int64_t last_rsid;     /* the highest stream the peer opened */
+  int64_t next_sid[2];   /* the next stream this side opens, per ring */
+  int64_t last_rsid[2];  /* the highest stream the peer opened, per ring */
+  int rx_q;              /* the ring of the record being read */
   uint64_t window;       /* what the peer grants each new stream */
   uint64_t streams_left; /* streams this side may still open */
   uint64_t streams_max;  /* the peer's limit */
@@ -70,7 +81,7 @@ typedef struct nexar__shm {
   uint64_t rstreams_max; /* this side's limit */
   rstream_t *rs;         /* open remote streams */
   int nrs;
-  bool tx_full; /* the tx ring had no room: wait for a kick */
+  bool tx_full[2]; /* a tx ring had no room: wait for a kick */
   /* Single copy: the peer reads this side's buffers (it said so), this
    * side reads the peer's (its probe said so); the peer's pid; bytes at or
    * above which the payload goes as descriptors (0: never). */
@@ -117,5 +128,12 @@ void nexar__shm_accept_new(nexar__ep_t *ep);
 void nexar__shm_send_close(nexar__link_t *l);
 /* shm.c: reads the link's records (bounded); true when more wait. */
 bool nexar__shm_drain(nexar__shm_t *s);
+/* shm_tx.c: the sending half. */
+void nexar__shm_flush(nexar__link_t *l); /* tp->flush */
+bool nexar__shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,
+                         const uint8_t *data, uint64_t len); /* tp->send_now */
+bool nexar__shm_put_hb(nexar__shm_t *s); /* a heartbeat record */
+/* Whether a ring that had no room (tx_full) has enough now. */
+bool nexar__shm_tx_room(nexar__shm_t *s);
 
 #endif

@@ -61,8 +61,10 @@ static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
                    rlen);
   s->sock = sock;
   s->efd_mine = s->efd_peer = -1;
-  s->seg.fd = -1;
-  s->last_rsid = -4;
+  s->seg.fd = s->pseg.fd = -1;
+  s->next_sid[Q_PRIO] = SID_STEP / 2;
+  s->last_rsid[Q_BULK] = -SID_STEP;
+  s->last_rsid[Q_PRIO] = SID_STEP / 2 - SID_STEP;
   s->rstreams_max = ep->prm ? (uint64_t)ep->prm->max_streams : 128;
   s->setup_deadline = nexar__now() + SETUP_NS;
   s->cma_min = ep->prm ? (uint64_t)ep->prm->shm_cma_bytes : 0;
@@ -126,8 +128,8 @@ static void ready(nexar__shm_t *s) {
 int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
                     nexar__link_t **out) {
   if (!d->host || !d->host->key || !d->host->pid) return NEXAR_ERR_UNSUPPORTED;
-  int sock = -1, fds[3] = {-1, -1, -1}, rc;
-  nexar__shm_seg_t seg = {.fd = -1};
+  int sock = -1, fds[4] = {-1, -1, -1, -1}, rc;
+  nexar__shm_seg_t seg = {.fd = -1}, pseg = {.fd = -1};
   rc = nexar__shm_connect(d->host->nonce, &sock);
   if (rc < 0) return rc == NEXAR__SHM_AGAIN ? NEXAR_ERR_TRANSPORT : rc;
   nexar__shm_cred_t cred;
@@ -143,9 +145,12 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
   }
   size_t ring = (size_t)(ep->prm ? ep->prm->shm_ring_kib : 4096) << 10;
   NEXAR__CHECK_GOTO(nexar__shm_seg_create(ring, &seg), rc, fail);
+  NEXAR__CHECK_GOTO(nexar__shm_seg_create(PRIO_RING_BYTES(ring), &pseg), rc,
+                    fail);
   fds[0] = seg.fd;
   fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* ours */
   fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* the peer's */
+  fds[3] = pseg.fd;
   if (fds[1] < 0 || fds[2] < 0) {
     rc = NEXAR_ERR_SYS;
     goto fail;
@@ -159,13 +164,18 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
   s->peer_pid = d->host->pid;
   s->reads_peer = s->cma_min && nexar__shm_cma_probe((pid_t)s->peer_pid) == 0;
   s->seg = seg;
+  s->pseg = pseg;
   s->attached = true;
   s->efd_mine = fds[1];
   s->efd_peer = fds[2];
   shm_msg_t m;
   fill_msg(s, &m, M_HELLO);
   m.cma = s->reads_peer;
-  rc = nexar__shm_send_fds(sock, fds, 3, &m, sizeof(m));
+  rc = nexar__shm_send_fds(sock, fds, 4, &m, sizeof(m));
+  /* The mapping stays; the priority segment's descriptor is not needed
+   * (a link holds four: launching.md, "Many ranks on one host"). */
+  close(s->pseg.fd);
+  s->pseg.fd = -1;
   if (rc < 0) {
     /* The link owns everything now; it fails like any other. */
     nexar__shm_fail(
@@ -175,7 +185,8 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
   *out = &s->l;
   return 0;
 fail:
-  nexar__shm_seg_close(&seg); /* closes fds[0] */
+  nexar__shm_seg_close(&seg);  /* closes fds[0] */
+  nexar__shm_seg_close(&pseg); /* closes fds[3] */
   if (fds[1] >= 0) close(fds[1]);
   if (fds[2] >= 0) close(fds[2]);
   if (sock >= 0) close(sock);
@@ -194,14 +205,14 @@ static bool is_eventfd(int fd) {
 }
 
 /* A dialer's HELLO: who it is (its fingerprint, vouched for by its pid),
- * the segment and the two eventfds. */
+ * the two segments (bulk and priority rings) and the two eventfds. */
 void nexar__shm_on_hello(nexar__shm_t *s) {
   nexar__link_t *l = &s->l;
   nexar__ep_t *ep = l->ep;
   shm_msg_t m;
   int fds[NEXAR__SHM_MAX_FDS], nfds = 0;
   nexar__shm_cred_t cred;
-  int n = nexar__shm_recv_fds(s->sock, fds, 3, &nfds, &m, sizeof(m), &cred);
+  int n = nexar__shm_recv_fds(s->sock, fds, 4, &nfds, &m, sizeof(m), &cred);
   if (n == NEXAR__SHM_AGAIN) return;
   if (n < 0) {
     nexar__shm_fail(l, NEXAR_ERR_PROTO, "rendezvous: %s", nexar_strerror(n));
@@ -210,7 +221,7 @@ void nexar__shm_on_hello(nexar__shm_t *s) {
   const char *bad = NULL;
   int peer = -1;
   if ((size_t)n != sizeof(m) || m.magic != HELLO_MAGIC || m.type != M_HELLO ||
-      nfds != 3)
+      nfds != 4)
     bad = "not a rendezvous message";
   else if (cred.uid != geteuid())
     bad = "a process of another user";
@@ -223,8 +234,17 @@ void nexar__shm_on_hello(nexar__shm_t *s) {
     bad = "its stream limits are out of range";
   else if (nexar__shm_seg_attach(fds[0], &s->seg) < 0)
     bad = "the segment is not a sealed nexar segment";
+  else if (nexar__shm_seg_attach(fds[3], &s->pseg) < 0) {
+    nexar__shm_seg_close(&s->seg); /* closes fds[0] */
+    fds[0] = -1;
+    bad = "the priority segment is not a sealed nexar segment";
+  } else {
+    close(s->pseg.fd); /* mapped: not needed (as the dialer does) */
+    s->pseg.fd = -1;
+  }
   if (bad) {
-    for (int i = 0; i < nfds; i++) close(fds[i]);
+    for (int i = 0; i < nfds; i++)
+      if (fds[i] >= 0) close(fds[i]);
     nexar__shm_fail(l, NEXAR_ERR_AUTH, "refused a same-host peer (pid %d): %s",
                     (int)cred.pid, bad);
     return;
@@ -385,15 +405,15 @@ int nexar__shm_forge_link(nexar__link_t *l, int kind) {
     return NEXAR_ERR_UNSUPPORTED;
   nexar__shm_t *s = S(l);
   const uint64_t far = 1ull << 40; /* a stream id nobody opens */
-  int64_t sid = s->next_sid;
+  int64_t sid = s->next_sid[Q_BULK];
   int rc = 0;
   switch (kind) {
     case NEXAR__SHM_FORGE_SID_JUMP:
-      rc = forge_put(s, R_DATA, (uint64_t)sid + 4, 0, 64);
+      rc = forge_put(s, R_DATA, (uint64_t)sid + SID_STEP, 0, 64);
       break;
     case NEXAR__SHM_FORGE_OFFSET:
     case NEXAR__SHM_FORGE_WINDOW:
-      s->next_sid += 4;
+      s->next_sid[Q_BULK] += SID_STEP;
       s->streams_left--;
       if (kind == NEXAR__SHM_FORGE_WINDOW)
         rc = forge_put(s, R_DATA, (uint64_t)sid, 0, (uint32_t)s->window + 64);

@@ -43,6 +43,8 @@
 #define NEXAR__REQ_KINDS 5 /* request kinds (enum nexar__req_kind) */
 /* Receive batch: datagrams per recvmmsg, bytes per (GRO) datagram. */
 #define NEXAR__RX_BATCH 32
+/* NEXAR_PASS_SLICE_BYTES of an endpoint without settings (a seed). */
+#define NEXAR__SLICE_DEFAULT (256u << 10)
 #define NEXAR__RX_BUF 65536
 #define NEXAR__ALPN_MESH "nexar/1"
 #define NEXAR__ALPN_SEED "nexar-seed/1"
@@ -442,6 +444,7 @@ struct nexar__ep {
   size_t rcvbuf_bytes;   /* the socket's receive buffer (udp.c) */
   size_t rx_pass_bytes;  /* bytes the last receive pass read */
   int rx_batch;          /* datagrams per recvmmsg call */
+  uint64_t slice;        /* NEXAR_PASS_SLICE_BYTES (docs/configuration.md) */
   int64_t data_inflight; /* data-lane bytes-in-flight floor; 0: none */
   /* A batch in txbuf the socket refused (EAGAIN/ENOBUFS): bytes
    * [tx_off, tx_len) of datagrams of tx_seg bytes to tx_to, sent by

@@ -26,8 +26,8 @@
  * detector declares a peer it cannot reach failed after the heartbeat
  * timeout).
  *
- * Receive passes are bounded (RX_PASS_BYTES) so that the progress loop runs
- * timers, user operations and writes between them, and within each
+ * Receive passes are bounded (NEXAR_PASS_SLICE_BYTES) so that the progress loop
+ * runs timers, user operations and writes between them, and within each
  * recvmmsg batch small datagrams are handed on first: they carry ACKs and
  * control-lane messages, which must not wait behind bulk data.
  */
@@ -52,8 +52,6 @@
 #define UDP_GRO 104
 #endif
 
-/* Bytes one receive pass hands on before the loop gets control back. */
-#define RX_PASS_BYTES (512u << 10)
 /* Datagrams (or GRO segments) at most this long are handled first. */
 #define RX_SMALL_BYTES 1024
 #define TX_WAIT_MAX_NS (200ull * 1000000ull)
@@ -308,7 +306,7 @@ int nexar__udp_resume(nexar__ep_t *ep) {
 }
 
 /* Reads datagrams: at most |rx_batch| per recvmmsg call and about
- * RX_PASS_BYTES per call of this function (ep->rx_more says the socket may
+ * ep->slice bytes per call of this function (ep->rx_more says the socket may
  * hold more); GRO batches are split by segment size and small datagrams
  * go to |fn| before large ones of the same batch. Returns the number of
  * datagrams, or NEXAR_ERR_SYS. */
@@ -325,13 +323,13 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
   size_t bytes = 0, largest = NEXAR__RX_BUF;
   ep->rx_more = false;
   for (int rounds = 0; rounds < 16; rounds++) {
-    if (bytes >= RX_PASS_BYTES) {
+    if (bytes >= ep->slice) {
       ep->rx_more = true;
       break;
     }
     /* Size the call so that a batch of datagrams as large as the largest
      * seen so far stays within the pass budget (at least one). */
-    size_t fit = (RX_PASS_BYTES - bytes) / largest;
+    size_t fit = (ep->slice - bytes) / largest;
     int vlen = ep->rx_batch;
     if (fit < (size_t)vlen) vlen = fit ? (int)fit : 1;
     if (vlen < 1 || vlen > NEXAR__RX_BATCH) vlen = 1;
