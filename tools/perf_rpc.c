@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "perf.h"
 
@@ -152,6 +153,17 @@ static void print_row(const char *name, const figures_t *f) {
 static void report(const perf_t *p, size_t load, int iters, int window,
                    const figures_t *idle, const figures_t *busy) {
   printf("# nexar-perf rpc: %d ranks, nexar %s\n", p->n, nexar_version());
+  /* What the figures depend on most: cores to spare, and the settings
+   * that bound how long a call waits behind bulk work. */
+  double la[1] = {-1};
+  if (getloadavg(la, 1) < 1) la[0] = -1;
+  const char *tp = getenv("NEXAR_TRANSPORT"),
+             *sl = getenv("NEXAR_PASS_SLICE_BYTES");
+  printf(
+      "# host: %ld CPUs online, load average %.2f; NEXAR_TRANSPORT=%s, "
+      "NEXAR_PASS_SLICE_BYTES=%s\n",
+      sysconf(_SC_NPROCESSORS_ONLN), la[0], tp ? tp : "(auto)",
+      sl ? sl : "(262144)");
   printf(
       "# rank 0 calls an echo handler on rank 1: %zu-byte request and "
       "response,\n# %d calls one at a time, then calls/s with %d in flight; "

@@ -532,6 +532,10 @@ static void ep_input(nexar__ep_t *ep) {
 /* Second half (emu held): writes, connection state. Returns when the next
  * pass is due (ns; 0 when there is more to do at once). */
 static uint64_t ep_output(nexar__ep_t *ep) {
+  /* Operations posted while the input half ran (a call, an RPC handler's
+   * response) start here, so that they are written in this pass: a post
+   * that finds the engine busy waits for half a pass, not a whole one. */
+  run_ops(ep);
   /* What a transport's OS refused goes out before anything new; while it
    * is still refused, the links of that transport wait for it (the
    * transport's file descriptor or retry time wakes the engine) rather
