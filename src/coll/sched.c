@@ -432,35 +432,89 @@ static void post(nexar__sched_t *s, uint32_t i) {
   nexar__p2p_start(r);
 }
 
-static void exec_local(nexar__sched_t *s, const nexar__step_t *st) {
-  uint8_t *dst = s->bufs[st->buf] + st->off;
-  const uint8_t *src = s->bufs[st->src_buf] + st->src_off;
-  size_t n = (size_t)(st->len / s->a.es);
+/* Runs at most |budget| bytes (whole elements; at least one) of the rest
+ * of local step |st| from s->part on, or all of it when a copy's ranges
+ * overlap (memmove's order); returns the bytes run. */
+static uint64_t exec_local(nexar__sched_t *s, const nexar__step_t *st,
+                           uint64_t budget) {
+  uint64_t es = s->a.es, left = st->len - s->part, n = left;
+  if (!left) return 0; /* a fence */
+  bool overlap = st->kind == NEXAR__ST_COPY && st->buf == st->src_buf &&
+                 st->off < st->src_off + st->len &&
+                 st->src_off < st->off + st->len;
+  if (n > budget && !overlap) n = budget > es ? budget - budget % es : es;
+  uint8_t *dst = s->bufs[st->buf] + st->off + s->part;
   if (st->kind == NEXAR__ST_REDUCE)
-    nexar__reduce(dst, src, n, s->a.dtype, s->a.op);
+    nexar__reduce(dst, s->bufs[st->src_buf] + st->src_off + s->part,
+                  (size_t)(n / es), s->a.dtype, s->a.op);
   else if (st->kind == NEXAR__ST_COPY)
-    memmove(dst, src, (size_t)st->len);
+    memmove(dst, s->bufs[st->src_buf] + st->src_off + s->part, (size_t)n);
   else if (st->kind == NEXAR__ST_FINALIZE)
-    nexar__reduce_finalize(dst, n, s->a.dtype, s->a.op, s->a.avg_div);
+    nexar__reduce_finalize(dst, (size_t)(n / es), s->a.dtype, s->a.op,
+                           s->a.avg_div);
+  s->part += n;
+  return n;
 }
 
-/* Runs ready steps until none is left; re-entrant calls (completions that
- * happen inside a post) only queue work for the outer loop. */
+static int resume_start(nexar__req_t *r) {
+  (void)r;
+  return 0;
+}
+
+/* The engine ran |s|'s resume operation: the local work goes on. */
+static void resume_done(nexar__req_t *r) {
+  nexar__sched_t *s = r->cb_arg;
+  s->resuming = false;
+  run(s); /* may finish and free |s|: |r| is not touched after this */
+}
+
+/* A slice of local work is done: the rest runs from the engine's queue,
+ * after what the engine has read and before it writes, so that a pass
+ * holds the engine for about a slice of it (control and RPC messages,
+ * and other threads' posts, are handled in between). */
+static void defer(nexar__sched_t *s) {
+  nexar__req_t *r = &s->resume;
+  memset(r, 0, sizeof(*r));
+  r->kind = NEXAR__REQ_CTRL;
+  r->internal = true;
+  r->ctrl = resume_start;
+  r->cb = resume_done;
+  r->cb_arg = s;
+  r->comm = s->comm;
+  s->resuming = true;
+  nexar__ep_post(&s->comm->ctx->ep, r);
+}
+
+/* Runs ready steps until none is left, the local ones about
+ * NEXAR_PASS_SLICE_BYTES per call (defer); re-entrant calls (completions
+ * that happen inside a post) only queue work for the outer loop. */
 static void run(nexar__sched_t *s) {
-  if (s->running) return;
+  if (s->running || s->resuming) return;
   s->running = true;
+  uint64_t budget = (uint64_t)s->comm->ctx->prm.pass_slice_bytes;
   while (s->rc == 0 && s->ready_head < s->ready_tail) {
-    uint32_t i = s->ready[s->ready_head++];
+    uint32_t i = s->ready[s->ready_head];
     nexar__step_t *st = &s->steps[i];
     if (st->kind == NEXAR__ST_SEND || st->kind == NEXAR__ST_RECV) {
+      s->ready_head++;
       post(s, i);
-    } else {
-      exec_local(s, st);
+      continue;
+    }
+    if (!budget && st->len > s->part) {
+      defer(s);
+      break;
+    }
+    uint64_t n = exec_local(s, st, budget);
+    budget = n < budget ? budget - n : 0;
+    if (s->part == st->len) {
+      s->part = 0;
+      s->ready_head++;
       step_done(s, i);
     }
   }
   s->running = false;
-  if (s->inflight == 0 && (s->rc < 0 || s->ndone == s->nsteps)) finish(s);
+  if (!s->resuming && s->inflight == 0 && (s->rc < 0 || s->ndone == s->nsteps))
+    finish(s);
 }
 
 void nexar__coll_start(nexar__req_t *u) {

@@ -165,6 +165,13 @@ struct nexar__sched {
   size_t ndone;
   int inflight; /* posted communication steps */
   bool running;
+  /* A local step (reduce, copy, finalize) runs NEXAR_PASS_SLICE_BYTES at
+   * a time: |part| bytes of the step at ready_head are done, and while
+   * |resuming| the rest waits for |resume|, an engine operation posted to
+   * go on in the next half pass (finishing waits for it too). */
+  uint64_t part;
+  bool resuming;
+  nexar__req_t resume;
   bool probed; /* fingerprint probe sent (mismatch.c) */
   int rc;
   nexar__req_t *reqs; /* one per step, used by SEND/RECV */
