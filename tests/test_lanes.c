@@ -20,8 +20,9 @@
  * their own from a second thread while the main threads make RPC calls of
  * 1 B to 48 KiB and barriers, with 64 KiB shared-memory rings and 4 KiB
  * pass slices, so that bulk data, control and RPC messages are cut into
- * many records and both rings of a link (bulk and priority) fill up again
- * and again. Every echo and every allreduce must be bit-exact.
+ * many records, both rings of a link (bulk and priority) fill up again
+ * and again, and the allreduces' local copies run a slice at a time.
+ * Every echo and every allreduce must be bit-exact.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -153,20 +154,23 @@ typedef struct load {
   int rank, rc;
 } load_t;
 
-/* Allreduces of small integers (exact in float) on their own comm. */
+/* Allreduces of small integers (exact in float) on their own comm, not
+ * in place: the input is copied in by local steps, cut into slices. */
 static void *load_main(void *arg) {
   load_t *l = arg;
+  float *in = malloc(LOAD_COUNT * sizeof *in);
   float *v = malloc(LOAD_COUNT * sizeof *v);
-  l->rc = v ? 0 : NEXAR_ERR_NOMEM;
+  l->rc = in && v ? 0 : NEXAR_ERR_NOMEM;
   for (int k = 0; k < LOAD_ROUNDS && l->rc == 0; k++) {
     for (size_t i = 0; i < LOAD_COUNT; i++)
-      v[i] = (float)((i + (size_t)k) % 1000 + (size_t)l->rank);
-    l->rc = nexar_allreduce(l->comm, NEXAR_IN_PLACE, v, LOAD_COUNT,
-                            NEXAR_FLOAT32, NEXAR_SUM);
+      in[i] = (float)((i + (size_t)k) % 1000 + (size_t)l->rank);
+    l->rc =
+        nexar_allreduce(l->comm, in, v, LOAD_COUNT, NEXAR_FLOAT32, NEXAR_SUM);
     for (size_t i = 0; i < LOAD_COUNT && l->rc == 0; i++)
       if (v[i] != (float)(2 * ((i + (size_t)k) % 1000) + 1))
         l->rc = NEXAR_ERR_INTERNAL;
   }
+  free(in);
   free(v);
   return NULL;
 }
