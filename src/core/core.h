@@ -311,6 +311,9 @@ struct nexar_ctx {
 void nexar__run_pass_begin(nexar__ep_t *ep, uint64_t now);
 void nexar__run_pass_end(nexar__ep_t *ep, uint64_t now);
 bool nexar__run_paused(nexar__ep_t *ep, uint64_t now);
+/* Closes the calling thread's schedstat descriptor (reopened on its next
+ * sample); called where an engine is torn down. */
+void nexar__run_release(void);
 
 /* ---------------- engine.c ---------------- */
 /* Opens the endpoint's transports on |bind_addr|; |prm| are the owner's

@@ -699,4 +699,5 @@ void nexar__ep_fini(nexar__ep_t *ep) {
   pthread_mutex_destroy(&ep->qmu);
   pthread_mutex_destroy(&ep->cmu);
   pthread_cond_destroy(&ep->ccv);
+  nexar__run_release();
 }
