@@ -6,6 +6,7 @@
 #   - nexar-inspect (right secret) prints the table: ranks 0, 1, 3 waiting
 #     in allreduce #1, rank 2 in no operation, and names rank 2 as the one
 #     not in allreduce #1;
+#   - the same, dialling one rank at a time (NEXAR_MESH_DIALS=1);
 #   - a wrong secret gets nothing: nexar-inspect stops at the seed's proof,
 #     a client proving a wrong secret to the seed gets no byte after the
 #     seed's proof, and one proving it to the ranks gets no byte from any;
@@ -55,6 +56,12 @@ grep "^2 " "$tmp/out" | grep -q "idle (in no nexar operation)" ||
   fail "rank 2 is not shown outside any operation"
 grep -q "^allreduce #1: ranks 0, 1, 3 in it; not in it: rank 2 (idle" \
   "$tmp/out" || fail "the summary does not name rank 2"
+# One handshake at a time (NEXAR_MESH_DIALS=1): the same four rows.
+NEXAR_MESH_DIALS=1 "$inspect" --seed 127.0.0.1:$port >"$tmp/out1" \
+  2>"$tmp/err" || fail "nexar-inspect with NEXAR_MESH_DIALS=1 failed"
+[ "$(grep -c -E "^[0-3] .*(waiting in allreduce #1 for |idle \(in no)" \
+  "$tmp/out1")" -eq 4 ] ||
+  fail "NEXAR_MESH_DIALS=1: not every rank answered: $(cat "$tmp/out1")"
 
 NEXAR_SECRET=wrong-secret "$inspect" --seed 127.0.0.1:$port \
   >"$tmp/out" 2>"$tmp/err" && fail "nexar-inspect with a wrong secret: exit 0"

@@ -30,6 +30,8 @@ typedef struct insp {
   nexar__link_t *seed; /* engine */
   uint64_t seed_rx;    /* bytes of frames from the seed after PROOF */
   bool dial;           /* the roster came: dial the ranks (engine) */
+  int next_dial;       /* the next rank to dial (engine) */
+  int dials;           /* handshakes at once (NEXAR_MESH_DIALS) */
   insp_rank_t *rk;     /* [world] */
   int world;
   int answered; /* ranks answered or failed (engine) */
