@@ -131,25 +131,21 @@ static void deliver(nexar__shm_t *s, rstream_t *st, const uint8_t *d, size_t n,
   if (m) l->ep->ops->on_stream_close(l, m);
 }
 
-/* Ended streams are returned to the peer in batches of a quarter of this
- * side's limit (put_credit). */
+/* Ended streams go back to the peer in batches (put_credit). */
 static uint64_t stream_batch(const nexar__shm_t *s) {
   uint64_t batch = s->rstreams_max / 4;
   return batch ? batch : 1;
 }
 
-/* A remote stream ended: owed to the peer, and written once a batch is
- * owed (before that a flush would write nothing for it). */
+/* A remote stream ended: a flush is asked for once a batch is owed. */
 static void owe_stream(nexar__shm_t *s) {
   if (++s->streams_owed >= stream_batch(s)) s->l.want_write = true;
 }
 
-/* A record that opens and ends the next stream (a whole small message):
- * offered to the upper layer (ops->on_whole), which matches it and copies
- * it out of the ring at once when it can; the stream then opened and ended
- * here, its credit returned as for a delivered message (shm_done_in).
- * False when it was not taken (the general path reads it, and reports
- * what breaks the stream rules). */
+/* A record that opens and ends the next stream (a whole small message),
+ * taken by ops->on_whole when it can match it and copy it out at once: the
+ * stream then opened and ended here, its credit owed as at shm_done_in.
+ * False: the general path reads it (and reports broken stream rules). */
 static bool take_whole(nexar__shm_t *s, const nexar__shm_rec_t *r) {
   nexar__link_t *l = &s->l;
   if (!(r->flags & F_FIN) || r->b != 0 || (int64_t)r->a != s->last_rsid + 4 ||
