@@ -72,6 +72,15 @@ nexar_test(test_p2p 300 test_p2p.c)
 # test_p2p_mpi_quic (below).
 nexar_test(test_p2p_mpi 180 test_p2p_mpi.c)
 set_tests_properties(test_p2p_mpi PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
+# MPI matching order where small messages take the receive side's fast
+# path (src/p2p/whole.c): posted order, wildcards behind a partly received
+# stream, truncation, scattering, stream credit; over shared memory here,
+# with the smallest rings, and over QUIC (test_p2p_order_quic, below).
+nexar_test(test_p2p_order 60 test_p2p_order.c)
+set_tests_properties(test_p2p_order PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
+add_test(NAME test_p2p_order_small COMMAND test_p2p_order)
+set_tests_properties(test_p2p_order_small PROPERTIES TIMEOUT 60
+  ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_RING_KIB=64")
 # Vectored p2p (sendv/recvv against contiguous peers, splits, truncation,
 # bad lists); over QUIC in test_p2pv_quic (below).
 nexar_test(test_p2pv 120 test_p2pv.c)
@@ -215,7 +224,7 @@ nexar_test(test_shm_ring 60 test_shm_ring.c shm_procs.c)
 # p2p, collective and lane suites over QUIC as well.
 set_tests_properties(test_backpressure test_streams test_ft_net PROPERTIES
   ENVIRONMENT NEXAR_TRANSPORT=quic)
-foreach(t test_p2p test_p2p_mpi test_p2pv test_coll test_lanes)
+foreach(t test_p2p test_p2p_mpi test_p2pv test_p2p_order test_coll test_lanes)
   add_test(NAME ${t}_quic COMMAND ${t})
   get_test_property(${t} TIMEOUT tmo)
   set_tests_properties(${t}_quic PROPERTIES TIMEOUT ${tmo}

@@ -96,18 +96,21 @@ static int src_comm_rank(const nexar__imsg_t *m) {
   return (int)m->hdr.src_rank;
 }
 
-bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m) {
-  const nexar__hdr_t *h = &m->hdr;
+bool nexar__p2p_hdr_matches(const nexar__req_t *r, const nexar__hdr_t *h) {
   if (r->is_coll != (h->kind == NEXAR__KIND_COLL)) return false;
   if (r->is_coll)
-    return r->comm_peer == src_comm_rank(m) && r->hdr.coll_seq == h->coll_seq &&
+    return r->comm_peer == (int)h->src_rank && r->hdr.coll_seq == h->coll_seq &&
            r->hdr.step == h->step;
   /* Group-creation messages meet the library's receives only. */
   if ((h->step == NEXAR__P2P_GROUP) != (r->hdr.step == NEXAR__P2P_GROUP))
     return false;
   return (r->comm_peer == NEXAR_ANY_SOURCE ||
-          r->comm_peer == src_comm_rank(m)) &&
+          r->comm_peer == (int)h->src_rank) &&
          (r->tag == NEXAR_ANY_TAG || (uint32_t)r->tag == h->tag);
+}
+
+bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m) {
+  return nexar__p2p_hdr_matches(r, &m->hdr);
 }
 
 /* Remote unidirectional streams are not reported closed by ngtcp2 0.12,
@@ -169,38 +172,45 @@ static void deliver(nexar__imsg_t *m) {
   nexar__req_t *r = m->req;
   m->req = NULL;
   m->state = NEXAR__IM_DONE;
-  if (r) {
+  if (r && m->bad_hash) {
+    /* Authenticated header, altered payload: never delivered. */
     r->msg = NULL;
     r->st.source = src_comm_rank(m);
     r->st.tag = (int)m->hdr.tag;
     r->st.bytes = m->hdr.payload_len;
-    int rc = NEXAR_OK;
-    if (m->bad_hash) {
-      /* Authenticated header, altered payload: never delivered. */
-      rc = NEXAR_ERR_AUTH;
-      nexar__comm_set_error(
-          r->comm,
-          "rank %d: message from process %d (seq %llu) relayed through "
-          "rank %d: its payload does not match the digest its origin "
-          "authenticated; it was refused",
-          r->comm->rank, m->origin, (unsigned long long)m->hdr.seq,
-          m->conn ? m->conn->peer : -1);
-    } else if (!r->is_coll && m->hdr.payload_len > r->cap) {
-      rc = NEXAR_ERR_TRUNCATE;
-      /* An RPC call has its own message, set when it was bound. */
-      if (r->kind != NEXAR__REQ_RPC)
-        nexar__comm_set_error(
-            r->comm,
-            "rank %d: %s from rank %d tag %u (seq %llu): message of %llu "
-            "bytes truncated to the %llu-byte %s",
-            r->comm->rank, r->nsegs ? "recvv" : "recv", src_comm_rank(m),
-            m->hdr.tag, (unsigned long long)m->hdr.seq,
-            (unsigned long long)m->hdr.payload_len, (unsigned long long)r->cap,
-            r->nsegs ? "receive list" : "buffer");
-    }
-    nexar__req_complete(r, rc);
+    nexar__comm_set_error(
+        r->comm,
+        "rank %d: message from process %d (seq %llu) relayed through "
+        "rank %d: its payload does not match the digest its origin "
+        "authenticated; it was refused",
+        r->comm->rank, m->origin, (unsigned long long)m->hdr.seq,
+        m->conn ? m->conn->peer : -1);
+    nexar__req_complete(r, NEXAR_ERR_AUTH);
+  } else if (r) {
+    nexar__p2p_recv_end(r, &m->hdr);
   }
   maybe_free(m);
+}
+
+void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h) {
+  r->msg = NULL;
+  r->st.source = (int)h->src_rank;
+  r->st.tag = (int)h->tag;
+  r->st.bytes = h->payload_len;
+  int rc = NEXAR_OK;
+  if (!r->is_coll && h->payload_len > r->cap) {
+    rc = NEXAR_ERR_TRUNCATE;
+    /* An RPC call has its own message, set when it was bound. */
+    if (r->kind != NEXAR__REQ_RPC)
+      nexar__comm_set_error(
+          r->comm,
+          "rank %d: %s from rank %d tag %u (seq %llu): message of %llu "
+          "bytes truncated to the %llu-byte %s",
+          r->comm->rank, r->nsegs ? "recvv" : "recv", (int)h->src_rank, h->tag,
+          (unsigned long long)h->seq, (unsigned long long)h->payload_len,
+          (unsigned long long)r->cap, r->nsegs ? "receive list" : "buffer");
+  }
+  nexar__req_complete(r, rc);
 }
 
 /* Payload bytes [off, off + n) of |m| (they come in order) into its

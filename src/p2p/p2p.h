@@ -60,7 +60,8 @@ uint8_t *nexar__p2p_sink(nexar__link_t *c, nexar__imsg_t *m, size_t n);
   .on_stream_close = nexar__p2p_on_stream_close,                              \
   .on_acked = nexar__p2p_on_acked, .on_out_closed = nexar__p2p_on_out_closed, \
   .frame_vecs = nexar__omsg_vecs, .frame_more = nexar__omsg_more,             \
-  .frame_free = nexar__omsg_free, .frame_sink = nexar__p2p_sink
+  .frame_free = nexar__omsg_free, .frame_sink = nexar__p2p_sink,              \
+  .on_whole = nexar__p2p_on_whole
 /* Ends the send waiting on |m|, if any, with |err|; |why| becomes its
  * communicator's error text. */
 void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why);
@@ -180,8 +181,26 @@ int nexar__p2p_gone_code(const nexar__link_t *c);
  * |s| (|ns| entries) out to |buf| (|to|), or from |buf| into the list. */
 void nexar__seg_copy(const nexar__seg_t *s, uint32_t ns, uint64_t off,
                      uint8_t *buf, size_t n, bool to);
-/* match.c: whether receive (or probe) |r| matches message |m|. */
+/* match.c: whether receive (or probe) |r| matches message |m| (of header
+ * |h|). */
 bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m);
+bool nexar__p2p_hdr_matches(const nexar__req_t *r, const nexar__hdr_t *h);
+/* match.c: receive |r| got the whole message of header |h| (its payload is
+ * in r's buffer): its status is set and it completes, with
+ * NEXAR_ERR_TRUNCATE (and the communicator's error text) when the payload
+ * was longer than the receive. */
+void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h);
+
+/* ---------------- p2p/whole.c ---------------- */
+/* Transport upcall (nexar__ep_ops_t.on_whole): a message that came whole
+ * in one piece (|n| bytes at |d|: header and payload; a record that opened
+ * and ended its stream) is matched against the posted receives and copied
+ * straight into the one it matches, with no incoming-message object.
+ * Returns false, having changed nothing, when the general path
+ * (on_stream_data) must take it: anything but a plain p2p or collective
+ * message, a header the general path would refuse or hold back, no posted
+ * receive, a probe first in line, a collective mismatch. */
+bool nexar__p2p_on_whole(nexar__link_t *c, const uint8_t *d, size_t n);
 
 /* ---------------- p2p/modes.c ---------------- */
 /* Bits of nexar__req_t.sync: a synchronous send (WAIT) completes once its

@@ -88,7 +88,6 @@ static nexar__omsg_t *out_find(nexar__shm_t *s, int64_t sid) {
   return NULL;
 }
 
-/* One DATA record. Returns 0, or NEXAR_ERR_PROTO with |why| set. */
 /* The stream of a DATA or DESC record of |len| bytes at offset |off|,
  * opened if it is the next one; NULL (|why| set) when the peer broke the
  * stream rules. */
@@ -132,8 +131,37 @@ static void deliver(nexar__shm_t *s, rstream_t *st, const uint8_t *d, size_t n,
   if (m) l->ep->ops->on_stream_close(l, m);
 }
 
+/* Ended streams go back to the peer in batches (put_credit). */
+static uint64_t stream_batch(const nexar__shm_t *s) {
+  uint64_t batch = s->rstreams_max / 4;
+  return batch ? batch : 1;
+}
+
+/* A remote stream ended: a flush is asked for once a batch is owed. */
+static void owe_stream(nexar__shm_t *s) {
+  if (++s->streams_owed >= stream_batch(s)) s->l.want_write = true;
+}
+
+/* A record that opens and ends the next stream (a whole small message),
+ * taken by ops->on_whole when it can match it and copy it out at once: the
+ * stream then opened and ended here, its credit owed as at shm_done_in.
+ * False: the general path reads it (and reports broken stream rules). */
+static bool take_whole(nexar__shm_t *s, const nexar__shm_rec_t *r) {
+  nexar__link_t *l = &s->l;
+  if (!(r->flags & F_FIN) || r->b != 0 || (int64_t)r->a != s->last_rsid + 4 ||
+      (uint64_t)s->nrs >= s->rstreams_max ||
+      r->len > nexar__shm_window(l->ep) || !l->ep->ops->on_whole ||
+      !l->ep->ops->on_whole(l, r->payload, r->len))
+    return false;
+  s->last_rsid = (int64_t)r->a;
+  owe_stream(s);
+  return true;
+}
+
+/* One DATA record. Returns 0, or NEXAR_ERR_PROTO with |why| set. */
 static int on_data(nexar__shm_t *s, const nexar__shm_rec_t *r,
                    const char **why) {
+  if (take_whole(s, r)) return 0;
   rstream_t *st = rs_take(s, (int64_t)r->a, r->b, r->len, why);
   if (!st) return NEXAR_ERR_PROTO;
   st->got += r->len;
@@ -374,8 +402,7 @@ static bool put_credit(nexar__shm_t *s) {
       st->max_sent = st->max;
     }
   }
-  uint64_t batch = s->rstreams_max / 4;
-  if (s->streams_owed >= (batch ? batch : 1)) {
+  if (s->streams_owed >= stream_batch(s)) {
     if (!put(s, R_STREAMS, 0, s->streams_owed, 0, NULL, 0)) return false;
     s->streams_owed = 0;
   }
@@ -674,8 +701,7 @@ static void shm_done_in(nexar__link_t *l, nexar__imsg_t *m) {
     st->m = NULL; /* later bytes are read and dropped */
     st->orphan = true;
   }
-  s->streams_owed++;
-  l->want_write = true;
+  owe_stream(s);
 }
 
 static void shm_extend(nexar__link_t *l, int64_t sid, uint64_t n) {

@@ -343,6 +343,13 @@ typedef struct nexar__ep_ops {
    * otherwise (optional). */
   uint8_t *(*frame_sink)(nexar__link_t *c, nexar__imsg_t *m, size_t n);
   void (*frame_free)(nexar__omsg_t *m);
+  /* A whole message in one piece: the |n| bytes at |d| (header and
+   * payload) opened and ended a remote stream of |c| at once. Returns true
+   * when the upper layer took it (matched and delivered it): the stream is
+   * then done, as after on_stream_close; false leaves it, untouched, to
+   * on_stream_data. |d| may be memory the peer can still write: each byte
+   * is read once (optional). */
+  bool (*on_whole)(nexar__link_t *c, const uint8_t *d, size_t n);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
