@@ -128,6 +128,7 @@ static void link_release(nexar__imsg_t *m) {
   if (m->anext) m->anext->aprev = m->aprev;
   m->anext = m->aprev = NULL;
   nexar__link_done_in(c, m);
+  if (m->e2e) nexar__credit_give_back(c->ep->owner, m);
 }
 
 static void imsg_free(nexar__imsg_t *m) {
@@ -318,6 +319,13 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     nexar__p2p_ctl_recv(ctx, m);
     return;
   }
+  if (m->hdr.kind == NEXAR__KIND_CREDIT) {
+    /* Only a destination of this process's relay frames gives credit. */
+    if (m->relayed)
+      nexar__credit_returned(ctx, m->origin, (int)m->hdr.tag, m->hdr.count);
+    discard(ctx, m);
+    return;
+  }
   nexar_comm_t *comm = nexar__find_comm(ctx, m->hdr.comm_id);
   if (!comm) { /* freed meanwhile */
     discard(ctx, m);
@@ -429,6 +437,7 @@ void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
 
 void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
   if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE ||
+      m->hdr.kind == NEXAR__KIND_CREDIT ||
       (m->hdr.kind == NEXAR__KIND_HEARTBEAT &&
        m->hdr.comm_id == NEXAR__PROC_ID)) {
     /* Process-level control: the source is the sender's stable id. */
@@ -565,7 +574,8 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
     } else if (m->state != NEXAR__IM_DONE) {
       /* Unexpected or waiting for order: keep the prefix, which the
        * stream window bounds by the eager limit. */
-      uint64_t cap = m->hdr.payload_len < (uint64_t)ctx->prm.eager_bytes
+      uint64_t cap = m->hdr.payload_len < (uint64_t)ctx->prm.eager_bytes ||
+                             m->credited /* relayed under credit */
                          ? m->hdr.payload_len
                          : (uint64_t)ctx->prm.eager_bytes;
       if (!m->buf) m->buf = malloc(cap ? cap : 1);

@@ -128,6 +128,8 @@ struct nexar__omsg {
   nexar__link_t *conn; /* the link it is queued on (nexar__link_send) */
   nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
   bool blocked;        /* stream flow control blocked */
+  bool cwait; /* waiting for end-to-end relay credit, on no link (conn
+                 NULL; p2p/credit.c) */
   bool stop;           /* the stream is to be cut (transports that queue it) */
   uint64_t tx_max;     /* stream bytes the receiver allows (transports that
                           keep stream credit here) */
@@ -198,6 +200,9 @@ struct nexar__imsg {
   /* A whole relayed unexpected message detached from its stream (conn
    * NULL, credit returned; p2p/match.c): the per-origin count it holds. */
   uint32_t *held;
+  /* A relayed message whose origin holds end-to-end credit for it: the
+   * frame's bytes, given back when it leaves the link (p2p/credit.c). */
+  uint64_t e2e;
   /* The sender: the link's peer, or a relayed message's origin (stable
    * id); this process for a message to itself. */
   int origin;
