@@ -207,6 +207,9 @@ typedef struct nexar__topo {
   /* Per destination and lane (data, RPC): the end-to-end credit of
    * relayed frames, [id * 2 + (lane == RPC)] (p2p/credit.c). */
   nexar__credit_t *credit;
+  /* Per origin: bytes of unexpected messages above the eager size let in
+   * whole (p2p/match.c maybe_take_whole), at most NEXAR_RELAY_CREDIT_BYTES. */
+  uint64_t *whole;
   int forge_as;   /* test hook (nexar__topo_test_forge): -1 */
   int test_limit; /* test hook (nexar__topo_test_hops): 0 */
 } nexar__topo_t;

@@ -173,3 +173,4 @@ void nexar__credit_fini(nexar_ctx_t *ctx) {
     q->tail = NULL;
   }
 }
+

@@ -137,6 +137,7 @@ static void imsg_free(nexar__imsg_t *m) {
   m->hash = NULL;
   if (m->conn) link_release(m); /* delivered */
   if (m->held) (*m->held)--;
+  if (m->whole_of) *m->whole_of -= m->whole;
   free(m->buf);
   free(m);
 }
@@ -147,17 +148,22 @@ static void imsg_free(nexar__imsg_t *m) {
  * cannot hold the credit of a link an earlier one needs (docs/topology.md
  * section 10, cycle 1). At most NEXAR_MAX_STREAMS per origin; only where
  * the transport forgets a message at done_in (NEXAR__TP_DONE_FORGETS). */
+static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
+  const nexar__link_t *c = m->conn;
+  return c && ctx->topo.detached && m->origin >= 0 &&
+         m->origin < ctx->topo.n &&
+         ((c->tp->caps & NEXAR__TP_DONE_FORGETS) || (m->sid & 2));
+}
+
 static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  nexar__link_t *c = m->conn;
   uint32_t *held = ctx->topo.detached;
-  if (!c || !held || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
-      m->got != m->hdr.payload_len || m->hash || m->origin < 0 ||
-      m->origin >= ctx->topo.n ||
-      held[m->origin] >= (uint32_t)ctx->prm.max_streams ||
-      !((c->tp->caps & NEXAR__TP_DONE_FORGETS) || (m->sid & 2)))
+  if (!detachable(ctx, m) || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
+      m->got != m->hdr.payload_len || m->hash ||
+      (!m->whole && held[m->origin] >= (uint32_t)ctx->prm.max_streams))
     return;
   link_release(m);
   m->conn = NULL;
+  if (m->whole) return; /* counted in bytes (maybe_take_whole) */
   m->held = &held[m->origin];
   (*m->held)++;
 }
@@ -255,6 +261,30 @@ static void open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     }
     m->credited = true;
   }
+}
+
+/* On a sparse topology, an unexpected message above the eager size (a
+ * later operation's, say) would hold its stream, and so a share of the
+ * link's credit that relayed frames of earlier operations need, until a
+ * receive matches it (docs/topology.md section 10, cycle 1): while the
+ * origin's unexpected bytes taken this way stay within
+ * NEXAR_RELAY_CREDIT_BYTES, its window opens to the whole message, which
+ * then detaches from its stream like a small one (maybe_detach). */
+static void maybe_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  uint64_t len = m->hdr.payload_len;
+  if (len <= (uint64_t)ctx->prm.eager_bytes || !detachable(ctx, m) ||
+      ctx->topo.whole[m->origin] + len >
+          (uint64_t)ctx->prm.relay_credit_bytes)
+    return;
+  if (m->buf && !m->credited) { /* a prefix that waited (reorder) */
+    uint8_t *b = realloc(m->buf, len);
+    if (!b) return;
+    m->buf = b;
+  }
+  m->whole = len;
+  m->whole_of = &ctx->topo.whole[m->origin];
+  *m->whole_of += len;
+  open_window(ctx, m);
 }
 
 static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
@@ -368,6 +398,7 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   else
     comm->unexp = m;
   comm->unexp_tail = m;
+  maybe_take_whole(ctx, m);
   maybe_detach(ctx, m);
 }
 

@@ -40,9 +40,12 @@ struct nexar__fwd {
 };
 
 /* Whether frame |m| (outer header in m->hdr) is taken whole: its origin
- * holds end-to-end credit for it and it is within this process's bound. */
+ * holds end-to-end credit for it, or it is a control message (few, bounded
+ * by the protocols that send them: CREDIT by the credited frames, FAILED
+ * and AGREE by failures, MATCHED by synchronous sends), and it is within
+ * this process's bound. */
 static bool credited_whole(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
-  return m->hdr.count == 1 &&
+  return (m->hdr.count == 1 || m->hdr.lane == NEXAR__LANE_CONTROL) &&
          m->hdr.payload_len <= (uint64_t)ctx->prm.relay_credit_bytes;
 }
 
@@ -313,7 +316,7 @@ void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__link_t *c,
     /* Its origin holds credit for it: given back as it leaves the link;
      * within our bound, the whole message may arrive unmatched. */
     m->e2e = m->hdr.payload_len;
-    if (credited_whole(ctx, m)) {
+    if (m->hdr.payload_len <= (uint64_t)ctx->prm.relay_credit_bytes) {
       open_whole(ctx, c, m, m->hdr.payload_len);
       m->credited = true;
     }

@@ -203,6 +203,10 @@ struct nexar__imsg {
   /* A relayed message whose origin holds end-to-end credit for it: the
    * frame's bytes, given back when it leaves the link (p2p/credit.c). */
   uint64_t e2e;
+  /* An unexpected message above the eager size let in whole (p2p/match.c
+   * maybe_take_whole): its bytes, counted in *whole_of until it is freed. */
+  uint64_t whole;
+  uint64_t *whole_of;
   /* The sender: the link's peer, or a relayed message's origin (stable
    * id); this process for a message to itself. */
   int origin;
