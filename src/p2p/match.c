@@ -151,8 +151,7 @@ static void imsg_free(nexar__imsg_t *m) {
 static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
   const nexar__link_t *c = m->conn;
   return c && ctx->topo.detached && m->origin >= 0 &&
-         m->origin < ctx->topo.n &&
-         ((c->tp->caps & NEXAR__TP_DONE_FORGETS) || (m->sid & 2));
+         m->origin < ctx->topo.n && (c->tp->caps & NEXAR__TP_DONE_FORGETS);
 }
 
 static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {

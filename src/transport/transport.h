@@ -506,7 +506,7 @@ enum {
   NEXAR__TP_ZCOPY_RX = 1u << 2,  /* can place payload in the receive buffer */
   NEXAR__TP_ENCRYPTED = 1u << 3, /* the wire is encrypted and authenticated */
   /* done_in drops every reference to the message: no later callback names
-   * it, so it may outlive its stream (QUIC: unidirectional streams only). */
+   * it, so it may outlive its stream (a message that has arrived whole). */
   NEXAR__TP_DONE_FORGETS = 1u << 4
 };
 
