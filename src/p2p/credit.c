@@ -73,8 +73,7 @@ static void pump(nexar_ctx_t *ctx, nexar__credit_t *q) {
   }
 }
 
-void nexar__credit_returned(nexar_ctx_t *ctx, int from, int lane,
-                            uint64_t n) {
+void nexar__credit_returned(nexar_ctx_t *ctx, int from, int lane, uint64_t n) {
   nexar__credit_t *q = slot(ctx, from, lane);
   if (!q) return;
   q->used -= n < q->used ? n : q->used;
@@ -109,8 +108,8 @@ void nexar__credit_unwait(nexar_ctx_t *ctx, nexar__omsg_t *m) {
   pump(ctx, q);
 }
 
-void nexar__credit_fail(nexar_ctx_t *ctx, int peer, nexar_comm_t *comm,
-                        int err, const char *why) {
+void nexar__credit_fail(nexar_ctx_t *ctx, int peer, nexar_comm_t *comm, int err,
+                        const char *why) {
   nexar__topo_t *t = &ctx->topo;
   for (int id = 0; t->credit && id < t->n; id++) {
     if (peer >= 0 && id != peer) continue;
@@ -173,4 +172,3 @@ void nexar__credit_fini(nexar_ctx_t *ctx) {
     q->tail = NULL;
   }
 }
-

@@ -150,8 +150,8 @@ static void imsg_free(nexar__imsg_t *m) {
  * the transport forgets a message at done_in (NEXAR__TP_DONE_FORGETS). */
 static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
   const nexar__link_t *c = m->conn;
-  return c && ctx->topo.detached && m->origin >= 0 &&
-         m->origin < ctx->topo.n && (c->tp->caps & NEXAR__TP_DONE_FORGETS);
+  return c && ctx->topo.detached && m->origin >= 0 && m->origin < ctx->topo.n &&
+         (c->tp->caps & NEXAR__TP_DONE_FORGETS);
 }
 
 static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
@@ -272,8 +272,7 @@ static void open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
 static void maybe_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   uint64_t len = m->hdr.payload_len;
   if (len <= (uint64_t)ctx->prm.eager_bytes || !detachable(ctx, m) ||
-      ctx->topo.whole[m->origin] + len >
-          (uint64_t)ctx->prm.relay_credit_bytes)
+      ctx->topo.whole[m->origin] + len > (uint64_t)ctx->prm.relay_credit_bytes)
     return;
   if (m->buf && !m->credited) { /* a prefix that waited (reorder) */
     uint8_t *b = realloc(m->buf, len);

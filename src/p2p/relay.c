@@ -57,7 +57,8 @@ static void open_whole(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
                        uint64_t total) {
   uint64_t eager = (uint64_t)ctx->prm.eager_bytes;
   if (total > eager)
-    nexar__link_extend(c, m->sid, total - eager < eager ? eager : total - eager);
+    nexar__link_extend(c, m->sid,
+                       total - eager < eager ? eager : total - eager);
 }
 
 /* The pair keys with |peer| (derived on first use). */

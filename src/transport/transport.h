@@ -128,8 +128,8 @@ struct nexar__omsg {
   nexar__link_t *conn; /* the link it is queued on (nexar__link_send) */
   nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
   bool blocked;        /* stream flow control blocked */
-  bool cwait; /* waiting for end-to-end relay credit, on no link (conn
-                 NULL; p2p/credit.c) */
+  bool cwait;          /* waiting for end-to-end relay credit, on no link (conn
+                          NULL; p2p/credit.c) */
   bool stop;           /* the stream is to be cut (transports that queue it) */
   uint64_t tx_max;     /* stream bytes the receiver allows (transports that
                           keep stream credit here) */

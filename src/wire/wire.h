@@ -32,7 +32,7 @@ enum nexar__kind {
   NEXAR__KIND_RPC = 5,       /* RPC request or response (docs/rpc.md) */
   NEXAR__KIND_FAILED = 6,    /* failure notice: a process was declared failed */
   NEXAR__KIND_AGREE = 7,     /* failure agreement (docs/fault-tolerance.md) */
-  NEXAR__KIND_RELAY = 8, /* a message for a non-neighbour (docs/topology.md) */
+  NEXAR__KIND_RELAY = 8,  /* a message for a non-neighbour (docs/topology.md) */
   NEXAR__KIND_CREDIT = 9, /* end-to-end relay credit returned (topology.md) */
   NEXAR__KIND_MAX = 9
 };
