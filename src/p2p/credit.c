@@ -155,6 +155,13 @@ void nexar__credit_reset(nexar_ctx_t *ctx) {
   }
 }
 
+bool nexar__credit_idle(nexar_ctx_t *ctx) {
+  nexar__topo_t *t = &ctx->topo;
+  for (int i = 0; t->credit && i < 2 * t->n; i++)
+    if (t->credit[i].head) return false;
+  return true;
+}
+
 void nexar__credit_fini(nexar_ctx_t *ctx) {
   nexar__topo_t *t = &ctx->topo;
   for (int i = 0; t->credit && i < 2 * t->n; i++) {

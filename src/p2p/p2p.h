@@ -206,11 +206,13 @@ void nexar__credit_unwait(nexar_ctx_t *ctx, nexar__omsg_t *m);
 /* Ends the waiting frames to stable id |peer| (-1: any) with |err|: those
  * whose requests belong to |comm| are cancelled; without |comm|, each
  * send fails with |why| as its error text. The frames are freed. */
-void nexar__credit_fail(nexar_ctx_t *ctx, int peer, nexar_comm_t *comm,
-                        int err, const char *why);
+void nexar__credit_fail(nexar_ctx_t *ctx, int peer, nexar_comm_t *comm, int err,
+                        const char *why);
 /* A process failed or left: frames may have been lost with it, so the
  * credit in flight is forgiven (the bound then holds per failure). */
 void nexar__credit_reset(nexar_ctx_t *ctx);
+/* Whether no frame waits for credit (finalize flushes them first). */
+bool nexar__credit_idle(nexar_ctx_t *ctx);
 /* Frees what waits (context teardown). */
 void nexar__credit_fini(nexar_ctx_t *ctx);
 
