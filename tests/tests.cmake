@@ -251,6 +251,12 @@ nexar_test(test_shm_hostile 120 test_shm_hostile.c)
 # within, QUIC across, checked per link); p2p and two-level collectives, a
 # SIGKILL under automatic recovery, an elastic join and a leave.
 nexar_test(test_mixed 90 test_mixed.c)
+# End-to-end relay credit (docs/topology.md section 10): unexpected
+# messages above the eager size, from a relayed origin and a neighbour,
+# received in reverse order on a ring with two data streams per link (hung
+# before they were let in whole); a send waiting for credit ends at its op
+# deadline.
+nexar_test(test_relay_credit 90 test_relay_credit.c)
 # The relay stress (issue 18 finding 1; docs/topology.md section 10):
 # random collective sequences over sparse topologies with minimal windows
 # at 7 processes, and relayed p2p. In the default run: every configuration
