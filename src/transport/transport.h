@@ -128,6 +128,8 @@ struct nexar__omsg {
   nexar__link_t *conn; /* the link it is queued on (nexar__link_send) */
   nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
   bool blocked;        /* stream flow control blocked */
+  bool cwait;          /* waiting for end-to-end relay credit, on no link (conn
+                          NULL; p2p/credit.c) */
   bool stop;           /* the stream is to be cut (transports that queue it) */
   uint64_t tx_max;     /* stream bytes the receiver allows (transports that
                           keep stream credit here) */
@@ -198,6 +200,13 @@ struct nexar__imsg {
   /* A whole relayed unexpected message detached from its stream (conn
    * NULL, credit returned; p2p/match.c): the per-origin count it holds. */
   uint32_t *held;
+  /* A relayed message whose origin holds end-to-end credit for it: the
+   * frame's bytes, given back when it leaves the link (p2p/credit.c). */
+  uint64_t e2e;
+  /* An unexpected message above the eager size let in whole (p2p/match.c
+   * maybe_take_whole): its bytes, counted in *whole_of until it is freed. */
+  uint64_t whole;
+  uint64_t *whole_of;
   /* The sender: the link's peer, or a relayed message's origin (stable
    * id); this process for a message to itself. */
   int origin;
@@ -504,7 +513,7 @@ enum {
   NEXAR__TP_ZCOPY_RX = 1u << 2,  /* can place payload in the receive buffer */
   NEXAR__TP_ENCRYPTED = 1u << 3, /* the wire is encrypted and authenticated */
   /* done_in drops every reference to the message: no later callback names
-   * it, so it may outlive its stream (QUIC: unidirectional streams only). */
+   * it, so it may outlive its stream (a message that has arrived whole). */
   NEXAR__TP_DONE_FORGETS = 1u << 4
 };
 
