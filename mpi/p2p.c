@@ -564,8 +564,8 @@ static int take(const char *fn, MPI_Message *message, MPI_Comm *comm,
 
 int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
               MPI_Status *status) {
-  MPI_Comm comm;
-  int source, tag;
+  MPI_Comm comm = MPI_COMM_NULL; /* set by take() when it succeeds */
+  int source = MPI_PROC_NULL, tag = 0;
   int cls = take("MPI_Mrecv", message, &comm, &source, &tag);
   if (cls != MPI_SUCCESS) return cls;
   return MPI_Recv(buf, count, datatype, source, tag, comm, status);
@@ -573,8 +573,8 @@ int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
 
 int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype,
                MPI_Message *message, MPI_Request *request) {
-  MPI_Comm comm;
-  int source, tag;
+  MPI_Comm comm = MPI_COMM_NULL; /* set by take() when it succeeds */
+  int source = MPI_PROC_NULL, tag = 0;
   int cls = take("MPI_Imrecv", message, &comm, &source, &tag);
   if (cls != MPI_SUCCESS) return cls;
   return MPI_Irecv(buf, count, datatype, source, tag, comm, request);

@@ -1153,7 +1153,7 @@ static void test_seed_corpus(void **state) {
     c->build(&b);
     char path[512];
     snprintf(path, sizeof path, "%s/seed/%s", NEXAR_CORPUS_DIR, c->name);
-    size_t len;
+    size_t len = 0;
     uint8_t *in = read_file(path, &len);
     if (!in) fail_msg("%s: %s", path, strerror(errno));
     if (len != b.n || memcmp(in, b.b, len) != 0)
@@ -1179,7 +1179,7 @@ static void test_ctl_corpus(void **state) {
     c->build(&b);
     char path[512];
     snprintf(path, sizeof path, "%s/ctl/%s", NEXAR_CORPUS_DIR, c->name);
-    size_t len;
+    size_t len = 0;
     uint8_t *in = read_file(path, &len);
     if (!in) fail_msg("%s: %s", path, strerror(errno));
     if (len != b.n || memcmp(in, b.b, len) != 0)

@@ -6,6 +6,8 @@
 #   - nexar-inspect (right secret) prints the table: ranks 0, 1, 3 waiting
 #     in allreduce #1, rank 2 in no operation, and names rank 2 as the one
 #     not in allreduce #1;
+#   - the same, dialling one rank at a time (NEXAR_MESH_DIALS=1), and so
+#     with rank 0 stopped: it does not keep the others from answering;
 #   - a wrong secret gets nothing: nexar-inspect stops at the seed's proof,
 #     a client proving a wrong secret to the seed gets no byte after the
 #     seed's proof, and one proving it to the ranks gets no byte from any;
@@ -55,6 +57,26 @@ grep "^2 " "$tmp/out" | grep -q "idle (in no nexar operation)" ||
   fail "rank 2 is not shown outside any operation"
 grep -q "^allreduce #1: ranks 0, 1, 3 in it; not in it: rank 2 (idle" \
   "$tmp/out" || fail "the summary does not name rank 2"
+# One handshake at a time (NEXAR_MESH_DIALS=1): the same four rows.
+NEXAR_MESH_DIALS=1 "$inspect" --seed 127.0.0.1:$port >"$tmp/out1" \
+  2>"$tmp/err" || fail "nexar-inspect with NEXAR_MESH_DIALS=1 failed"
+[ "$(grep -c -E "^[0-3] .*(waiting in allreduce #1 for |idle \(in no)" \
+  "$tmp/out1")" -eq 4 ] ||
+  fail "NEXAR_MESH_DIALS=1: not every rank answered: $(cat "$tmp/out1")"
+# Rank 0 stopped (1.5 s, under the 5 s heartbeat timeout): it holds the
+# one dial slot only for an eighth of --timeout-ms, then the others are
+# dialled and answer.
+pid0=$(pgrep -P "$(jobs -p %2)") # under timeout
+[ -n "$pid0" ] || fail "no pid for rank 0"
+kill -STOP "$pid0"
+NEXAR_MESH_DIALS=1 "$inspect" --seed 127.0.0.1:$port --timeout-ms 1500 \
+  >"$tmp/out1" 2>"$tmp/err"
+kill -CONT "$pid0"
+cat "$tmp/out1"
+grep -q "^0 .*no answer" "$tmp/out1" || fail "stopped rank 0 answered?"
+[ "$(grep -c -E "^[1-3] .*(waiting in allreduce #1 for |idle \(in no)" \
+  "$tmp/out1")" -eq 3 ] ||
+  fail "rank 0 stopped, NEXAR_MESH_DIALS=1: ranks 1-3 did not all answer"
 
 NEXAR_SECRET=wrong-secret "$inspect" --seed 127.0.0.1:$port \
   >"$tmp/out" 2>"$tmp/err" && fail "nexar-inspect with a wrong secret: exit 0"

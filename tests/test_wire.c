@@ -651,6 +651,9 @@ static void test_hdr_relay(void **state) {
   /* A relayed RPC message keeps its lane. */
   h.lane = NEXAR__LANE_RPC;
   hdr_roundtrip_one(&h, 0);
+  /* A frame its origin holds end-to-end credit for. */
+  h.count = 1;
+  hdr_roundtrip_one(&h, 0);
 
   const struct {
     int field;
@@ -677,7 +680,7 @@ static void test_hdr_relay(void **state) {
         h.coll_seq = 1;
         break;
       case 5:
-        h.count = 1;
+        h.count = 2; /* 0 or 1: whether the origin holds credit for it */
         break;
       case 6:
         h.algo = 0;
@@ -715,6 +718,39 @@ static void test_hdr_relay(void **state) {
   assert_int_equal(eb[32], 0x80);
   nexar__relay_env_decode(&e2, eb);
   assert_memory_equal(&e, &e2, sizeof e);
+}
+
+/* CREDIT headers: process-level, control lane, the lane credited in tag
+ * (data or RPC), the bytes in count, no payload. */
+static void test_hdr_credit(void **state) {
+  (void)state;
+  uint8_t b[NEXAR__HDR_BYTES];
+  nexar__hdr_t h, d;
+  const char *why;
+  memset(&h, 0, sizeof h);
+  h.kind = NEXAR__KIND_CREDIT;
+  h.lane = NEXAR__LANE_CONTROL;
+  h.comm_id = UINT64_MAX;
+  h.src_rank = 3;
+  h.tag = NEXAR__LANE_DATA;
+  h.count = 123456;
+  hdr_roundtrip_one(&h, 0);
+  h.tag = NEXAR__LANE_RPC;
+  hdr_roundtrip_one(&h, 0);
+  const char *whys[] = {"lane", "comm_id", "tag", "tag", "payload_len"};
+  for (int i = 0; i < 5; i++) {
+    nexar__hdr_t x = h;
+    if (i == 0) x.lane = NEXAR__LANE_DATA;
+    if (i == 1) x.comm_id = 0;
+    if (i == 2) x.tag = NEXAR__LANE_CONTROL;
+    if (i == 3) x.tag = 7;
+    if (i == 4) x.payload_len = 8;
+    nexar__hdr_encode(&x, b);
+    why = NULL;
+    assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                     NEXAR_ERR_PROTO);
+    assert_string_equal(why, whys[i]);
+  }
 }
 
 static void test_seed_frame(void **state) {
@@ -2169,6 +2205,7 @@ int main(void) {
       cmocka_unit_test(test_hdr_rpc),
       cmocka_unit_test(test_hdr_ctl),
       cmocka_unit_test(test_hdr_relay),
+      cmocka_unit_test(test_hdr_credit),
       cmocka_unit_test(test_seed_frame),
       cmocka_unit_test(test_notice),
       cmocka_unit_test(test_proof),

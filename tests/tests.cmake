@@ -72,6 +72,15 @@ nexar_test(test_p2p 300 test_p2p.c)
 # test_p2p_mpi_quic (below).
 nexar_test(test_p2p_mpi 180 test_p2p_mpi.c)
 set_tests_properties(test_p2p_mpi PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
+# MPI matching order where small messages take the receive side's fast
+# path (src/p2p/whole.c): posted order, wildcards behind a partly received
+# stream, truncation, scattering, stream credit; over shared memory here,
+# with the smallest rings, and over QUIC (test_p2p_order_quic, below).
+nexar_test(test_p2p_order 60 test_p2p_order.c)
+set_tests_properties(test_p2p_order PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
+add_test(NAME test_p2p_order_small COMMAND test_p2p_order)
+set_tests_properties(test_p2p_order_small PROPERTIES TIMEOUT 60
+  ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_RING_KIB=64")
 # Vectored p2p (sendv/recvv against contiguous peers, splits, truncation,
 # bad lists); over QUIC in test_p2pv_quic (below).
 nexar_test(test_p2pv 120 test_p2pv.c)
@@ -215,7 +224,7 @@ nexar_test(test_shm_ring 60 test_shm_ring.c shm_procs.c)
 # p2p, collective and lane suites over QUIC as well.
 set_tests_properties(test_backpressure test_streams test_ft_net PROPERTIES
   ENVIRONMENT NEXAR_TRANSPORT=quic)
-foreach(t test_p2p test_p2p_mpi test_p2pv test_coll test_lanes)
+foreach(t test_p2p test_p2p_mpi test_p2pv test_p2p_order test_coll test_lanes)
   add_test(NAME ${t}_quic COMMAND ${t})
   get_test_property(${t} TIMEOUT tmo)
   set_tests_properties(${t}_quic PROPERTIES TIMEOUT ${tmo}
@@ -251,25 +260,40 @@ nexar_test(test_shm_hostile 120 test_shm_hostile.c)
 # within, QUIC across, checked per link); p2p and two-level collectives, a
 # SIGKILL under automatic recovery, an elastic join and a leave.
 nexar_test(test_mixed 90 test_mixed.c)
+# End-to-end relay credit (docs/topology.md section 10): unexpected
+# messages above the eager size, from a relayed origin and a neighbour,
+# received in reverse order on a ring with two data streams per link (hung
+# before they were let in whole); a send waiting for credit ends at its op
+# deadline.
+nexar_test(test_relay_credit 90 test_relay_credit.c)
 # The relay stress (issue 18 finding 1; docs/topology.md section 10):
 # random collective sequences over sparse topologies with minimal windows
-# at 7 processes, and relayed p2p. In the default run: configuration 0
-# (hypercube, NEXAR_MAX_STREAMS=4; it hung before whole unexpected
-# messages were detached from their streams) for four seeds, and the
-# default-window controls 5 and 6. The configurations that still hang
-# (eager 1024, relay window 1024; relayed p2p around a ring) run only in
-# `make relay-stress`.
+# at 7 processes, and relayed p2p. In the default run: every configuration
+# that hung before relay frames were stored and forwarded under end-to-end
+# credit and unexpected messages above the eager size were let in whole
+# (0, 2, 3, 4: cycle 1; 7, 8: relayed p2p around a ring, cycle 2), for the
+# seeds that hung, two of them over QUIC too, the default-window
+# controls 5 and 6, and 10 (p2p with the least end-to-end credit: the
+# origins' credit queues at work).
 add_executable(relay_stress relay_stress.c)
 target_include_directories(relay_stress PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(relay_stress PRIVATE nexar_harness nexar_static m)
-# Configuration 0 hung for each of these seeds before the fix.
-foreach(run 0:1 0:2 0:4 0:5 5:1 6:1)
+# Each of these but the controls (5, 6, 10) hung before its fix
+# (docs/topology.md section 10).
+foreach(run 0:1 0:2 0:4 0:5 2:4 2:5 3:4 3:5 4:4 7:4 7:5 8:4 8:5 5:1 6:1 10:4)
   string(REPLACE ":" ";" cs ${run})
   list(GET cs 0 c)
   list(GET cs 1 seed)
   add_test(NAME relay_stress_c${c}_s${seed} COMMAND relay_stress ${seed} 12 ${c})
   math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
   set_tests_properties(relay_stress_c${c}_s${seed} PROPERTIES TIMEOUT ${t})
+endforeach()
+# Over QUIC (whole unexpected messages detach from bidirectional streams).
+foreach(c 0 3)
+  add_test(NAME relay_stress_c${c}_s4_quic COMMAND relay_stress 4 12 ${c})
+  math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
+  set_tests_properties(relay_stress_c${c}_s4_quic PROPERTIES TIMEOUT ${t}
+    ENVIRONMENT NEXAR_TRANSPORT=quic)
 endforeach()
 
 # Live inspection (docs/debugging.md): nexar-inspect names the rank the

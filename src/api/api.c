@@ -437,6 +437,7 @@ int nexar_comm_free(nexar_comm_t **pcomm) {
  * finalized and exited, and its CONNECTION_CLOSE was lost) never will. */
 static int flushed_fn(nexar__req_t *ctl) {
   nexar_ctx_t *ctx = ctl->cb_arg;
+  if (!nexar__credit_idle(ctx)) return 0; /* relay frames still to go */
   for (int r = 0; r < ctx->world; r++) {
     nexar__link_t *c = ctx->peers[r];
     if (c && c->state == NEXAR__CS_READY && !c->port_closed &&

@@ -108,6 +108,10 @@
     1 << 30,                                                                   \
     "bytes of one relayed message a relay holds in transit (at least the "     \
     "eager size)")                                                             \
+  X(INT, relay_credit_bytes, "NEXAR_RELAY_CREDIT_BYTES", 262144, 1024,         \
+    1 << 30,                                                                   \
+    "relayed bytes in flight per destination and lane (end-to-end credit), "   \
+    "and the largest relayed message that relays store and forward")           \
   X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
     "QUIC idle timeout (0: off; else at least NEXAR_HEARTBEAT_TIMEOUT_MS)")    \
   X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,      \

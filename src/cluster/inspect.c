@@ -6,7 +6,8 @@
  *      knows the secret), then QUERY carries this observer's proof; the
  *      seed answers ROSTER (a wrong proof: the connection is closed and
  *      nothing is sent).
- *   2. QUIC to every rank as an observer (mesh ALPN, the rank's certificate
+ *   2. QUIC to every rank as an observer, NEXAR_MESH_DIALS handshakes at
+ *      once (mesh ALPN, the rank's certificate
  *      pinned by the roster's fingerprint, so the answer is the rank's):
  *      INSPECT carries the proof over that connection's exporter; the rank
  *      answers STATE.
@@ -157,27 +158,46 @@ static void on_closed(nexar__link_t *c) {
   s->answered++;
 }
 
+/* Ranks dialled in the last slot_ns whose answer or end has not come. */
+static int in_flight(const insp_t *s, uint64_t now) {
+  int n = 0;
+  for (int r = 0; r < s->next_dial; r++) {
+    const insp_rank_t *k = &s->rk[r];
+    n += !k->got && !k->failed && now - k->dialled_at < s->slot_ns;
+  }
+  return n;
+}
+
+/* Dials the next ranks, s->dials at a time (a job of hundreds of ranks
+ * does not see hundreds of handshakes from one observer at once); a rank
+ * that stays silent (stopped, say) gives its slot up after slot_ns while
+ * its connection goes on. */
+static void dial_more(nexar__ep_t *ep, insp_t *s, uint64_t now) {
+  for (int busy = in_flight(s, now); busy < s->dials && s->next_dial < s->world;
+       s->next_dial++) {
+    insp_rank_t *k = &s->rk[s->next_dial];
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    nexar__dial_t d = {
+        &ss, 0, NEXAR__ROLE_OBSERVE, s->next_dial, k->e.fingerprint, NULL};
+    if (nexar__wire_to_addr(&k->e.addr, &ss, &sl) == 0) {
+      d.tolen = sl;
+      if (nexar__link_dial(ep, &d, &k->c) == 0) {
+        k->dialled_at = now;
+        busy++;
+        continue;
+      }
+    }
+    k->failed = true;
+    snprintf(k->why, sizeof k->why, "cannot dial its address");
+    s->answered++;
+  }
+}
+
 static void on_tick(nexar__ep_t *ep, uint64_t now) {
   insp_t *s = ep->owner;
-  if (s->dial) {
-    s->dial = false;
-    for (int r = 0; r < s->world; r++) {
-      insp_rank_t *k = &s->rk[r];
-      struct sockaddr_storage ss;
-      socklen_t sl;
-      nexar__dial_t d = {&ss, 0, NEXAR__ROLE_OBSERVE, r, k->e.fingerprint,
-                         NULL};
-      if (nexar__wire_to_addr(&k->e.addr, &ss, &sl) == 0) {
-        d.tolen = sl;
-        if (nexar__link_dial(ep, &d, &k->c) == 0) continue;
-      }
-      k->failed = true;
-      snprintf(k->why, sizeof k->why, "cannot dial its address");
-      s->answered++;
-    }
-  }
+  if (s->dial) dial_more(ep, s, now);
   if (s->rk && s->answered >= s->world) finish(s, 0, NULL);
-  (void)now;
 }
 
 static int verify_client(nexar__ep_t *ep, const uint8_t *fp) {
@@ -224,6 +244,7 @@ int nexar__inspect(const nexar__inspect_opts_t *o, FILE *out, char *err,
   nexar__params_t prm;
   rc = nexar__params_load(&prm, NULL, err, errlen);
   if (rc < 0) goto out;
+  s->dials = (int)prm.mesh_dials;
   rc = nexar__read_secret(o->secret ? o->secret : prm.secret,
                           o->secret        ? NULL
                           : o->secret_file ? o->secret_file
@@ -250,6 +271,7 @@ int nexar__inspect(const nexar__inspect_opts_t *o, FILE *out, char *err,
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   int ms = o->timeout_ms > 0 ? o->timeout_ms : 5000;
+  s->slot_ns = (uint64_t)ms * 1000000ull / 8;
   nexar__ep_call(&s->ep, begin, s, UINT64_MAX);
   wait_done(s, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec +
                    (uint64_t)ms * 1000000ull);

@@ -16,6 +16,7 @@ typedef struct insp_rank {
   bool got, failed;        /* answered; or ended without an answer */
   char why[160];           /* failed: how */
   uint64_t rx;             /* bytes of frames received from it (engine) */
+  uint64_t dialled_at;     /* engine clock (ns) */
   uint8_t *body;           /* the STATE body st points into */
   nexar__insp_state_t st;
 } insp_rank_t;
@@ -30,6 +31,9 @@ typedef struct insp {
   nexar__link_t *seed; /* engine */
   uint64_t seed_rx;    /* bytes of frames from the seed after PROOF */
   bool dial;           /* the roster came: dial the ranks (engine) */
+  int next_dial;       /* the next rank to dial (engine) */
+  int dials;           /* handshakes at once (NEXAR_MESH_DIALS) */
+  uint64_t slot_ns;    /* how long a silent rank holds a dial slot */
   insp_rank_t *rk;     /* [world] */
   int world;
   int answered; /* ranks answered or failed (engine) */

@@ -179,6 +179,12 @@ typedef struct nexar__topo_stats {
   uint64_t dropped;   /* frames dropped (hop limit, no route) */
   uint64_t rerouted;  /* frames moved off a failed link */
 } nexar__topo_stats_t;
+/* End-to-end relay credit of this process towards one destination on one
+ * lane (p2p/credit.c; docs/topology.md section 10). */
+typedef struct nexar__credit {
+  uint64_t used;              /* bytes of credited frames in flight */
+  nexar__omsg_t *head, *tail; /* relay frames waiting their turn, FIFO */
+} nexar__credit_t;
 typedef struct nexar__topo {
   int kind;
   int k;                          /* kregular: the degree */
@@ -200,6 +206,12 @@ typedef struct nexar__topo {
   /* Per origin: whole relayed unexpected messages detached from their
    * streams (p2p/match.c maybe_detach), at most NEXAR_MAX_STREAMS each. */
   uint32_t *detached;
+  /* Per destination and lane (data, RPC): the end-to-end credit of
+   * relayed frames, [id * 2 + (lane == RPC)] (p2p/credit.c). */
+  nexar__credit_t *credit;
+  /* Per origin: bytes of unexpected messages above the eager size let in
+   * whole (p2p/match.c maybe_take_whole), at most NEXAR_RELAY_CREDIT_BYTES. */
+  uint64_t *whole;
   int forge_as;   /* test hook (nexar__topo_test_forge): -1 */
   int test_limit; /* test hook (nexar__topo_test_hops): 0 */
 } nexar__topo_t;
@@ -313,6 +325,9 @@ struct nexar_ctx {
 void nexar__run_pass_begin(nexar__ep_t *ep, uint64_t now);
 void nexar__run_pass_end(nexar__ep_t *ep, uint64_t now);
 bool nexar__run_paused(nexar__ep_t *ep, uint64_t now);
+/* Closes the calling thread's schedstat descriptor (reopened on its next
+ * sample); called where an engine is torn down. */
+void nexar__run_release(void);
 
 /* ---------------- engine.c ---------------- */
 /* Opens the endpoint's transports on |bind_addr|; |prm| are the owner's

@@ -218,11 +218,38 @@ static bool data_waiting(nexar__ep_t *ep) {
 #define CLOCK_EVERY 16u /* polls between clock reads while spinning */
 #define UNLOCK_EVERY 8u /* polls between letting go of the engine lock */
 
+/* Polls without sleeping (see drive) until |spin_until|, the next due
+ * time, one of the requests is done, an operation was posted or a
+ * transport may have input; *now is the last clock reading. */
+static void spin(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
+                 uint64_t spin_until, unsigned *polls, uint64_t *now) {
+  do {
+    bool yield = ++*polls % ep->yield_every == 0;
+    if (yield || *polls % UNLOCK_EVERY == 0) {
+      pthread_mutex_unlock(&ep->emu);
+      if (yield) sched_yield();
+      pthread_mutex_lock(&ep->emu);
+    }
+    /* The clock costs as much as a poll: read every CLOCK_EVERY. */
+    if (*polls % CLOCK_EVERY == 0) *now = nexar__now();
+  } while (*now < spin_until && *now < ep->due && !any_done(reqs, n) &&
+           !ops_queued(ep) && !ep_ready(ep, *now));
+}
+
 static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
                   uint64_t deadline) {
   pthread_mutex_lock(&ep->emu);
-  uint64_t spin_until = nexar__now() + ep->spin_ns;
+  uint64_t now = nexar__now();
+  uint64_t spin_until = now + ep->spin_ns;
   unsigned polls = 0;
+  /* A wait that begins right after its post (a receive, a collective)
+   * finds nothing new most of the time: the post ran the operations and
+   * the writes, and no transport has input yet. It polls first rather
+   * than run a whole pass (every transport read, the timers and ticks)
+   * for nothing; the pass runs once something may have come, or when one
+   * is due. */
+  if (now < ep->due && now < deadline && !ops_queued(ep) && !ep_ready(ep, now))
+    spin(ep, reqs, n, spin_until, &polls, &now);
   for (;;) {
     ep_input(ep);
     if (any_done(reqs, n) && !ep->rx_more && !data_waiting(ep)) {
@@ -235,7 +262,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     }
     ep->due = ep_output(ep);
     if (any_done(reqs, n) || atomic_load(&ep->stop)) break;
-    uint64_t now = ep->run.pass_end; /* read as the pass ended */
+    now = ep->run.pass_end; /* read as the pass ended */
     if (now >= deadline) break;
     if (now < spin_until) {
       /* Poll without sleeping for a while: a reply that comes soon costs
@@ -245,17 +272,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
        * oversubscribed host runs the others. The engine lock is let go
        * every UNLOCK_EVERY polls (and at each yield): a poll holding it
        * costs half as much, and other threads post through the queue. */
-      do {
-        bool yield = ++polls % ep->yield_every == 0;
-        if (yield || polls % UNLOCK_EVERY == 0) {
-          pthread_mutex_unlock(&ep->emu);
-          if (yield) sched_yield();
-          pthread_mutex_lock(&ep->emu);
-        }
-        /* The clock costs as much as a poll: read every CLOCK_EVERY. */
-        if (polls % CLOCK_EVERY == 0) now = nexar__now();
-      } while (now < spin_until && now < ep->due && !any_done(reqs, n) &&
-               !ops_queued(ep) && !ep_ready(ep, now));
+      spin(ep, reqs, n, spin_until, &polls, &now);
       continue;
     }
     uint64_t until = ep->due < deadline ? ep->due : deadline;
@@ -704,4 +721,5 @@ void nexar__ep_fini(nexar__ep_t *ep) {
   pthread_mutex_destroy(&ep->qmu);
   pthread_mutex_destroy(&ep->cmu);
   pthread_cond_destroy(&ep->ccv);
+  nexar__run_release();
 }

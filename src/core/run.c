@@ -29,7 +29,9 @@
 
 /* Each thread keeps its schedstat file open (a pread regenerates it): an
  * open and a close per sample cost a path walk each, and the passes of the
- * caller and the progress thread alternate. Closed when the thread ends. */
+ * caller and the progress thread alternate. Closed when the thread ends,
+ * and by the thread that tears an engine down (nexar__run_release), so a
+ * process that has finalized holds no descriptor of nexar's. */
 static pthread_key_t stat_key;
 static pthread_once_t stat_once = PTHREAD_ONCE_INIT;
 static _Thread_local int stat_fd; /* the descriptor + 1; 0: not open yet */
@@ -56,6 +58,13 @@ static int stat_open(void) {
   stat_fd = fd + 1;
   (void)pthread_setspecific(stat_key, (void *)(intptr_t)stat_fd);
   return fd;
+}
+
+void nexar__run_release(void) {
+  if (!stat_fd) return;
+  close(stat_fd - 1);
+  stat_fd = 0;
+  (void)pthread_setspecific(stat_key, NULL);
 }
 
 /* The calling thread's time running or runnable (ns). */

@@ -16,6 +16,16 @@
 static void omsg_end(nexar__omsg_t *m, int rc) {
   nexar__req_t *r = m->req;
   nexar__link_t *c = m->conn;
+  if (m->cwait && r) {
+    /* Waiting for relay credit, on no link: nothing of it went out. */
+    nexar__credit_unwait(r->comm->ctx, m);
+    nexar__p2p_sync_unlink(r);
+    m->req = NULL;
+    r->omsg = NULL;
+    nexar__omsg_free(m);
+    nexar__p2p_complete(r, rc);
+    return;
+  }
   bool live = c && c->state == NEXAR__CS_READY;
   if (r) nexar__p2p_sync_unlink(r); /* no acknowledgement ends it now */
   uint64_t written = m->ending ? m->end_at : m->sent;
@@ -117,6 +127,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
       for (nexar__omsg_t *m = c->outq[lane]; m; m = m->next)
         if (m->dest == peer) nexar__omsg_fail(m, err, send_why);
   }
+  nexar__credit_fail(ctx, peer, NULL, err, send_why);
   /* Receives that wait on the peer (ANY_SOURCE included: it could have
    * been the sender), on every communicator. A communicator the peer is
    * not a member of has no receive naming it; ANY_SOURCE receives there
@@ -158,6 +169,7 @@ void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
       if (m->req && m->req->comm == comm && !nexar__p2p_is_ctl(m->req))
         nexar__p2p_cancel(m->req, err);
   }
+  nexar__credit_fail(ctx, -1, comm, err, NULL);
 }
 
 void nexar__p2p_conn_teardown(nexar__link_t *c) {
@@ -176,6 +188,7 @@ void nexar__p2p_conn_teardown(nexar__link_t *c) {
     }
     m->stream_closed = false; /* no credit to return */
     m->conn = NULL;
+    if (m->whole_of) *m->whole_of -= m->whole;
     c->imsgs = m->anext;
     free(m->buf);
     free(m);

@@ -96,18 +96,21 @@ static int src_comm_rank(const nexar__imsg_t *m) {
   return (int)m->hdr.src_rank;
 }
 
-bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m) {
-  const nexar__hdr_t *h = &m->hdr;
+bool nexar__p2p_hdr_matches(const nexar__req_t *r, const nexar__hdr_t *h) {
   if (r->is_coll != (h->kind == NEXAR__KIND_COLL)) return false;
   if (r->is_coll)
-    return r->comm_peer == src_comm_rank(m) && r->hdr.coll_seq == h->coll_seq &&
+    return r->comm_peer == (int)h->src_rank && r->hdr.coll_seq == h->coll_seq &&
            r->hdr.step == h->step;
   /* Group-creation messages meet the library's receives only. */
   if ((h->step == NEXAR__P2P_GROUP) != (r->hdr.step == NEXAR__P2P_GROUP))
     return false;
   return (r->comm_peer == NEXAR_ANY_SOURCE ||
-          r->comm_peer == src_comm_rank(m)) &&
+          r->comm_peer == (int)h->src_rank) &&
          (r->tag == NEXAR_ANY_TAG || (uint32_t)r->tag == h->tag);
+}
+
+bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m) {
+  return nexar__p2p_hdr_matches(r, &m->hdr);
 }
 
 /* Remote unidirectional streams are not reported closed by ngtcp2 0.12,
@@ -128,6 +131,7 @@ static void link_release(nexar__imsg_t *m) {
   if (m->anext) m->anext->aprev = m->aprev;
   m->anext = m->aprev = NULL;
   nexar__link_done_in(c, m);
+  if (m->e2e) nexar__credit_give_back(c->ep->owner, m);
 }
 
 static void imsg_free(nexar__imsg_t *m) {
@@ -136,6 +140,7 @@ static void imsg_free(nexar__imsg_t *m) {
   m->hash = NULL;
   if (m->conn) link_release(m); /* delivered */
   if (m->held) (*m->held)--;
+  if (m->whole_of) *m->whole_of -= m->whole;
   free(m->buf);
   free(m);
 }
@@ -146,17 +151,21 @@ static void imsg_free(nexar__imsg_t *m) {
  * cannot hold the credit of a link an earlier one needs (docs/topology.md
  * section 10, cycle 1). At most NEXAR_MAX_STREAMS per origin; only where
  * the transport forgets a message at done_in (NEXAR__TP_DONE_FORGETS). */
+static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
+  const nexar__link_t *c = m->conn;
+  return c && ctx->topo.detached && m->origin >= 0 && m->origin < ctx->topo.n &&
+         (c->tp->caps & NEXAR__TP_DONE_FORGETS);
+}
+
 static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  nexar__link_t *c = m->conn;
   uint32_t *held = ctx->topo.detached;
-  if (!c || !held || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
-      m->got != m->hdr.payload_len || m->hash || m->origin < 0 ||
-      m->origin >= ctx->topo.n ||
-      held[m->origin] >= (uint32_t)ctx->prm.max_streams ||
-      !((c->tp->caps & NEXAR__TP_DONE_FORGETS) || (m->sid & 2)))
+  if (!detachable(ctx, m) || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
+      m->got != m->hdr.payload_len || m->hash ||
+      (!m->whole && held[m->origin] >= (uint32_t)ctx->prm.max_streams))
     return;
   link_release(m);
   m->conn = NULL;
+  if (m->whole) return; /* counted in bytes (maybe_take_whole) */
   m->held = &held[m->origin];
   (*m->held)++;
 }
@@ -169,38 +178,45 @@ static void deliver(nexar__imsg_t *m) {
   nexar__req_t *r = m->req;
   m->req = NULL;
   m->state = NEXAR__IM_DONE;
-  if (r) {
+  if (r && m->bad_hash) {
+    /* Authenticated header, altered payload: never delivered. */
     r->msg = NULL;
     r->st.source = src_comm_rank(m);
     r->st.tag = (int)m->hdr.tag;
     r->st.bytes = m->hdr.payload_len;
-    int rc = NEXAR_OK;
-    if (m->bad_hash) {
-      /* Authenticated header, altered payload: never delivered. */
-      rc = NEXAR_ERR_AUTH;
-      nexar__comm_set_error(
-          r->comm,
-          "rank %d: message from process %d (seq %llu) relayed through "
-          "rank %d: its payload does not match the digest its origin "
-          "authenticated; it was refused",
-          r->comm->rank, m->origin, (unsigned long long)m->hdr.seq,
-          m->conn ? m->conn->peer : -1);
-    } else if (!r->is_coll && m->hdr.payload_len > r->cap) {
-      rc = NEXAR_ERR_TRUNCATE;
-      /* An RPC call has its own message, set when it was bound. */
-      if (r->kind != NEXAR__REQ_RPC)
-        nexar__comm_set_error(
-            r->comm,
-            "rank %d: %s from rank %d tag %u (seq %llu): message of %llu "
-            "bytes truncated to the %llu-byte %s",
-            r->comm->rank, r->nsegs ? "recvv" : "recv", src_comm_rank(m),
-            m->hdr.tag, (unsigned long long)m->hdr.seq,
-            (unsigned long long)m->hdr.payload_len, (unsigned long long)r->cap,
-            r->nsegs ? "receive list" : "buffer");
-    }
-    nexar__req_complete(r, rc);
+    nexar__comm_set_error(
+        r->comm,
+        "rank %d: message from process %d (seq %llu) relayed through "
+        "rank %d: its payload does not match the digest its origin "
+        "authenticated; it was refused",
+        r->comm->rank, m->origin, (unsigned long long)m->hdr.seq,
+        m->conn ? m->conn->peer : -1);
+    nexar__req_complete(r, NEXAR_ERR_AUTH);
+  } else if (r) {
+    nexar__p2p_recv_end(r, &m->hdr);
   }
   maybe_free(m);
+}
+
+void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h) {
+  r->msg = NULL;
+  r->st.source = (int)h->src_rank;
+  r->st.tag = (int)h->tag;
+  r->st.bytes = h->payload_len;
+  int rc = NEXAR_OK;
+  if (!r->is_coll && h->payload_len > r->cap) {
+    rc = NEXAR_ERR_TRUNCATE;
+    /* An RPC call has its own message, set when it was bound. */
+    if (r->kind != NEXAR__REQ_RPC)
+      nexar__comm_set_error(
+          r->comm,
+          "rank %d: %s from rank %d tag %u (seq %llu): message of %llu "
+          "bytes truncated to the %llu-byte %s",
+          r->comm->rank, r->nsegs ? "recvv" : "recv", (int)h->src_rank, h->tag,
+          (unsigned long long)h->seq, (unsigned long long)h->payload_len,
+          (unsigned long long)r->cap, r->nsegs ? "receive list" : "buffer");
+  }
+  nexar__req_complete(r, rc);
 }
 
 /* Payload bytes [off, off + n) of |m| (they come in order) into its
@@ -254,6 +270,29 @@ static void open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     }
     m->credited = true;
   }
+}
+
+/* On a sparse topology, an unexpected message above the eager size (a
+ * later operation's, say) would hold its stream, and so a share of the
+ * link's credit that relayed frames of earlier operations need, until a
+ * receive matches it (docs/topology.md section 10, cycle 1): while the
+ * origin's unexpected bytes taken this way stay within
+ * NEXAR_RELAY_CREDIT_BYTES, its window opens to the whole message, which
+ * then detaches from its stream like a small one (maybe_detach). */
+static void maybe_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  uint64_t len = m->hdr.payload_len;
+  if (len <= (uint64_t)ctx->prm.eager_bytes || !detachable(ctx, m) ||
+      ctx->topo.whole[m->origin] + len > (uint64_t)ctx->prm.relay_credit_bytes)
+    return;
+  if (m->buf && !m->credited) { /* a prefix that waited (reorder) */
+    uint8_t *b = realloc(m->buf, len);
+    if (!b) return;
+    m->buf = b;
+  }
+  m->whole = len;
+  m->whole_of = &ctx->topo.whole[m->origin];
+  *m->whole_of += len;
+  open_window(ctx, m);
 }
 
 static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
@@ -318,6 +357,13 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     nexar__p2p_ctl_recv(ctx, m);
     return;
   }
+  if (m->hdr.kind == NEXAR__KIND_CREDIT) {
+    /* Only a destination of this process's relay frames gives credit. */
+    if (m->relayed)
+      nexar__credit_returned(ctx, m->origin, (int)m->hdr.tag, m->hdr.count);
+    discard(ctx, m);
+    return;
+  }
   nexar_comm_t *comm = nexar__find_comm(ctx, m->hdr.comm_id);
   if (!comm) { /* freed meanwhile */
     discard(ctx, m);
@@ -360,6 +406,7 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   else
     comm->unexp = m;
   comm->unexp_tail = m;
+  maybe_take_whole(ctx, m);
   maybe_detach(ctx, m);
 }
 
@@ -429,6 +476,7 @@ void nexar__p2p_refuse(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
 
 void nexar__p2p_admit(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
   if (m->hdr.kind == NEXAR__KIND_FAILED || m->hdr.kind == NEXAR__KIND_AGREE ||
+      m->hdr.kind == NEXAR__KIND_CREDIT ||
       (m->hdr.kind == NEXAR__KIND_HEARTBEAT &&
        m->hdr.comm_id == NEXAR__PROC_ID)) {
     /* Process-level control: the source is the sender's stable id. */
@@ -565,7 +613,8 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
     } else if (m->state != NEXAR__IM_DONE) {
       /* Unexpected or waiting for order: keep the prefix, which the
        * stream window bounds by the eager limit. */
-      uint64_t cap = m->hdr.payload_len < (uint64_t)ctx->prm.eager_bytes
+      uint64_t cap = m->hdr.payload_len < (uint64_t)ctx->prm.eager_bytes ||
+                             m->credited /* relayed under credit */
                          ? m->hdr.payload_len
                          : (uint64_t)ctx->prm.eager_bytes;
       if (!m->buf) m->buf = malloc(cap ? cap : 1);

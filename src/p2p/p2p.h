@@ -60,7 +60,8 @@ uint8_t *nexar__p2p_sink(nexar__link_t *c, nexar__imsg_t *m, size_t n);
   .on_stream_close = nexar__p2p_on_stream_close,                              \
   .on_acked = nexar__p2p_on_acked, .on_out_closed = nexar__p2p_on_out_closed, \
   .frame_vecs = nexar__omsg_vecs, .frame_more = nexar__omsg_more,             \
-  .frame_free = nexar__omsg_free, .frame_sink = nexar__p2p_sink
+  .frame_free = nexar__omsg_free, .frame_sink = nexar__p2p_sink,              \
+  .on_whole = nexar__p2p_on_whole
 /* Ends the send waiting on |m|, if any, with |err|; |why| becomes its
  * communicator's error text. */
 void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why);
@@ -112,12 +113,13 @@ int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
 
 /* ---------------- p2p/relay.c ---------------- */
 /* Turns |m| (hdr = the message's own header, pre NULL) into a relay frame
- * for stable id |dest| with hop limit |limit|: the envelope (payload digest
+ * for stable id |dest| with hop limit |limit| (|credited|: its origin holds
+ * end-to-end credit for it, p2p/credit.c): the envelope (payload digest
  * and the pair-key tag) and inner header go to m->pre, the outer header to
  * m->hdr. |payload| is the |m->len| bytes to digest. Returns 0,
  * NEXAR_ERR_AUTH (no usable key for |dest|), NEXAR_ERR_NOMEM. */
 int nexar__relay_wrap(nexar_ctx_t *ctx, int dest, int limit, nexar__omsg_t *m,
-                      const uint8_t *payload);
+                      const uint8_t *payload, bool credited);
 /* A relay frame's envelope and inner header are in m->rbuf (m->hdr is the
  * outer header): forwards it, or delivers it here after checking its tag,
  * or drops it. */
@@ -172,6 +174,9 @@ bool nexar__p2p_is_ctl(const nexar__req_t *r);
 int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
                     const uint8_t *data, uint64_t len, bool copy,
                     nexar__req_t *req, nexar_comm_t *comm);
+/* send.c: queues frame |m| (waiting for credit until now) on the first
+ * link of its route, or fails its send when there is none and frees it. */
+void nexar__p2p_launch(nexar_ctx_t *ctx, nexar__omsg_t *m);
 /* send.c: what an operation needing the peer of the dead link |c| fails
  * with (NEXAR_ERR_EXCLUDED when that peer fenced this process, else
  * NEXAR_ERR_PEER_FAILED). */
@@ -180,8 +185,55 @@ int nexar__p2p_gone_code(const nexar__link_t *c);
  * |s| (|ns| entries) out to |buf| (|to|), or from |buf| into the list. */
 void nexar__seg_copy(const nexar__seg_t *s, uint32_t ns, uint64_t off,
                      uint8_t *buf, size_t n, bool to);
-/* match.c: whether receive (or probe) |r| matches message |m|. */
+/* match.c: whether receive (or probe) |r| matches message |m| (of header
+ * |h|). */
 bool nexar__p2p_matches(const nexar__req_t *r, const nexar__imsg_t *m);
+bool nexar__p2p_hdr_matches(const nexar__req_t *r, const nexar__hdr_t *h);
+/* match.c: receive |r| got the whole message of header |h| (its payload is
+ * in r's buffer): its status is set and it completes, with
+ * NEXAR_ERR_TRUNCATE (and the communicator's error text) when the payload
+ * was longer than the receive. */
+void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h);
+
+/* ---------------- p2p/whole.c ---------------- */
+/* Transport upcall (nexar__ep_ops_t.on_whole): a message that came whole
+ * in one piece (|n| bytes at |d|: header and payload; a record that opened
+ * and ended its stream) is matched against the posted receives and copied
+ * straight into the one it matches, with no incoming-message object.
+ * Returns false, having changed nothing, when the general path
+ * (on_stream_data) must take it: anything but a plain p2p or collective
+ * message, a header the general path would refuse or hold back, no posted
+ * receive, a probe first in line, a collective mismatch. */
+bool nexar__p2p_on_whole(nexar__link_t *c, const uint8_t *d, size_t n);
+
+/* ---------------- p2p/credit.c ---------------- */
+/* Whether a relayed message of |len| payload bytes on |lane| travels under
+ * end-to-end credit (stored and forwarded by relays). */
+bool nexar__credit_wants(nexar_ctx_t *ctx, int lane, uint64_t len);
+/* Relay frame |m| (wrapped, m->dest set) is to leave: true when it may go
+ * now (credit taken, or none needed and nothing waits before it); false
+ * when it waits for credit (queued here, on no link: cwait). */
+bool nexar__credit_admit(nexar_ctx_t *ctx, nexar__omsg_t *m);
+/* Stable id |from| gave back |n| bytes of credit on |lane|: waiting frames
+ * to it go out. */
+void nexar__credit_returned(nexar_ctx_t *ctx, int from, int lane, uint64_t n);
+/* Destination: relayed message |m| leaves its link: the credit its origin
+ * holds for it (m->e2e) goes back. */
+void nexar__credit_give_back(nexar_ctx_t *ctx, nexar__imsg_t *m);
+/* Takes waiting frame |m| out of its queue (its send ends). */
+void nexar__credit_unwait(nexar_ctx_t *ctx, nexar__omsg_t *m);
+/* Ends the waiting frames to stable id |peer| (-1: any) with |err|: those
+ * whose requests belong to |comm| are cancelled; without |comm|, each
+ * send fails with |why| as its error text. The frames are freed. */
+void nexar__credit_fail(nexar_ctx_t *ctx, int peer, nexar_comm_t *comm, int err,
+                        const char *why);
+/* A process failed or left: frames may have been lost with it, so the
+ * credit in flight is forgiven (the bound then holds per failure). */
+void nexar__credit_reset(nexar_ctx_t *ctx);
+/* Whether no frame waits for credit (finalize flushes them first). */
+bool nexar__credit_idle(nexar_ctx_t *ctx);
+/* Frees what waits (context teardown). */
+void nexar__credit_fini(nexar_ctx_t *ctx);
 
 /* ---------------- p2p/modes.c ---------------- */
 /* Bits of nexar__req_t.sync: a synchronous send (WAIT) completes once its

@@ -36,7 +36,30 @@ struct nexar__fwd {
   uint64_t rx;        /* bytes after the outer header received */
   uint64_t done;      /* of those, acknowledged by the next hop */
   uint64_t total;     /* bytes after the outer header (its payload_len) */
+  bool whole;         /* stored and forwarded (credited): ring = frame */
 };
+
+/* Whether frame |m| (outer header in m->hdr) is taken whole: its origin
+ * holds end-to-end credit for it, or it is a control message (few, bounded
+ * by the protocols that send them: CREDIT by the credited frames, FAILED
+ * and AGREE by failures, MATCHED by synchronous sends), and it is within
+ * this process's bound. */
+static bool credited_whole(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
+  return (m->hdr.count == 1 || m->hdr.lane == NEXAR__LANE_CONTROL) &&
+         m->hdr.payload_len <= (uint64_t)ctx->prm.relay_credit_bytes;
+}
+
+/* Opens the window of |m|'s stream on |c| to the whole |total| bytes after
+ * its first header (it starts at the eager size). ngtcp2 announces only
+ * an increase of at least half the window: at least the eager size is
+ * granted; the header bounds what the peer may send. */
+static void open_whole(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m,
+                       uint64_t total) {
+  uint64_t eager = (uint64_t)ctx->prm.eager_bytes;
+  if (total > eager)
+    nexar__link_extend(c, m->sid,
+                       total - eager < eager ? eager : total - eager);
+}
 
 /* The pair keys with |peer| (derived on first use). */
 static int pair_key(nexar_ctx_t *ctx, int peer, const uint8_t **tx,
@@ -60,7 +83,7 @@ static int pair_key(nexar_ctx_t *ctx, int peer, const uint8_t **tx,
 }
 
 int nexar__relay_wrap(nexar_ctx_t *ctx, int dest, int limit, nexar__omsg_t *m,
-                      const uint8_t *payload) {
+                      const uint8_t *payload, bool credited) {
   const uint8_t *ktx, *krx;
   int rc = pair_key(ctx, dest, &ktx, &krx);
   if (rc < 0) return rc;
@@ -88,6 +111,7 @@ int nexar__relay_wrap(nexar_ctx_t *ctx, int dest, int limit, nexar__omsg_t *m,
                       .tag = (uint32_t)dest,
                       .step = 1,
                       .algo = (uint32_t)limit,
+                      .count = credited,
                       .payload_len = NEXAR__RELAY_PRE_BYTES + m->len};
   nexar__hdr_encode(&out, m->hdr);
   m->pre = pre;
@@ -152,7 +176,9 @@ static void forward(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
   uint64_t total = m->hdr.payload_len, eager = (uint64_t)ctx->prm.eager_bytes;
   uint64_t win = (uint64_t)ctx->prm.relay_window_bytes;
   if (win < eager) win = eager;
-  uint64_t cap = total < win ? total : win;
+  /* A credited frame is stored and forwarded: the ring holds all of it. */
+  bool whole = credited_whole(ctx, m);
+  uint64_t cap = whole || total < win ? total : win;
   uint8_t *ring = f && o ? malloc(cap) : NULL;
   if (!ring) {
     free(f);
@@ -165,6 +191,7 @@ static void forward(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
   f->cap = cap;
   f->rx = NEXAR__RELAY_PRE_BYTES;
   f->total = total;
+  f->whole = whole;
   nexar__hdr_t h = m->hdr;
   h.step++;
   nexar__hdr_encode(&h, o->hdr);
@@ -177,7 +204,10 @@ static void forward(nexar_ctx_t *ctx, nexar__link_t *c, nexar__imsg_t *m) {
   f->out = o;
   m->fwd = f;
   m->state = NEXAR__IM_FWD;
-  if (cap > eager) nexar__link_extend(c, m->sid, cap - eager);
+  if (whole)
+    open_whole(ctx, c, m, total);
+  else if (cap > eager)
+    nexar__link_extend(c, m->sid, cap - eager);
   ctx->topo.st.forwarded++;
   if (!park) {
     nexar__link_send(n, o);
@@ -201,6 +231,7 @@ void nexar__relay_unpark(nexar_ctx_t *ctx, int id) {
 
 void nexar__relay_fini(nexar_ctx_t *ctx) {
   nexar__topo_t *t = &ctx->topo;
+  nexar__credit_fini(ctx);
   for (int id = 0; t->parked && id < t->n; id++) {
     while (t->parked[id]) {
       nexar__omsg_t *o = t->parked[id];
@@ -282,10 +313,20 @@ void nexar__relay_on_prefix(nexar_ctx_t *ctx, nexar__link_t *c,
     drop(ctx, c, m, true, "bad inner header (%s)", why ? why : "length/kind");
     return;
   }
+  if (m->hdr.count == 1) {
+    /* Its origin holds credit for it: given back as it leaves the link;
+     * within our bound, the whole message may arrive unmatched. */
+    m->e2e = m->hdr.payload_len;
+    if (m->hdr.payload_len <= (uint64_t)ctx->prm.relay_credit_bytes) {
+      open_whole(ctx, c, m, m->hdr.payload_len);
+      m->credited = true;
+    }
+  }
   m->hdr = in;
   m->origin = (int)origin;
   m->relayed = true;
-  m->unordered = in.kind == NEXAR__KIND_FAILED || in.kind == NEXAR__KIND_AGREE;
+  m->unordered = in.kind == NEXAR__KIND_FAILED ||
+                 in.kind == NEXAR__KIND_AGREE || in.kind == NEXAR__KIND_CREDIT;
   m->state = NEXAR__IM_HDR;
   memcpy(m->want, env.payload_hash, 32);
   if (gnutls_hash_init(&m->hash, GNUTLS_DIG_SHA256) < 0) {
@@ -325,6 +366,13 @@ bool nexar__relay_fwd_data(nexar__link_t *c, nexar__imsg_t *m, const uint8_t *d,
   }
   if (fin) m->fin = true;
   if (f->out && f->out->conn) f->out->conn->want_write = true;
+  if (fin && f->whole) {
+    /* Stored whole: the inbound stream's credit returns now, whatever the
+     * next hop does (docs/topology.md section 10, cycle 2). */
+    f->in = NULL;
+    m->fwd = NULL;
+    nexar__imsg_release(m);
+  }
   return true;
 }
 
@@ -487,4 +535,5 @@ void nexar__relay_reroute(nexar_ctx_t *ctx) {
       }
     }
   }
+  nexar__credit_reset(ctx);
 }

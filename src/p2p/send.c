@@ -144,13 +144,14 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
     m->nsegs = nsegs;
   }
   m->data = copy ? m->owned : nsegs ? NULL : data;
+  bool credited = c->peer != dest && nexar__credit_wants(ctx, lane, len);
   if (c->peer != dest) {
     int limit = ctx->topo.test_limit ? ctx->topo.test_limit
                                      : 2 * ctx->topo.dist[dest] + 2;
     rc = nexar__relay_wrap(
         ctx, dest,
         limit < (int)NEXAR__RELAY_MAX_HOPS ? limit : (int)NEXAR__RELAY_MAX_HOPS,
-        m, m->data);
+        m, m->data, credited);
     if (rc < 0) {
       if (comm)
         nexar__comm_set_error(comm,
@@ -163,8 +164,10 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
   /* A frame forged by the test hook claims another origin's sequence
    * space, so it leaves ours as it was. */
   if (c->peer == dest || ctx->topo.forge_as < 0) sq->next_tx[lane]++;
-  if (copy) c->eager_bytes += len;
-  nexar__link_send(c, m);
+  if (nexar__credit_admit(ctx, m)) {
+    if (copy) c->eager_bytes += len;
+    nexar__link_send(c, m);
+  }
   if (!copy) {
     m->req = req;
     if (req) req->omsg = m;
@@ -176,6 +179,21 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
 fail:
   nexar__omsg_free(m);
   return rc;
+}
+
+void nexar__p2p_launch(nexar_ctx_t *ctx, nexar__omsg_t *m) {
+  const char *why = NULL;
+  nexar__link_t *c = route(ctx, m->dest, &why);
+  if (c) {
+    if (m->owned) c->eager_bytes += m->len;
+    nexar__link_send(c, m);
+    return;
+  }
+  char text[NEXAR__ERRMSG_MAX];
+  snprintf(text, sizeof(text), "rank %d: send to process %d failed: %s",
+           ctx->rank, m->dest, why);
+  nexar__omsg_fail(m, nexar__p2p_gone_code(NULL), text);
+  nexar__omsg_free(m);
 }
 
 int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {

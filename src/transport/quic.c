@@ -490,16 +490,18 @@ static void quic_attach_in(nexar__link_t *c, int64_t sid, nexar__imsg_t *m) {
   ngtcp2_conn_set_stream_user_data(Q(c)->qc, sid, m);
 }
 
-/* A delivered message: a unidirectional stream (which ngtcp2 0.12 never
- * reports closed) forgets it; the stream's credit goes back to the peer a
- * quarter of the window at a time, so the peer keeps at least three
- * quarters of its credit and credit rides on few packets. */
+/* A delivered message: a stream not closed yet forgets it (a
+ * unidirectional one, which ngtcp2 0.12 never reports closed, or a
+ * bidirectional one whose message has arrived whole and leaves it early,
+ * p2p/match.c maybe_detach: its later close finds no message); the
+ * stream's credit goes back to the peer a quarter of the window at a
+ * time, so the peer keeps at least three quarters of its credit and credit
+ * rides on few packets. */
 static void quic_done_in(nexar__link_t *c, nexar__imsg_t *m) {
   nexar__quic_t *q = Q(c);
   if (!q->qc) return;
   bool uni = (m->sid & 2) != 0;
-  if (uni && !m->stream_closed)
-    ngtcp2_conn_set_stream_user_data(q->qc, m->sid, NULL);
+  if (!m->stream_closed) ngtcp2_conn_set_stream_user_data(q->qc, m->sid, NULL);
   uint32_t batch = c->ep->prm ? (uint32_t)c->ep->prm->max_streams / 4 : 1;
   if (++q->streams_owed[!uni] >= (batch ? batch : 1)) {
     if (uni)
@@ -581,7 +583,7 @@ static bool quic_output(nexar__ep_t *ep, uint64_t *next) {
 
 const nexar__tp_t nexar__tp_quic = {
     .name = "quic",
-    .caps = NEXAR__TP_RELIABLE | NEXAR__TP_ENCRYPTED,
+    .caps = NEXAR__TP_RELIABLE | NEXAR__TP_ENCRYPTED | NEXAR__TP_DONE_FORGETS,
     .max_frame = UINT64_MAX,
     .init = quic_init,
     .fini = quic_fini,

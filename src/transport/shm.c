@@ -70,7 +70,6 @@ static nexar__omsg_t *out_find(nexar__shm_t *s, int64_t sid) {
   return NULL;
 }
 
-/* One DATA record. Returns 0, or NEXAR_ERR_PROTO with |why| set. */
 /* The stream of a DATA or DESC record of |len| bytes at offset |off|,
  * opened if it is the next one; NULL (|why| set) when the peer broke the
  * stream rules. */
@@ -114,8 +113,32 @@ static void deliver(nexar__shm_t *s, rstream_t *st, const uint8_t *d, size_t n,
   if (m) l->ep->ops->on_stream_close(l, m);
 }
 
+/* A remote stream ended: a flush is asked for once a batch is owed. */
+static void owe_stream(nexar__shm_t *s) {
+  if (++s->streams_owed >= nexar__shm_stream_batch(s)) s->l.want_write = true;
+}
+
+/* A record that opens and ends the next stream (a whole small message),
+ * taken by ops->on_whole when it can match it and copy it out at once: the
+ * stream then opened and ended here, its credit owed as at shm_done_in.
+ * False: the general path reads it (and reports broken stream rules). */
+static bool take_whole(nexar__shm_t *s, const nexar__shm_rec_t *r) {
+  nexar__link_t *l = &s->l;
+  if (!(r->flags & F_FIN) || r->b != 0 ||
+      (int64_t)r->a != s->last_rsid[s->rx_q] + SID_STEP ||
+      (uint64_t)s->nrs >= s->rstreams_max ||
+      r->len > nexar__shm_window(l->ep) || !l->ep->ops->on_whole ||
+      !l->ep->ops->on_whole(l, r->payload, r->len))
+    return false;
+  s->last_rsid[s->rx_q] = (int64_t)r->a;
+  owe_stream(s);
+  return true;
+}
+
+/* One DATA record. Returns 0, or NEXAR_ERR_PROTO with |why| set. */
 static int on_data(nexar__shm_t *s, const nexar__shm_rec_t *r,
                    const char **why) {
+  if (take_whole(s, r)) return 0;
   rstream_t *st = rs_take(s, (int64_t)r->a, r->b, r->len, why);
   if (!st) return NEXAR_ERR_PROTO;
   st->got += r->len;
@@ -410,8 +433,7 @@ static void shm_done_in(nexar__link_t *l, nexar__imsg_t *m) {
     st->m = NULL; /* later bytes are read and dropped */
     st->orphan = true;
   }
-  s->streams_owed++;
-  l->want_write = true;
+  owe_stream(s);
 }
 
 static void shm_extend(nexar__link_t *l, int64_t sid, uint64_t n) {

@@ -128,6 +128,11 @@ void nexar__shm_accept_new(nexar__ep_t *ep);
 void nexar__shm_send_close(nexar__link_t *l);
 /* shm.c: reads the link's records (bounded); true when more wait. */
 bool nexar__shm_drain(nexar__shm_t *s);
+/* Ended streams go back to the peer in batches (put_credit). */
+static inline uint64_t nexar__shm_stream_batch(const nexar__shm_t *s) {
+  uint64_t batch = s->rstreams_max / 4;
+  return batch ? batch : 1;
+}
 /* shm_tx.c: the sending half. */
 void nexar__shm_flush(nexar__link_t *l); /* tp->flush */
 bool nexar__shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,

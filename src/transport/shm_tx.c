@@ -96,8 +96,7 @@ static bool put_credit(nexar__shm_t *s) {
       st->max_sent = st->max;
     }
   }
-  uint64_t batch = s->rstreams_max / 4;
-  if (s->streams_owed >= (batch ? batch : 1)) {
+  if (s->streams_owed >= nexar__shm_stream_batch(s)) {
     if (!put(s, Q_PRIO, R_STREAMS, 0, s->streams_owed, 0, NULL, 0))
       return false;
     s->streams_owed = 0;

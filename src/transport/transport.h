@@ -130,6 +130,8 @@ struct nexar__omsg {
   nexar__link_t *conn; /* the link it is queued on (nexar__link_send) */
   nexar__fwd_t *fwd;   /* forwarded frame (p2p/relay.c), or NULL */
   bool blocked;        /* stream flow control blocked */
+  bool cwait;          /* waiting for end-to-end relay credit, on no link (conn
+                          NULL; p2p/credit.c) */
   bool stop;           /* the stream is to be cut (transports that queue it) */
   uint64_t tx_max;     /* stream bytes the receiver allows (transports that
                           keep stream credit here) */
@@ -200,6 +202,13 @@ struct nexar__imsg {
   /* A whole relayed unexpected message detached from its stream (conn
    * NULL, credit returned; p2p/match.c): the per-origin count it holds. */
   uint32_t *held;
+  /* A relayed message whose origin holds end-to-end credit for it: the
+   * frame's bytes, given back when it leaves the link (p2p/credit.c). */
+  uint64_t e2e;
+  /* An unexpected message above the eager size let in whole (p2p/match.c
+   * maybe_take_whole): its bytes, counted in *whole_of until it is freed. */
+  uint64_t whole;
+  uint64_t *whole_of;
   /* The sender: the link's peer, or a relayed message's origin (stable
    * id); this process for a message to itself. */
   int origin;
@@ -345,6 +354,13 @@ typedef struct nexar__ep_ops {
    * otherwise (optional). */
   uint8_t *(*frame_sink)(nexar__link_t *c, nexar__imsg_t *m, size_t n);
   void (*frame_free)(nexar__omsg_t *m);
+  /* A whole message in one piece: the |n| bytes at |d| (header and
+   * payload) opened and ended a remote stream of |c| at once. Returns true
+   * when the upper layer took it (matched and delivered it): the stream is
+   * then done, as after on_stream_close; false leaves it, untouched, to
+   * on_stream_data. |d| may be memory the peer can still write: each byte
+   * is read once (optional). */
+  bool (*on_whole)(nexar__link_t *c, const uint8_t *d, size_t n);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
@@ -500,7 +516,7 @@ enum {
   NEXAR__TP_ZCOPY_RX = 1u << 2,  /* can place payload in the receive buffer */
   NEXAR__TP_ENCRYPTED = 1u << 3, /* the wire is encrypted and authenticated */
   /* done_in drops every reference to the message: no later callback names
-   * it, so it may outlive its stream (QUIC: unidirectional streams only). */
+   * it, so it may outlive its stream (a message that has arrived whole). */
   NEXAR__TP_DONE_FORGETS = 1u << 4
 };
 

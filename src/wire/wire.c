@@ -102,7 +102,7 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
     if (d.coll_op || d.dtype || d.redop) return fail(why, "coll_op");
     if (d.seq != 0) return fail(why, "seq");
     if (d.coll_seq != 0) return fail(why, "coll_seq");
-    if (d.count != 0) return fail(why, "count");
+    if (d.count > 1) return fail(why, "count");
     if (d.algo < 1) return fail(why, "algo");
     if (d.step < 1 || d.step > d.algo) return fail(why, "step");
     if (d.payload_len < NEXAR__RELAY_PRE_BYTES) return fail(why, "payload_len");
@@ -119,6 +119,14 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
     if (d.lane != NEXAR__LANE_CONTROL) return fail(why, "lane");
     if (!(d.comm_id >> 63)) return fail(why, "comm_id");
     if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
+  }
+  if (d.kind == NEXAR__KIND_CREDIT) {
+    if (d.lane != NEXAR__LANE_CONTROL) return fail(why, "lane");
+    if (d.comm_id != UINT64_MAX) return fail(why, "comm_id");
+    if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
+    if (d.tag != NEXAR__LANE_DATA && d.tag != NEXAR__LANE_RPC)
+      return fail(why, "tag");
+    if (d.payload_len != 0) return fail(why, "payload_len");
   }
   if (d.kind == NEXAR__KIND_FAILED && d.payload_len != NEXAR__FAILED_BYTES)
     return fail(why, "payload_len");

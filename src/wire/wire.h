@@ -32,8 +32,9 @@ enum nexar__kind {
   NEXAR__KIND_RPC = 5,       /* RPC request or response (docs/rpc.md) */
   NEXAR__KIND_FAILED = 6,    /* failure notice: a process was declared failed */
   NEXAR__KIND_AGREE = 7,     /* failure agreement (docs/fault-tolerance.md) */
-  NEXAR__KIND_RELAY = 8, /* a message for a non-neighbour (docs/topology.md) */
-  NEXAR__KIND_MAX = 8
+  NEXAR__KIND_RELAY = 8,  /* a message for a non-neighbour (docs/topology.md) */
+  NEXAR__KIND_CREDIT = 9, /* end-to-end relay credit returned (topology.md) */
+  NEXAR__KIND_MAX = 9
 };
 
 /* Relay frames (kind RELAY): a message between two processes that are not
@@ -44,7 +45,9 @@ enum nexar__kind {
  * stable id; tag = the destination's stable id; step = links crossed so
  * far, counting the one it is on (1 on the origin's link); algo = the hop
  * limit (step <= algo <= NEXAR__RELAY_MAX_HOPS); payload_len = envelope +
- * inner header + inner payload; every other field zero.
+ * inner header + inner payload; count = 1 when the origin holds end-to-end
+ * credit for the frame (relays store and forward it, and its destination
+ * gives the credit back: CREDIT below), else 0; every other field zero.
  * Envelope: 32-byte SHA-256 of the inner payload, then the 32-byte
  * HMAC-SHA256 tag of the origin over ("nexar relay v1", origin, dest, inner
  * header, payload hash) under the pair key of (origin, dest), which no
@@ -60,6 +63,10 @@ enum nexar__kind {
  * AGREE: step = phase (NEXAR__AG_*), coll_seq = round, payload = u64 new
  * comm id, u32 n, n x u32 failed stable ids (n <= NEXAR__AGREE_MAX_IDS). */
 #define NEXAR__FAILED_BYTES 8u
+/* CREDIT (control lane, comm_id = NEXAR__PROC_ID, src_rank = the sender's
+ * stable id, no payload): the sender, destination of relay frames with
+ * count = 1 from the receiver, took |count| bytes of them off its links on
+ * lane |tag| (DATA or RPC); the receiver may send that many more. */
 /* An agreement lists stable ids, distinct and below the job's id space
  * (NEXAR__ELASTIC_MAX_IDS): the header decoder bounds an AGREE payload by
  * it (64 KiB), before the receiver allocates anything for it. */

@@ -1,0 +1,103 @@
+/*
+ * End-to-end relay credit and whole unexpected messages (docs/topology.md
+ * section 10), on a ring of 5 (kregular:2) with NEXAR_MAX_STREAMS=4 (two
+ * data streams per link) and NEXAR_EAGER_BYTES=1024.
+ *
+ * 1. Unexpected messages above the eager size, the last one first:
+ *    rank 0 (two hops away) and rank 1 (a neighbour) each send rank 2
+ *    6 messages of 2000 bytes; rank 2 receives only later, the last
+ *    message of each origin first (blocking), then the others, so every
+ *    message first waits unexpected. Within
+ *    NEXAR_RELAY_CREDIT_BYTES=16384 each is let in whole and leaves its
+ *    stream; before that the first two of each origin held the last
+ *    link's two data streams at the eager size and the program hung.
+ * 2. A send waiting for credit ends at its op deadline: with
+ *    NEXAR_RELAY_CREDIT_BYTES=4096 and rank 2 receiving nothing, rank 2
+ *    lets in whole and detaches 2 of rank 0's 12 messages by bytes and 4
+ *    by count, the 7th holds its stream and its credit, and the rest wait
+ *    at rank 0 for credit; its nexar_waitall fails
+ *    with NEXAR_ERR_TIMEOUT after NEXAR_OP_TIMEOUT_MS, and every process
+ *    then passes a barrier and finalizes.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "harness.h"
+#include "nexar.h"
+
+#define NMSG 12 /* case 1; case 0 sends half as many */
+#define LEN 2000
+
+static int worker(int index, void *arg) {
+  int c = *(int *)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *world;
+  int rank, size;
+  NT_OK(nt_join_world(&ctx, &world, &rank, &size));
+  (void)index;
+  static uint8_t buf[2][NMSG][LEN];
+  nexar_req_t *reqs[2 * NMSG];
+  int nmsg = c == 0 ? NMSG / 2 : NMSG;
+  if (c == 0 && (rank == 0 || rank == 1)) {
+    for (int i = 0; i < nmsg; i++) {
+      nt_fill(buf[0][i], LEN, (unsigned)(rank * 100 + i));
+      NT_OKC(world,
+             nexar_isend(world, buf[0][i], LEN, NEXAR_BYTE, 2, i, &reqs[i]));
+    }
+    NT_OKC(world, nexar_waitall((size_t)nmsg, reqs, NULL));
+  } else if (c == 0 && rank == 2) {
+    struct timespec ts = {0, 300000000}; /* every message arrives first */
+    nanosleep(&ts, NULL);
+    /* The last message of each origin first, alone and blocking: the
+     * earlier ones must have left their streams for it to pass. */
+    for (int src = 0; src < 2; src++)
+      NT_OKC(world, nexar_recv(world, buf[src][nmsg - 1], LEN, NEXAR_BYTE, src,
+                               nmsg - 1, NULL));
+    int n = 0;
+    for (int src = 0; src < 2; src++)
+      for (int i = nmsg - 2; i >= 0; i--)
+        NT_OKC(world, nexar_irecv(world, buf[src][i], LEN, NEXAR_BYTE, src, i,
+                                  &reqs[n++]));
+    NT_OKC(world, nexar_waitall((size_t)n, reqs, NULL));
+    for (int src = 0; src < 2; src++)
+      for (int i = 0; i < nmsg; i++)
+        NT_CHECKF(
+            nt_check_fill(buf[src][i], LEN, (unsigned)(src * 100 + i)) == LEN,
+            "message %d from rank %d differs", i, src);
+  } else if (c == 1 && rank == 0) {
+    for (int i = 0; i < nmsg; i++)
+      NT_OKC(world,
+             nexar_isend(world, buf[0][i], LEN, NEXAR_BYTE, 2, i, &reqs[i]));
+    int rc = nexar_waitall((size_t)nmsg, reqs, NULL);
+    NT_CHECKF(rc == NEXAR_ERR_TIMEOUT, "waitall: %s, not NEXAR_ERR_TIMEOUT",
+              nexar_strerror(rc));
+  } else if (c == 1) {
+    struct timespec ts = {2, 0}; /* rank 0's deadline passes first */
+    nanosleep(&ts, NULL);
+  }
+  NT_OKC(world, nexar_barrier(world));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+#define RING                                                                 \
+  "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\n" \
+  "NEXAR_RELAY_WINDOW_BYTES=1024\n"
+
+int main(void) {
+  nt_opts_t whole = {.world_size = 5,
+                     .timeout_ms = 60000,
+                     .env = RING
+                     "NEXAR_RELAY_CREDIT_BYTES=16384\n"
+                     "NEXAR_OP_TIMEOUT_MS=15000"};
+  nt_opts_t wait = {.world_size = 5,
+                    .timeout_ms = 60000,
+                    .env = RING
+                    "NEXAR_RELAY_CREDIT_BYTES=4096\n"
+                    "NEXAR_OP_TIMEOUT_MS=1500"};
+  int fails = nt_run_case(&whole, worker, 0, "unexpected_whole_reverse");
+  fails += nt_run_case(&wait, worker, 1, "credit_wait_deadline");
+  return fails ? 1 : 0;
+}
