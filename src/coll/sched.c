@@ -491,7 +491,7 @@ static void defer(nexar__sched_t *s) {
 static void run(nexar__sched_t *s) {
   if (s->running || s->resuming) return;
   s->running = true;
-  uint64_t budget = (uint64_t)s->comm->ctx->prm.pass_slice_bytes;
+  uint64_t budget = s->comm->ctx->ep.slice;
   while (s->rc == 0 && s->ready_head < s->ready_tail) {
     uint32_t i = s->ready[s->ready_head];
     nexar__step_t *st = &s->steps[i];

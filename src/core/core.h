@@ -345,6 +345,10 @@ void nexar__ep_fini(nexar__ep_t *ep);
 /* Starts |req| (kind CTRL or a p2p/coll start): at once on the calling
  * thread when the engine is free, else queued for whoever holds it. */
 void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req);
+/* Any thread: RPC traffic was seen (a call posted, a request or response
+ * received), so passes use NEXAR_PASS_SLICE_RPC_BYTES for the next 50 ms:
+ * a call then waits behind less bulk work on each side. */
+void nexar__ep_rpc_seen(nexar__ep_t *ep);
 /* User thread: one non-blocking progress pass if the engine is free. */
 void nexar__ep_progress(nexar__ep_t *ep);
 /* Engine (emu held): marks |req| finished with |rc| and wakes waiters. */

@@ -65,7 +65,10 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   ep->tps[ep->ntps++] = &nexar__tp_quic;
   ep->shm_lfd = ep->shm_sfd = -1;
   ep->yield_every = 64;
-  ep->slice = prm ? (uint64_t)prm->pass_slice_bytes : NEXAR__SLICE_DEFAULT;
+  ep->slice = ep->slice_bulk =
+      prm ? (uint64_t)prm->pass_slice_bytes : NEXAR__SLICE_DEFAULT;
+  ep->slice_rpc = prm ? (uint64_t)prm->pass_slice_rpc_bytes : ep->slice_bulk;
+  if (ep->slice_rpc > ep->slice_bulk) ep->slice_rpc = ep->slice_bulk;
   if (prm && ep->host && strcmp(prm->transport, "quic") != 0)
     ep->tps[ep->ntps++] = &nexar__tp_shm;
   for (int i = 0; i < ep->ntps; i++)
@@ -128,6 +131,22 @@ static uint64_t ep_output(nexar__ep_t *ep);
 
 static bool run_ops(nexar__ep_t *ep);
 
+/* RPC traffic keeps passes at the shorter bound for this long. */
+#define RPC_SLICE_NS 50000000ull /* 50 ms */
+
+void nexar__ep_rpc_seen(nexar__ep_t *ep) {
+  atomic_store_explicit(&ep->rpc_until, nexar__now() + RPC_SLICE_NS,
+                        memory_order_relaxed);
+}
+
+/* The bound of the pass starting at |now|: a call waits behind at most
+ * that much bulk work on each side. */
+static void set_slice(nexar__ep_t *ep, uint64_t now) {
+  ep->slice = now < atomic_load_explicit(&ep->rpc_until, memory_order_relaxed)
+                  ? ep->slice_rpc
+                  : ep->slice_bulk;
+}
+
 /* What a post runs once it has the engine lock: the queued operations and,
  * when one of them left something for it (writes, a close a control call
  * asked for, a link that ended), the output half. The input half is left to the
@@ -135,6 +154,7 @@ static bool run_ops(nexar__ep_t *ep);
  * running the ticks costs more than starting a small send does. */
 static void post_run(nexar__ep_t *ep) {
   ep->pass_now = nexar__now();
+  set_slice(ep, ep->pass_now);
   run_ops(ep);
   for (int i = 0; i < ep->nconns; i++)
     if (nexar__link_output_due(ep->conns[i])) {
@@ -523,6 +543,7 @@ static void catch_up(nexar__ep_t *ep) {
  * makes the reading a catch-up. */
 static void ep_input(nexar__ep_t *ep) {
   uint64_t now = ep->pass_now = nexar__now();
+  set_slice(ep, now);
   nexar__run_pass_begin(ep, now);
   if (nexar__run_paused(ep, now)) catch_up(ep);
   if (run_ops(ep) && nexar__run_paused(ep, nexar__now())) catch_up(ep);

@@ -374,6 +374,7 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     return;
   }
   if (m->hdr.kind == NEXAR__KIND_RPC) {
+    nexar__ep_rpc_seen(&ctx->ep);
     ctx->hooks->rpc_header(ctx, comm, m);
     return;
   }

@@ -560,6 +560,7 @@ int nexar_rpc_icall(nexar_comm_t *comm, int rank, uint16_t fn_id,
   r->st.source = rank;
   r->st.tag = fn_id;
   r->t_start = nexar__now();
+  nexar__ep_rpc_seen(&ctx->ep);
   int64_t ms = timeout_ms > 0 ? timeout_ms : ctx->prm.op_timeout_ms;
   r->rpc_deadline = r->t_start + (uint64_t)ms * 1000000ull;
   /* A call made by a handler ends by its own caller's deadline. */

@@ -455,13 +455,17 @@ struct nexar__ep {
     pthread_t s_tid;     /*   and the thread */
     bool s_ok;
   } run;
-  bool resuming;         /* inside that catch-up read */
-  bool resume_due;       /* a pause was seen while reading (udp.c) */
-  size_t rcvbuf_bytes;   /* the socket's receive buffer (udp.c) */
-  size_t rx_pass_bytes;  /* bytes the last receive pass read */
-  int rx_batch;          /* datagrams per recvmmsg call */
-  uint64_t slice;        /* NEXAR_PASS_SLICE_BYTES (docs/configuration.md) */
-  int64_t data_inflight; /* data-lane bytes-in-flight floor; 0: none */
+  bool resuming;           /* inside that catch-up read */
+  bool resume_due;         /* a pause was seen while reading (udp.c) */
+  size_t rcvbuf_bytes;     /* the socket's receive buffer (udp.c) */
+  size_t rx_pass_bytes;    /* bytes the last receive pass read */
+  int rx_batch;            /* datagrams per recvmmsg call */
+  uint64_t slice;          /* this pass's bound: slice_bulk, or slice_rpc
+                              while rpc_until is ahead (engine.c) */
+  uint64_t slice_bulk;     /* NEXAR_PASS_SLICE_BYTES (docs/configuration.md) */
+  uint64_t slice_rpc;      /* NEXAR_PASS_SLICE_RPC_BYTES */
+  atomic_ullong rpc_until; /* RPC traffic seen: nexar__ep_rpc_seen (ns) */
+  int64_t data_inflight;   /* data-lane bytes-in-flight floor; 0: none */
   /* A batch in txbuf the socket refused (EAGAIN/ENOBUFS): bytes
    * [tx_off, tx_len) of datagrams of tx_seg bytes to tx_to, sent by
    * nexar__udp_resume. While tx_blocked nothing else is written. */
