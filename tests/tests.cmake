@@ -267,6 +267,10 @@ nexar_test(test_mixed 90 test_mixed.c)
 # deadline.
 nexar_test(test_relay_credit 90 test_relay_credit.c)
 nexar_test(test_relay_rdv 60 test_relay_rdv.c)
+add_test(NAME test_relay_rdv_quic COMMAND test_relay_rdv)
+math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
+set_tests_properties(test_relay_rdv_quic PROPERTIES TIMEOUT ${t}
+  ENVIRONMENT NEXAR_TRANSPORT=quic)
 # The relay stress (issue 18 finding 1; docs/topology.md section 10):
 # random collective sequences over sparse topologies with minimal windows
 # at 7 processes, and relayed p2p. In the default run: every configuration
