@@ -14,6 +14,9 @@
  * the unexpected store's bound (NEXAR_MAX_STREAMS first parts). Before the
  * rendezvous the first two unexpected messages held the last link's two
  * data streams and the program hung.
+ * Case 2: a rendezvous send that no receive matches ends at its op
+ * deadline (NEXAR_ERR_TIMEOUT, it waits for the clear-to-send), and every
+ * process then passes a barrier and finalizes.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,7 +30,7 @@
 #define SHORT 5000
 
 static int worker(int index, void *arg) {
-  (void)arg;
+  int c = *(int *)arg;
   (void)index;
   nexar_ctx_t *ctx;
   nexar_comm_t *world;
@@ -35,7 +38,14 @@ static int worker(int index, void *arg) {
   NT_OK(nt_join_world(&ctx, &world, &rank, &size));
   static uint8_t out[NMSG + 1][LEN], in[NMSG + 1][LEN];
   nexar_req_t *reqs[NMSG + 1];
-  if (rank == 0 || rank == 2) {
+  if (c == 1 && rank == 0) {
+    int rc = nexar_send(world, out[0], LEN, NEXAR_BYTE, 2, 0);
+    NT_CHECKF(rc == NEXAR_ERR_TIMEOUT, "unmatched send: %s, not a timeout",
+              nexar_strerror(rc));
+  } else if (c == 1) {
+    struct timespec ts = {2, 0}; /* rank 0's deadline passes first */
+    nanosleep(&ts, NULL);
+  } else if (rank == 0 || rank == 2) {
     int peer = 2 - rank;
     for (int i = 0; i <= NMSG; i++) {
       nt_fill(out[i], LEN, (unsigned)(rank * 100 + i));
@@ -79,14 +89,18 @@ static int worker(int index, void *arg) {
   return 0;
 }
 
+#define RING                                                                 \
+  "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\n" \
+  "NEXAR_RELAY_WINDOW_BYTES=1024\nNEXAR_RELAY_CREDIT_BYTES=4096\n"
+
 int main(void) {
   nt_opts_t o = {.world_size = 5,
                  .timeout_ms = 60000,
-                 .env =
-                     "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\n"
-                     "NEXAR_EAGER_BYTES=1024\nNEXAR_RELAY_WINDOW_BYTES=1024\n"
-                     "NEXAR_RELAY_CREDIT_BYTES=4096\n"
-                     "NEXAR_OP_TIMEOUT_MS=15000"};
+                 .env = RING "NEXAR_OP_TIMEOUT_MS=15000"};
+  nt_opts_t wait = {.world_size = 5,
+                    .timeout_ms = 60000,
+                    .env = RING "NEXAR_OP_TIMEOUT_MS=1500"};
   int fails = nt_run_case(&o, worker, 0, "rendezvous_reverse");
+  fails += nt_run_case(&wait, worker, 1, "rendezvous_unmatched_deadline");
   return fails ? 1 : 0;
 }
