@@ -193,6 +193,12 @@ typedef struct nexar__topo_stats {
 typedef struct nexar__credit {
   uint64_t used;              /* bytes of credited frames in flight */
   nexar__omsg_t *head, *tail; /* relay frames waiting their turn, FIFO */
+  bool requested;             /* a credit request is out (no CREDIT since) */
+  /* As that process's destination: bytes of its frames that left their
+   * links, not yet given back (returned in batches), and whether it asked
+   * for them (the next frame to leave gives them back). */
+  uint64_t owed;
+  bool asked;
 } nexar__credit_t;
 typedef struct nexar__topo {
   int kind;

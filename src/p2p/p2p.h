@@ -215,10 +215,10 @@ bool nexar__credit_wants(nexar_ctx_t *ctx, int lane, uint64_t len);
  * when it waits for credit (queued here, on no link: cwait). */
 bool nexar__credit_admit(nexar_ctx_t *ctx, nexar__omsg_t *m);
 /* Stable id |from| gave back |n| bytes of credit on |lane|: waiting frames
- * to it go out. */
+ * to it go out; |n| 0: it asks for the credit this process owes it. */
 void nexar__credit_returned(nexar_ctx_t *ctx, int from, int lane, uint64_t n);
 /* Destination: relayed message |m| leaves its link: the credit its origin
- * holds for it (m->e2e) goes back. */
+ * holds for it (m->e2e) goes back, batched (p2p/credit.c). */
 void nexar__credit_give_back(nexar_ctx_t *ctx, nexar__imsg_t *m);
 /* Takes waiting frame |m| out of its queue (its send ends). */
 void nexar__credit_unwait(nexar_ctx_t *ctx, nexar__omsg_t *m);

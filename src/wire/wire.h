@@ -66,7 +66,10 @@ enum nexar__kind {
 /* CREDIT (control lane, comm_id = NEXAR__PROC_ID, src_rank = the sender's
  * stable id, no payload): the sender, destination of relay frames with
  * count = 1 from the receiver, took |count| bytes of them off its links on
- * lane |tag| (DATA or RPC); the receiver may send that many more. */
+ * lane |tag| (DATA or RPC); the receiver may send that many more. count 0:
+ * a request from an origin whose next frame waits for credit: the
+ * receiver gives back what it owes at once, or with the next frame of the
+ * sender's that leaves its links. */
 /* An agreement lists stable ids, distinct and below the job's id space
  * (NEXAR__ELASTIC_MAX_IDS): the header decoder bounds an AGREE payload by
  * it (64 KiB), before the receiver allocates anything for it. */
