@@ -27,8 +27,10 @@
  * (docs/topology.md section 10), and the controls; `make relay-stress`
  * runs every configuration for one seed.
  * Usage: relay_stress [seed [rounds [config]]] (config: 0-6 the
- * collective configurations, 7-10 point-to-point: kregular:2 at 5 and 8,
- * full at 8, kregular:2 at 8 with the end-to-end credit at its least).
+ * collective configurations, 7-11 point-to-point: kregular:2 at 5 and 8,
+ * full at 8, kregular:2 at 8 with the end-to-end credit at its least, and
+ * the same with a 4096-byte credit and messages of 1 to 64 KiB, relayed by
+ * rendezvous).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +46,7 @@
 typedef struct {
   unsigned seed;
   int rounds;
+  int maxlen; /* point-to-point: largest message (bytes) */
 } run_t;
 
 static uint64_t next(uint64_t *s) {
@@ -188,7 +191,7 @@ static int worker(int index, void *arg) {
 }
 
 /* Relayed point-to-point: NMSG messages drawn from the seed (source,
- * destination, tag, 1 to 4096 bytes); every rank posts all its receives,
+ * destination, tag, 1 to run->maxlen bytes); every rank posts all its receives,
  * then sends its messages in the drawn order, then waits for all. */
 #define NMSG 400
 static int worker_p2p(int index, void *arg) {
@@ -203,7 +206,7 @@ static int worker_p2p(int index, void *arg) {
   for (int i = 0; i < NMSG; i++) {
     src[i] = (int)(next(&s) % (uint64_t)size);
     dst[i] = (int)((src[i] + 1 + next(&s) % (uint64_t)(size - 1)) % size);
-    len[i] = 1 + (int)(next(&s) % 4096);
+    len[i] = 1 + (int)(next(&s) % (uint64_t)run->maxlen);
   }
   nexar_req_t **reqs = calloc(2 * NMSG, sizeof(*reqs));
   uint8_t **bufs = calloc(2 * NMSG, sizeof(*bufs));
@@ -265,14 +268,18 @@ static const char *const configs[] = {
 static const struct {
   int np;
   const char *env;
+  int maxlen;
 } p2p_configs[] = {
-    {5, "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN},
-    {8, "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN},
-    {8, "NEXAR_TOPOLOGY=full\n" P2P_MIN},
+    {5, "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN, 4096},
+    {8, "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN, 4096},
+    {8, "NEXAR_TOPOLOGY=full\n" P2P_MIN, 4096},
     /* The end-to-end credit at one largest message (4096 + 128) per pair:
      * origins wait for credit all the time. */
-    {8,
-     "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN "\nNEXAR_RELAY_CREDIT_BYTES=4224"},
+    {8, "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN "\nNEXAR_RELAY_CREDIT_BYTES=4224",
+     4096},
+    /* Messages up to 16 times the credit (rendezvous, 1 to 64 KiB). */
+    {8, "NEXAR_TOPOLOGY=kregular:2\n" P2P_MIN "\nNEXAR_RELAY_CREDIT_BYTES=4096",
+     65536},
 };
 #define NP2P (int)(sizeof p2p_configs / sizeof p2p_configs[0])
 
@@ -304,7 +311,7 @@ int main(int argc, char **argv) {
     snprintf(what, sizeof what, "config %d", i);
     if (i < NCONFIGS)
       fails += run_one(what, NP, configs[i], 20000, worker, &run);
-    else
+    else if ((run.maxlen = p2p_configs[i - NCONFIGS].maxlen))
       fails += run_one(what, p2p_configs[i - NCONFIGS].np,
                        p2p_configs[i - NCONFIGS].env, 60000, worker_p2p, &run);
   }

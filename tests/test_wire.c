@@ -404,11 +404,42 @@ static void test_hdr_rules(void **state) {
                      NEXAR__HDR_BYTES);
     assert_int_equal(d.step, mode);
   }
-  h.step = NEXAR__P2P_GROUP + 1;
+  h.step = NEXAR__P2P_RDV_DATA + 1;
   nexar__hdr_encode(&h, b);
   assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
                    NEXAR_ERR_PROTO);
   assert_string_equal(why, "step");
+  /* Rendezvous: a first part gives the message's length (above its
+   * payload, within the bound) in count; a later part its offset (the part
+   * within the bound) and its first part's seq in coll_seq; data lane. */
+  h = sample_p2p();
+  h.step = NEXAR__P2P_RDV;
+  h.count = 5000;
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 5000, &why),
+                   NEXAR__HDR_BYTES);
+  assert_true(d.count == 5000 && nexar__msg_bytes(&d) == 5000);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 4999, &why),
+                   NEXAR_ERR_PROTO);
+  assert_string_equal(why, "count");
+  expect_hdr_reject(&h, 4, NEXAR__LANE_CONTROL, "lane");
+  h.count = h.payload_len;
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+                   NEXAR_ERR_PROTO);
+  assert_string_equal(why, "count");
+  h = sample_p2p();
+  h.step = NEXAR__P2P_RDV_DATA;
+  h.count = 4000;
+  h.coll_seq = 98;
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 5000, &why),
+                   NEXAR__HDR_BYTES);
+  assert_true(d.coll_seq == 98 && nexar__msg_bytes(&d) == h.payload_len);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 4999, &why),
+                   NEXAR_ERR_PROTO);
+  assert_string_equal(why, "count");
+  expect_hdr_reject(&h, 4, NEXAR__LANE_RPC, "lane");
   /* A match acknowledgement: control lane, tag 0, no payload, coll_seq =
    * the acknowledged seq; anything else is refused. */
   h = sample_p2p();
@@ -442,7 +473,7 @@ static void test_hdr_rules(void **state) {
   h.tag = 0;
   for (size_t off = 32; off < 56; off++) {
     if (off >= 44 && off < 48) continue; /* algo, tested above */
-    /* The step's low byte: 1..3 are modes, 4 is not. */
+    /* The step's low byte: 1..3 are modes, 4 (RDV) needs a count. */
     assert_int_equal(hdr_try(&h, off, off == 40 ? 4 : 1, &why),
                      NEXAR_ERR_PROTO);
   }

@@ -266,6 +266,11 @@ nexar_test(test_mixed 90 test_mixed.c)
 # before they were let in whole); a send waiting for credit ends at its op
 # deadline.
 nexar_test(test_relay_credit 90 test_relay_credit.c)
+nexar_test(test_relay_rdv 60 test_relay_rdv.c)
+add_test(NAME test_relay_rdv_quic COMMAND test_relay_rdv)
+math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
+set_tests_properties(test_relay_rdv_quic PROPERTIES TIMEOUT ${t}
+  ENVIRONMENT NEXAR_TRANSPORT=quic)
 # The relay stress (issue 18 finding 1; docs/topology.md section 10):
 # random collective sequences over sparse topologies with minimal windows
 # at 7 processes, and relayed p2p. In the default run: every configuration
@@ -280,7 +285,8 @@ target_include_directories(relay_stress PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(relay_stress PRIVATE nexar_harness nexar_static m)
 # Each of these but the controls (5, 6, 10) hung before its fix
 # (docs/topology.md section 10).
-foreach(run 0:1 0:2 0:4 0:5 2:4 2:5 3:4 3:5 4:4 7:4 7:5 8:4 8:5 5:1 6:1 10:4)
+foreach(run 0:1 0:2 0:4 0:5 2:4 2:5 3:4 3:5 4:4 7:4 7:5 8:4 8:5 5:1 6:1 10:4
+    11:4 11:5)
   string(REPLACE ":" ";" cs ${run})
   list(GET cs 0 c)
   list(GET cs 1 seed)
@@ -289,7 +295,7 @@ foreach(run 0:1 0:2 0:4 0:5 2:4 2:5 3:4 3:5 4:4 7:4 7:5 8:4 8:5 5:1 6:1 10:4)
   set_tests_properties(relay_stress_c${c}_s${seed} PROPERTIES TIMEOUT ${t})
 endforeach()
 # Over QUIC (whole unexpected messages detach from bidirectional streams).
-foreach(c 0 3)
+foreach(c 0 3 11)
   add_test(NAME relay_stress_c${c}_s4_quic COMMAND relay_stress 4 12 ${c})
   math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
   set_tests_properties(relay_stress_c${c}_s4_quic PROPERTIES TIMEOUT ${t}

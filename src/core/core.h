@@ -56,9 +56,18 @@ struct nexar_req {
    * status of the first message it matches and leaves that message to
    * the receives. */
   bool probe;
-  /* A synchronous-mode send (nexar_issend): NEXAR__SYNC_* bits
-   * (p2p/p2p.h); 0 for every other request. */
+  /* A synchronous-mode send (nexar_issend), or a relayed send above the
+   * end-to-end credit (rendezvous): NEXAR__SYNC_* bits (p2p/p2p.h); 0 for
+   * every other request. */
   uint8_t sync;
+  /* A receive bound to a rendezvous message (p2p/rdv.c), linked in its
+   * communicator's rdv list until its last byte is in: the message's
+   * origin (stable id), its first part's seq, its length and the bytes of
+   * its later parts still to come. */
+  nexar__req_t *rdv_next;
+  bool rdv_linked;
+  int rdv_origin;
+  uint64_t rdv_seq, rdv_total, rdv_left;
   /* A collective's folding receive: payload is combined into buf (whole
    * elements of fold_es bytes) instead of copied; NULL: copied. */
   void (*fold)(const struct nexar_req *r, uint8_t *dst, const uint8_t *src,
@@ -98,6 +107,8 @@ struct nexar_comm {
   nexar__req_t *posted_tail;
   nexar__imsg_t *unexp; /* unexpected messages, in arrival order */
   nexar__imsg_t *unexp_tail;
+  /* Receives waiting for the later parts of a rendezvous message. */
+  nexar__req_t *rdv;
   /* Synchronous sends whose match acknowledgement has not come yet. */
   nexar__req_t *ssend;
   pthread_mutex_t err_mu;
@@ -184,6 +195,12 @@ typedef struct nexar__topo_stats {
 typedef struct nexar__credit {
   uint64_t used;              /* bytes of credited frames in flight */
   nexar__omsg_t *head, *tail; /* relay frames waiting their turn, FIFO */
+  bool requested;             /* a credit request is out (no CREDIT since) */
+  /* As that process's destination: bytes of its frames that left their
+   * links, not yet given back (returned in batches), and whether it asked
+   * for them (the next frame to leave gives them back). */
+  uint64_t owed;
+  bool asked;
 } nexar__credit_t;
 typedef struct nexar__topo {
   int kind;

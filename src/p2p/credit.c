@@ -14,8 +14,17 @@
  * store, or dropped. A frame that does not fit waits here, in a FIFO per
  * destination and lane (the order its sequence numbers need), on no link.
  * Frames larger than the credit are cut through as before, but wait their
- * turn in the same FIFO. The control lane needs no credit: its messages
- * are few, bounded by the protocols that send them, and consumed at once.
+ * turn in the same FIFO.
+ *
+ * Credit goes back in batches: the destination sends CREDIT once half the
+ * window's bytes have left its links, or at once when the origin asked.
+ * An origin whose next frame does not fit asks (a CREDIT with count 0)
+ * whenever no request of its is answered yet, so owed credit never strands
+ * a waiting frame: while the frame waits, the origin's credit in flight is
+ * not zero, so some of it is owed or still travelling, and the next frame
+ * to leave the destination's links, or the request itself, returns it. The
+ * control lane needs no credit: its messages are few, bounded by the protocols
+ * that send them, and consumed at once.
  */
 #include <stdlib.h>
 
@@ -39,6 +48,25 @@ static uint64_t need(nexar_ctx_t *ctx, const nexar__omsg_t *m) {
   return nexar__credit_wants(ctx, m->lane, m->len) ? m->pre_len + m->len : 0;
 }
 
+/* Sends stable id |to| a CREDIT of |n| bytes on |lane| (0: a request). */
+static void credit_send(nexar_ctx_t *ctx, int to, int lane, uint64_t n) {
+  nexar__hdr_t h = {.kind = NEXAR__KIND_CREDIT,
+                    .comm_id = NEXAR__PROC_ID,
+                    .src_rank = (uint32_t)ctx->rank,
+                    .tag = (uint32_t)lane,
+                    .count = n};
+  /* Lost only with the route, and then forgiven (nexar__credit_reset). */
+  (void)nexar__ctl_send(ctx, to, &h, NULL, 0);
+}
+
+/* Origin: the head frame towards |dest| does not fit: asks for what the
+ * destination owes, unless a request is already out. */
+static void ask(nexar_ctx_t *ctx, int dest, int lane, nexar__credit_t *q) {
+  if (q->requested || !ctx->dead || ctx->dead[dest]) return;
+  q->requested = true;
+  credit_send(ctx, dest, lane, 0);
+}
+
 bool nexar__credit_admit(nexar_ctx_t *ctx, nexar__omsg_t *m) {
   nexar__credit_t *q = m->pre ? slot(ctx, m->dest, m->lane) : NULL;
   if (!q) return true;
@@ -55,7 +83,16 @@ bool nexar__credit_admit(nexar_ctx_t *ctx, nexar__omsg_t *m) {
   else
     q->head = m;
   q->tail = m;
+  ask(ctx, m->dest, m->lane, q);
   return false;
+}
+
+/* Destination: gives origin |to| what it is owed on |lane|. */
+static void give(nexar_ctx_t *ctx, int to, int lane, nexar__credit_t *q) {
+  uint64_t n = q->owed;
+  q->owed = 0;
+  q->asked = false;
+  if (n) credit_send(ctx, to, lane, n);
 }
 
 /* Sends what the credit towards |dest| on |lane| now allows, in order. */
@@ -63,7 +100,10 @@ static void pump(nexar_ctx_t *ctx, nexar__credit_t *q) {
   nexar__omsg_t *m;
   while ((m = q->head)) {
     uint64_t n = need(ctx, m);
-    if (q->used + n > (uint64_t)ctx->prm.relay_credit_bytes) return;
+    if (q->used + n > (uint64_t)ctx->prm.relay_credit_bytes) {
+      ask(ctx, m->dest, m->lane, q);
+      return;
+    }
     q->head = m->next;
     if (!q->head) q->tail = NULL;
     m->next = NULL;
@@ -76,6 +116,14 @@ static void pump(nexar_ctx_t *ctx, nexar__credit_t *q) {
 void nexar__credit_returned(nexar_ctx_t *ctx, int from, int lane, uint64_t n) {
   nexar__credit_t *q = slot(ctx, from, lane);
   if (!q) return;
+  if (!n) { /* a request: what is owed goes back now, or with the next */
+    if (q->owed)
+      give(ctx, from, lane, q);
+    else
+      q->asked = true;
+    return;
+  }
+  q->requested = false;
   q->used -= n < q->used ? n : q->used;
   pump(ctx, q);
 }
@@ -84,13 +132,14 @@ void nexar__credit_give_back(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   uint64_t n = m->e2e;
   m->e2e = 0;
   if (!n || !ctx->dead || ctx->dead[m->origin]) return;
-  nexar__hdr_t h = {.kind = NEXAR__KIND_CREDIT,
-                    .comm_id = NEXAR__PROC_ID,
-                    .src_rank = (uint32_t)ctx->rank,
-                    .tag = m->hdr.lane,
-                    .count = n};
-  /* Lost only with the route, and then forgiven (nexar__credit_reset). */
-  (void)nexar__ctl_send(ctx, m->origin, &h, NULL, 0);
+  nexar__credit_t *q = slot(ctx, m->origin, m->hdr.lane);
+  if (!q) {
+    credit_send(ctx, m->origin, m->hdr.lane, n);
+    return;
+  }
+  q->owed += n;
+  if (q->asked || q->owed >= (uint64_t)ctx->prm.relay_credit_bytes / 2)
+    give(ctx, m->origin, m->hdr.lane, q);
 }
 
 void nexar__credit_unwait(nexar_ctx_t *ctx, nexar__omsg_t *m) {
@@ -150,8 +199,10 @@ void nexar__credit_fail(nexar_ctx_t *ctx, int peer, nexar_comm_t *comm, int err,
 void nexar__credit_reset(nexar_ctx_t *ctx) {
   nexar__topo_t *t = &ctx->topo;
   for (int i = 0; t->credit && i < 2 * t->n; i++) {
-    t->credit[i].used = 0;
-    pump(ctx, &t->credit[i]);
+    nexar__credit_t *q = &t->credit[i];
+    q->used = q->owed = 0;
+    q->requested = q->asked = false;
+    pump(ctx, q);
   }
 }
 

@@ -75,6 +75,7 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
     return;
   }
   if (r->kind == NEXAR__REQ_RECV) {
+    nexar__rdv_unlink(r);
     if (r->msg) {
       r->msg->req = NULL; /* the rest of the message is discarded */
       r->msg = NULL;
@@ -134,6 +135,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
    * fail too only when the peer is a member. */
   nexar__p2p_sync_fail_peer(ctx, peer, err, send_why);
   fail_posted(ctx, ctx->world_comm, peer, err, why);
+  nexar__rdv_fail_peer(ctx, peer, err, recv_why);
   for (int i = 0; i < ctx->ncomms; i++) {
     nexar_comm_t *cm = ctx->comms[i];
     if (nexar__comm_rank_of(cm, peer) >= 0)
@@ -147,6 +149,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
       if (!r || m->origin != peer) continue;
       m->req = NULL;
       r->msg = NULL;
+      nexar__rdv_unlink(r);
       FAIL_TEXT(r->comm, "%s", recv_why);
       nexar__req_complete(r, err);
     }
@@ -156,6 +159,7 @@ void nexar__p2p_fail_peer(nexar_ctx_t *ctx, int peer, int err,
 void nexar__p2p_fail_comm(nexar_ctx_t *ctx, nexar_comm_t *comm, int err) {
   while (comm->posted) nexar__p2p_cancel(comm->posted, err);
   while (comm->ssend) nexar__p2p_cancel(comm->ssend, err);
+  while (comm->rdv) nexar__p2p_cancel(comm->rdv, err);
   /* Every link: a member's messages may travel on any of them. */
   for (int w = 0; ctx->peers && w < ctx->world; w++) {
     nexar__link_t *c = w == ctx->rank ? NULL : ctx->peers[w];
@@ -184,6 +188,7 @@ void nexar__p2p_conn_teardown(nexar__link_t *c) {
     m->hash = NULL;
     if (m->req) {
       m->req->msg = NULL;
+      nexar__rdv_unlink(m->req);
       nexar__req_complete(m->req, NEXAR_ERR_CLOSED);
     }
     m->stream_closed = false; /* no credit to return */

@@ -184,6 +184,7 @@ static void deliver(nexar__imsg_t *m) {
     r->st.source = src_comm_rank(m);
     r->st.tag = (int)m->hdr.tag;
     r->st.bytes = m->hdr.payload_len;
+    nexar__rdv_unlink(r);
     nexar__comm_set_error(
         r->comm,
         "rank %d: message from process %d (seq %llu) relayed through "
@@ -192,7 +193,7 @@ static void deliver(nexar__imsg_t *m) {
         r->comm->rank, m->origin, (unsigned long long)m->hdr.seq,
         m->conn ? m->conn->peer : -1);
     nexar__req_complete(r, NEXAR_ERR_AUTH);
-  } else if (r) {
+  } else if (r && !nexar__rdv_first_in(r)) {
     nexar__p2p_recv_end(r, &m->hdr);
   }
   maybe_free(m);
@@ -321,8 +322,11 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   m->req = r;
   r->msg = m;
   m->state = NEXAR__IM_MATCHED;
-  if (m->hdr.kind == NEXAR__KIND_P2P && m->hdr.step == NEXAR__P2P_SYNC)
-    nexar__p2p_ack_match(ctx, r->comm, m);
+  if (m->hdr.kind == NEXAR__KIND_P2P && m->hdr.step == NEXAR__P2P_RDV)
+    nexar__rdv_bound(m, r);
+  if (m->hdr.kind == NEXAR__KIND_P2P &&
+      (m->hdr.step == NEXAR__P2P_SYNC || m->hdr.step == NEXAR__P2P_RDV))
+    nexar__p2p_ack_match(ctx, r->comm, m); /* RDV: the clear-to-send */
   if (m->buf_len) copy_in(m, 0, m->buf, m->buf_len);
   free(m->buf);
   m->buf = NULL;
@@ -381,6 +385,10 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   if (m->hdr.kind == NEXAR__KIND_P2P && m->hdr.step == NEXAR__P2P_MATCHED) {
     nexar__p2p_on_matched(comm, m->origin, m->hdr.coll_seq);
     discard(ctx, m);
+    return;
+  }
+  if (m->hdr.kind == NEXAR__KIND_P2P && m->hdr.step == NEXAR__P2P_RDV_DATA) {
+    nexar__rdv_on_part(ctx, m); /* consumed at once, never matched */
     return;
   }
   for (nexar__req_t *r = comm->posted, *next; r; r = next) {
@@ -627,6 +635,7 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
       m->buf_len += n;
     }
     if (m->hash) nexar__relay_digest(m, d, n);
+    if (m->rdv) nexar__rdv_data(ctx, m, m->got, d, n);
     m->got += n;
   }
   if (fin) m->fin = true;
@@ -664,6 +673,7 @@ void nexar__p2p_on_stream_close(nexar__link_t *c, nexar__imsg_t *m) {
     nexar__req_t *r = m->req;
     m->req = NULL;
     r->msg = NULL;
+    nexar__rdv_unlink(r);
     nexar__req_complete(r, NEXAR_ERR_PEER_FAILED);
     m->state = NEXAR__IM_DONE;
     imsg_free(m);

@@ -44,7 +44,10 @@ void nexar__p2p_on_matched(nexar_comm_t *comm, int from, uint64_t seq) {
     if (r->peer != from || r->hdr.seq != seq) continue;
     nexar__p2p_sync_unlink(r);
     r->sync |= NEXAR__SYNC_MATCHED;
-    if (r->sync & NEXAR__SYNC_SENT) nexar__req_complete(r, NEXAR_OK);
+    if (r->sync & NEXAR__SYNC_RDV)
+      nexar__rdv_rest(r); /* the clear-to-send */
+    else if (r->sync & NEXAR__SYNC_SENT)
+      nexar__req_complete(r, NEXAR_OK);
     return;
   }
   /* None: the send ended already (timed out, cancelled by a failure). */
@@ -94,7 +97,7 @@ void nexar__p2p_sync_fail_peer(nexar_ctx_t *ctx, int peer, int err,
 void nexar__p2p_probed(nexar__req_t *r, const nexar__imsg_t *m) {
   r->st.source = (int)m->hdr.src_rank;
   r->st.tag = (int)m->hdr.tag;
-  r->st.bytes = m->hdr.payload_len;
+  r->st.bytes = nexar__msg_bytes(&m->hdr);
   nexar__req_complete(r, NEXAR_OK);
 }
 
@@ -109,7 +112,7 @@ bool nexar__p2p_peek(nexar_comm_t *comm, int source, int tag,
     if (!nexar__p2p_matches(&probe, m)) continue;
     st->source = (int)m->hdr.src_rank;
     st->tag = (int)m->hdr.tag;
-    st->bytes = m->hdr.payload_len;
+    st->bytes = nexar__msg_bytes(&m->hdr);
     st->error = NEXAR_OK;
     st->rpc_code = 0;
     return true;

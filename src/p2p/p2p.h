@@ -215,10 +215,10 @@ bool nexar__credit_wants(nexar_ctx_t *ctx, int lane, uint64_t len);
  * when it waits for credit (queued here, on no link: cwait). */
 bool nexar__credit_admit(nexar_ctx_t *ctx, nexar__omsg_t *m);
 /* Stable id |from| gave back |n| bytes of credit on |lane|: waiting frames
- * to it go out. */
+ * to it go out; |n| 0: it asks for the credit this process owes it. */
 void nexar__credit_returned(nexar_ctx_t *ctx, int from, int lane, uint64_t n);
 /* Destination: relayed message |m| leaves its link: the credit its origin
- * holds for it (m->e2e) goes back. */
+ * holds for it (m->e2e) goes back, batched (p2p/credit.c). */
 void nexar__credit_give_back(nexar_ctx_t *ctx, nexar__imsg_t *m);
 /* Takes waiting frame |m| out of its queue (its send ends). */
 void nexar__credit_unwait(nexar_ctx_t *ctx, nexar__omsg_t *m);
@@ -235,6 +235,35 @@ bool nexar__credit_idle(nexar_ctx_t *ctx);
 /* Frees what waits (context teardown). */
 void nexar__credit_fini(nexar_ctx_t *ctx);
 
+/* ---------------- p2p/rdv.c ---------------- */
+/* Whether send |req| (|relayed|: its next hop is not its destination)
+ * goes by rendezvous: a relayed data-lane point-to-point message, not
+ * vectored, above one credited frame's payload. */
+bool nexar__rdv_wants(nexar_ctx_t *ctx, const nexar__req_t *req, bool relayed);
+/* Origin: sends the first part of |req| and links it to wait for the
+ * clear-to-send; 0 or what nexar__p2p_emit returns. */
+int nexar__rdv_send(nexar_ctx_t *ctx, nexar__req_t *req);
+/* Origin: the clear-to-send for |r| came: its later parts are copied out
+ * (credited frames) and it completes. */
+void nexar__rdv_rest(nexar__req_t *r);
+/* Destination: receive |r| matched first part |m|: it waits in its
+ * communicator's rdv list for the later parts. */
+void nexar__rdv_bound(nexar__imsg_t *m, nexar__req_t *r);
+/* Destination: |r| leaves the rdv list (if in it). */
+void nexar__rdv_unlink(nexar__req_t *r);
+/* Destination: the first part of |r| is all in; false when |r| is no
+ * rendezvous receive (it ends as usual), else it ends once the rest is in. */
+bool nexar__rdv_first_in(nexar__req_t *r);
+/* Destination: the header of later part |m| was admitted (in order): its
+ * bytes go to the receive waiting for them, or are dropped. */
+void nexar__rdv_on_part(nexar_ctx_t *ctx, nexar__imsg_t *m);
+/* Destination: |n| bytes at offset |off| of later part |m|'s payload. */
+void nexar__rdv_data(nexar_ctx_t *ctx, nexar__imsg_t *m, uint64_t off,
+                     const uint8_t *d, size_t n);
+/* Destination: ends the receives waiting for the later parts of messages
+ * from stable id |peer| with |err| (|why| their communicator's text). */
+void nexar__rdv_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);
+
 /* ---------------- p2p/modes.c ---------------- */
 /* Bits of nexar__req_t.sync: a synchronous send (WAIT) completes once its
  * bytes are out (SENT: copied or acknowledged by the transport) and the
@@ -244,6 +273,9 @@ void nexar__credit_fini(nexar_ctx_t *ctx);
 #define NEXAR__SYNC_SENT 2u
 #define NEXAR__SYNC_MATCHED 4u
 #define NEXAR__SYNC_LINKED 8u
+/* A relayed send above the end-to-end credit (rendezvous, p2p/rdv.c): its
+ * first part is out (SENT); the receiver's MATCHED is the clear-to-send. */
+#define NEXAR__SYNC_RDV 16u
 /* A synchronous send starts: linked until its acknowledgement comes. */
 void nexar__p2p_sync_link(nexar__req_t *r);
 /* Unlinks |r| if it is linked. */

@@ -217,6 +217,7 @@ struct nexar__imsg {
   uint32_t pre, pre_got;
   uint8_t rbuf[NEXAR__RELAY_PRE_BYTES];
   bool relayed;   /* delivered here from a relay frame (hdr is the inner) */
+  bool rdv;       /* a later part of a rendezvous message (p2p/rdv.c) */
   bool unordered; /* relayed FAILED/AGREE: idempotent, taken as they come */
   bool bad_hash;  /* the payload does not match the authenticated digest */
   gnutls_hash_hd_t hash; /* relayed: digest of the payload so far */

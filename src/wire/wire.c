@@ -148,15 +148,21 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
   if (d.kind == NEXAR__KIND_P2P) {
     if (d.tag > NEXAR_TAG_MAX) return fail(why, "tag");
     if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
-    if (d.step > NEXAR__P2P_GROUP) return fail(why, "step");
+    if (d.step > NEXAR__P2P_RDV_DATA) return fail(why, "step");
+    bool rdv = d.step == NEXAR__P2P_RDV || d.step == NEXAR__P2P_RDV_DATA;
+    if (rdv && d.lane != NEXAR__LANE_DATA) return fail(why, "lane");
     if (d.step == NEXAR__P2P_MATCHED) {
       if (d.lane != NEXAR__LANE_CONTROL) return fail(why, "lane");
       if (d.tag != 0) return fail(why, "tag");
       if (d.payload_len != 0) return fail(why, "payload_len");
-    } else if (d.coll_seq != 0) {
+    } else if (d.coll_seq != 0 && d.step != NEXAR__P2P_RDV_DATA) {
       return fail(why, "coll_seq");
     }
-    if (d.count != 0) return fail(why, "count");
+    if (d.step == NEXAR__P2P_RDV
+            ? d.count <= d.payload_len || d.count > max_payload
+        : d.step == NEXAR__P2P_RDV_DATA ? d.count > max_payload - d.payload_len
+                                        : d.count != 0)
+      return fail(why, "count");
   }
   *h = d;
   return (int)NEXAR__HDR_BYTES;

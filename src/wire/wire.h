@@ -66,7 +66,10 @@ enum nexar__kind {
 /* CREDIT (control lane, comm_id = NEXAR__PROC_ID, src_rank = the sender's
  * stable id, no payload): the sender, destination of relay frames with
  * count = 1 from the receiver, took |count| bytes of them off its links on
- * lane |tag| (DATA or RPC); the receiver may send that many more. */
+ * lane |tag| (DATA or RPC); the receiver may send that many more. count 0:
+ * a request from an origin whose next frame waits for credit: the
+ * receiver gives back what it owes at once, or with the next frame of the
+ * sender's that leaves its links. */
 /* An agreement lists stable ids, distinct and below the job's id space
  * (NEXAR__ELASTIC_MAX_IDS): the header decoder bounds an AGREE payload by
  * it (64 KiB), before the receiver allocates anything for it. */
@@ -95,13 +98,21 @@ enum nexar__rpc_step { NEXAR__RPC_REQUEST = 0, NEXAR__RPC_RESPONSE = 1 };
  * answer, on the control lane with no payload and tag 0; coll_seq = the
  * data-lane seq of the SYNC message it acknowledges. GROUP: a message of
  * nexar_comm_create_group (tag = the call's tag), matched only by the
- * library's own receives of that call, never by the application's. Other
- * P2P messages have coll_seq 0. */
+ * library's own receives of that call, never by the application's.
+ * RDV: the first part of a relayed message above the end-to-end relay
+ * credit (rendezvous, docs/topology.md section 10), data lane: count = the
+ * message's length (> payload_len), the payload its first bytes; matched
+ * like a standard message, the receiver answers MATCHED (clear to send).
+ * RDV_DATA: a later part, data lane: coll_seq = the seq of its RDV, count
+ * = the payload's offset in the message (count + payload_len <= its
+ * length). Other P2P messages have coll_seq and count 0. */
 enum nexar__p2p_mode {
   NEXAR__P2P_STANDARD = 0,
   NEXAR__P2P_SYNC = 1,
   NEXAR__P2P_MATCHED = 2,
-  NEXAR__P2P_GROUP = 3
+  NEXAR__P2P_GROUP = 3,
+  NEXAR__P2P_RDV = 4,
+  NEXAR__P2P_RDV_DATA = 5
 };
 
 /* Lanes, in the order a connection writes them: control, RPC, data
@@ -153,6 +164,14 @@ typedef struct nexar__hdr {
   uint64_t count;       /* element count of the whole collective call */
   uint64_t payload_len; /* payload bytes following the header */
 } nexar__hdr_t;
+
+/* The length of the message of header |h|: its payload, or for a
+ * rendezvous first part (P2P RDV), the whole message's. */
+static inline uint64_t nexar__msg_bytes(const nexar__hdr_t *h) {
+  return h->kind == NEXAR__KIND_P2P && h->step == NEXAR__P2P_RDV
+             ? h->count
+             : h->payload_len;
+}
 
 /* Writes exactly NEXAR__HDR_BYTES bytes to |out|. */
 void nexar__hdr_encode(const nexar__hdr_t *h, uint8_t out[NEXAR__HDR_BYTES]);
