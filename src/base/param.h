@@ -134,7 +134,7 @@
   X(INT, pass_slice_rpc_bytes, "NEXAR_PASS_SLICE_RPC_BYTES", 65536, 4096,      \
     1 << 30,                                                                   \
     "the same bound for 50 ms after RPC traffic (a call posted, a request or " \
-    "a response received; at most NEXAR_PASS_SLICE_BYTES)")                   \
+    "a response received; at most NEXAR_PASS_SLICE_BYTES)")                    \
   X(INT, progress_linger_us, "NEXAR_PROGRESS_LINGER_US", 1000, 0, 1000000,     \
     "after a caller stops driving progress, the progress thread stays off "    \
     "the socket this long (0: it always polls)")                               \
