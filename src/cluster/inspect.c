@@ -123,11 +123,7 @@ static void on_ready(nexar__link_t *c) {
 }
 
 static void on_data(nexar__link_t *c, const uint8_t *d, size_t n) {
-  int rc = nexar__seed_feed(c, d, n, on_frame);
-  if (rc < 0 && c->state != NEXAR__CS_DEAD) {
-    nexar__link_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(rc));
-    nexar__link_fail(c, rc, nexar_strerror(rc));
-  }
+  (void)nexar__seed_feed_or_close(c, d, n, on_frame);
 }
 
 static void on_closed(nexar__link_t *c) {

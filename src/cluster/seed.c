@@ -59,6 +59,16 @@ int nexar__seed_feed(nexar__link_t *c, const uint8_t *d, size_t n,
   }
 }
 
+int nexar__seed_feed_or_close(nexar__link_t *c, const uint8_t *d, size_t n,
+                              nexar__seed_frame_fn fn) {
+  int r = nexar__seed_feed(c, d, n, fn);
+  if (r < 0 && c->state != NEXAR__CS_DEAD) {
+    nexar__link_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(r));
+    nexar__link_fail(c, r, nexar_strerror(r));
+  }
+  return r;
+}
+
 /* After each call into the core: its frames go out, and its result, once
  * there is one, is published to nexar_seed_wait. The WELCOME roster is
  * referenced, not copied, by every worker's message (the core keeps it
@@ -137,11 +147,7 @@ static void seed_on_ready(nexar__link_t *c) {
 
 static void seed_on_data(nexar__link_t *c, const uint8_t *d, size_t n) {
   if (slot_of(c) < 0) return;
-  int r = nexar__seed_feed(c, d, n, on_frame);
-  if (r < 0 && c->state != NEXAR__CS_DEAD) {
-    nexar__link_close(c, NEXAR__CLOSE_PROTO, nexar_strerror(r));
-    nexar__link_fail(c, r, nexar_strerror(r));
-  }
+  (void)nexar__seed_feed_or_close(c, d, n, on_frame);
 }
 
 static void seed_on_closed(nexar__link_t *c) {

@@ -14,6 +14,10 @@ typedef int (*nexar__seed_frame_fn)(nexar__link_t *c, uint8_t type,
  */
 int nexar__seed_feed(nexar__link_t *c, const uint8_t *d, size_t n,
                      nexar__seed_frame_fn fn);
+/* nexar__seed_feed; on an error, |c| (if still live) is closed as a
+ * protocol violation and fails with that code. Returns the same. */
+int nexar__seed_feed_or_close(nexar__link_t *c, const uint8_t *d, size_t n,
+                              nexar__seed_frame_fn fn);
 
 /*
  * Worker side (bootstrap.c): checks the seed's PROOF frame body on |c| in
