@@ -39,6 +39,17 @@
 
 static int go_join[2];
 static pid_t *victim_pid; /* shared mapping */
+static int *passed;       /* same mapping: members out of the barrier */
+
+/* A barrier can end at one rank before its last message has left
+ * another: the victim dies only once every other member is out of it. */
+static void wait_barrier_passed(void) {
+  struct timespec ts = {0, 1000000};
+  for (int i = 0;
+       i < 10000 && __atomic_load_n(passed, __ATOMIC_ACQUIRE) < MEMBERS - 1;
+       i++)
+    nanosleep(&ts, NULL);
+}
 
 static bool host_a(int id) {
   return id < 2;
@@ -186,6 +197,8 @@ static int worker(int index, void *arg) {
     if (check_world(w) || check_links(ctx, w)) return 1;
     if (index == VICTIM) *victim_pid = getpid();
     NT_OKC(w, nexar_barrier(w));
+    if (index != VICTIM) __atomic_add_fetch(passed, 1, __ATOMIC_RELEASE);
+    if (index == VICTIM || index == 0) wait_barrier_passed();
     if (index == VICTIM) raise(SIGKILL);
     if (index == 0) kill(*victim_pid, SIGKILL);
     int64_t v = 1, s = 0;
@@ -215,6 +228,7 @@ int main(void) {
   victim_pid = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (victim_pid == MAP_FAILED || pipe(go_join) < 0) return 1;
+  passed = (int *)((char *)victim_pid + 64);
   nt_opts_t o = {.world_size = MEMBERS,
                  .nprocs = MEMBERS + 1,
                  .timeout_ms = 40000,
