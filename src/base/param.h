@@ -127,6 +127,11 @@
     "data-lane bytes in flight per connection before more data waits, or "     \
     "twice the path's bandwidth-delay product if larger (0: off); RPC "        \
     "messages wait only above twice that")                                     \
+  X(INT, data_inflight_rpc_bytes, "NEXAR_DATA_INFLIGHT_RPC_BYTES", 32768, 0,   \
+    1 << 30,                                                                   \
+    "the same bound, without the bandwidth-delay term, for 50 ms after RPC "   \
+    "traffic (see NEXAR_PASS_SLICE_RPC_BYTES), with data packets cut to "      \
+    "half of it (at least 1200 bytes); 0: off")                                \
   X(INT, pass_slice_bytes, "NEXAR_PASS_SLICE_BYTES", 262144, 4096, 1 << 30,    \
     "payload bytes one progress pass reads, and the data a shared-memory "     \
     "ring holds unread, per link, so that control and RPC messages wait "      \

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "transport/quic_test.h"
 #include "transport/shm_test.h"
 
 nexar_comm_t *nexar__comm_new(nexar_ctx_t *ctx) {
@@ -100,4 +101,27 @@ static int forge_fn(nexar__req_t *req) {
 int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind) {
   forge_arg_t f = {ctx, peer, kind};
   return nexar__ep_call(&ctx->ep, forge_fn, &f, UINT64_MAX);
+}
+
+/* ---- Test hook: a QUIC link's counters (transport/quic_test.h). */
+
+typedef struct stats_arg {
+  nexar_ctx_t *ctx;
+  int peer;
+  nexar__quic_test_stats_t *out;
+} stats_arg_t;
+
+static int stats_fn(nexar__req_t *req) {
+  stats_arg_t *a = req->cb_arg;
+  nexar_ctx_t *ctx = a->ctx;
+  if (a->peer < 0 || a->peer >= ctx->world || a->peer == ctx->rank || !a->out)
+    return NEXAR_ERR_INVALID_ARG;
+  return nexar__quic_stats_link(ctx->peers ? ctx->peers[a->peer] : NULL,
+                                a->out);
+}
+
+int nexar__quic_test_stats(nexar_ctx_t *ctx, int peer,
+                           nexar__quic_test_stats_t *out) {
+  stats_arg_t a = {ctx, peer, out};
+  return nexar__ep_call(&ctx->ep, stats_fn, &a, UINT64_MAX);
 }

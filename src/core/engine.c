@@ -142,9 +142,7 @@ void nexar__ep_rpc_seen(nexar__ep_t *ep) {
 /* The bound of the pass starting at |now|: a call waits behind at most
  * that much bulk work on each side. */
 static void set_slice(nexar__ep_t *ep, uint64_t now) {
-  ep->slice = now < atomic_load_explicit(&ep->rpc_until, memory_order_relaxed)
-                  ? ep->slice_rpc
-                  : ep->slice_bulk;
+  ep->slice = nexar__ep_rpc_recent(ep, now) ? ep->slice_rpc : ep->slice_bulk;
 }
 
 /* What a post runs once it has the engine lock: the queued operations and,

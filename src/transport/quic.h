@@ -23,6 +23,10 @@ typedef struct nexar__quic {
    * cost a packet of its own for the credit. [0] uni, [1] bidi. */
   uint32_t streams_owed[2];
   int64_t seed_tx_sid;
+  /* Packets with data written while RPC traffic was recent (quic_tx.c),
+   * the largest of them, and the most bytes in flight right after one:
+   * tests read them (nexar__quic_test_stats, quic_test.h). */
+  uint64_t rpc_data_pkts, rpc_data_pkt_max, rpc_data_inflight_max;
   uint64_t handshake_deadline;
 } nexar__quic_t;
 

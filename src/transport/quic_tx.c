@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "transport/quic.h"
+#include "transport/quic_test.h"
 
 #define Q(l) nexar__quic(l)
 
@@ -92,22 +93,38 @@ static void account(nexar__omsg_t *m, ngtcp2_ssize n) {
   if (m && n > 0) m->sent += (uint64_t)n;
 }
 
+/* Notes which lane's bytes the packet being written got from |m|. */
+static void note_lane(const nexar__omsg_t *m, ngtcp2_ssize n, bool *prio,
+                      bool *data) {
+  if (!m || n <= 0) return;
+  if (m->lane == NEXAR__LANE_DATA)
+    *data = true;
+  else
+    *prio = true;
+}
+
 /* How many lanes of lane_order may write now. Data waits while the
  * connection has more than cap = max(data_inflight, 2 x bandwidth-delay
  * product) bytes in flight: without that bound the congestion window
  * (inflated by batched ACKs) lets several MB of data queue in the
  * receiver's socket, and a control message sent after it waits until the
  * receiver has decrypted all of it, behind data of any peer since all share
- * one socket. The RPC lane has an allowance of its own on top: it waits
- * only above 2 x cap, so a call never waits for data to drain, and a burst
- * of large calls is bounded as data is. Control is never held back. */
-static int writable_lanes(nexar__link_t *c) {
+ * one socket. While RPC traffic is recent (|rpc|), data waits above
+ * data_inflight_rpc instead, when that is lower: a call's packet then finds
+ * at most that much data ahead of it in the receiver's socket (the
+ * bandwidth-delay term is left out: it grows with the queueing it would
+ * allow). The RPC lane has an allowance of its own on top: it waits only
+ * above 2 x cap, so a call never waits for data to drain, and a burst of
+ * large calls is bounded as data is. Control is never held back. */
+static int writable_lanes(nexar__link_t *c, bool rpc) {
   int64_t floor = c->ep->data_inflight;
-  if (floor <= 0 || c->role != NEXAR__ROLE_MESH) return NEXAR__LANE_COUNT;
+  int64_t rpc_cap = rpc ? c->ep->data_inflight_rpc : 0;
+  if ((floor <= 0 && rpc_cap <= 0) || c->role != NEXAR__ROLE_MESH)
+    return NEXAR__LANE_COUNT;
   ngtcp2_conn_stat cs;
   ngtcp2_conn_get_conn_stat(Q(c)->qc, &cs);
-  uint64_t cap = (uint64_t)floor;
-  if (cs.min_rtt != UINT64_MAX && cs.delivery_rate_sec) {
+  uint64_t cap = floor > 0 ? (uint64_t)floor : UINT64_MAX;
+  if (floor > 0 && cs.min_rtt != UINT64_MAX && cs.delivery_rate_sec) {
     /* Rates above 1 TB/s or RTTs above 1 s saturate rather than wrap. */
     uint64_t rate = cs.delivery_rate_sec < (1ull << 40) ? cs.delivery_rate_sec
                                                         : (1ull << 40);
@@ -115,8 +132,36 @@ static int writable_lanes(nexar__link_t *c) {
     uint64_t bdp2 = 2 * (rate >> 10) * rtt / (NGTCP2_SECONDS >> 10);
     if (bdp2 > cap) cap = bdp2;
   }
-  if (cs.bytes_in_flight < cap) return NEXAR__LANE_COUNT;
-  return cs.bytes_in_flight < 2 * cap ? NEXAR__LANE_COUNT - 1 : 1;
+  uint64_t data_cap =
+      rpc_cap > 0 && (uint64_t)rpc_cap < cap ? (uint64_t)rpc_cap : cap;
+  if (cs.bytes_in_flight < data_cap) return NEXAR__LANE_COUNT;
+  return cap == UINT64_MAX || cs.bytes_in_flight < 2 * cap
+             ? NEXAR__LANE_COUNT - 1
+             : 1;
+}
+
+/* The largest packet a flush writes: the connection's, or while RPC
+ * traffic is recent half of data_inflight_rpc (at least QUIC's minimum of
+ * 1200 bytes), so that the in-flight bound admits more than one packet and
+ * the receiver's passes, which read whole datagrams, stay short. */
+static size_t packet_max(nexar__link_t *c, bool rpc) {
+  size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(Q(c)->qc);
+  if (!rpc || c->ep->data_inflight_rpc <= 0) return pktmax;
+  size_t half = (size_t)c->ep->data_inflight_rpc / 2;
+  if (half < NGTCP2_MAX_UDP_PAYLOAD_SIZE) half = NGTCP2_MAX_UDP_PAYLOAD_SIZE;
+  return half < pktmax ? half : pktmax;
+}
+
+/* A packet holding data was written while RPC traffic was recent: what
+ * tests read through nexar__quic_test_stats (quic_test.h). */
+static void count_rpc_data(nexar__link_t *c, size_t pkt) {
+  nexar__quic_t *q = Q(c);
+  ngtcp2_conn_stat cs;
+  ngtcp2_conn_get_conn_stat(q->qc, &cs);
+  q->rpc_data_pkts++;
+  if (pkt > q->rpc_data_pkt_max) q->rpc_data_pkt_max = pkt;
+  if (cs.bytes_in_flight > q->rpc_data_inflight_max)
+    q->rpc_data_inflight_max = cs.bytes_in_flight;
 }
 
 /* Sends the |len| bytes of packets in txbuf. Returns 0; 1 when the socket
@@ -150,7 +195,8 @@ void nexar__quic_flush(nexar__link_t *c) {
     return;
   }
   uint64_t ts = nexar__now();
-  size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(Q(c)->qc);
+  bool rpc = nexar__ep_rpc_recent(ep, ts);
+  size_t pktmax = packet_max(c, rpc);
   size_t quantum = ngtcp2_conn_get_send_quantum(Q(c)->qc);
   size_t batch_max = GSO_MAX_BYTES / pktmax;
   if (batch_max < 1) batch_max = 1;
@@ -163,15 +209,22 @@ void nexar__quic_flush(nexar__link_t *c) {
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
   c->want_write = false;
+  /* The packet being written holds control or RPC frames, or data. */
+  bool prio_in = false, data_in = false;
   for (int guard = 0; guard < 100000; guard++) {
     int err = 0;
     nexar__omsg_t *m = c->state == NEXAR__CS_READY
-                           ? next_sendable(c, writable_lanes(c), &err)
+                           ? next_sendable(c, writable_lanes(c, rpc), &err)
                            : NULL;
     if (err) {
       nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
       return;
     }
+    /* A packet with control or RPC frames ends before data joins it: it
+     * stays small, so it is encrypted, sent and decrypted on its own,
+     * ahead of the data that follows, instead of inside a packet of up to
+     * 64 KB of data. */
+    if (prio_in && m && m->lane == NEXAR__LANE_DATA) m = NULL;
     struct iovec iov[NEXAR__FRAME_VECS];
     ngtcp2_vec vec[NEXAR__FRAME_VECS];
     size_t nvec = 0;
@@ -194,6 +247,7 @@ void nexar__quic_flush(nexar__link_t *c) {
     if (n < 0) {
       if (n == NGTCP2_ERR_WRITE_MORE) {
         account(m, ndata);
+        note_lane(m, ndata, &prio_in, &data_in);
         continue;
       }
       if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED && m) {
@@ -208,6 +262,9 @@ void nexar__quic_flush(nexar__link_t *c) {
       return;
     }
     account(m, ndata);
+    note_lane(m, ndata, &prio_in, &data_in);
+    if (n > 0 && rpc && data_in) count_rpc_data(c, (size_t)n);
+    prio_in = data_in = false;
     if (n == 0) break;
     total += (size_t)n;
     if (nseg == 0) {
@@ -278,4 +335,12 @@ void nexar__quic_send_close(nexar__link_t *c) {
   if (n > 0)
     nexar__udp_send(c->ep, &c->remote, c->remote_len, buf, (size_t)n,
                     (size_t)n);
+}
+
+int nexar__quic_stats_link(nexar__link_t *l, nexar__quic_test_stats_t *out) {
+  if (!l || l->tp != &nexar__tp_quic || !Q(l)->qc) return NEXAR_ERR_UNSUPPORTED;
+  out->rpc_data_pkts = Q(l)->rpc_data_pkts;
+  out->rpc_data_pkt_max = Q(l)->rpc_data_pkt_max;
+  out->rpc_data_inflight_max = Q(l)->rpc_data_inflight_max;
+  return 0;
 }

@@ -467,6 +467,7 @@ struct nexar__ep {
   uint64_t slice_rpc;      /* NEXAR_PASS_SLICE_RPC_BYTES */
   atomic_ullong rpc_until; /* RPC traffic seen: nexar__ep_rpc_seen (ns) */
   int64_t data_inflight;   /* data-lane bytes-in-flight floor; 0: none */
+  int64_t data_inflight_rpc; /* the bound while rpc_until is ahead; 0: none */
   /* A batch in txbuf the socket refused (EAGAIN/ENOBUFS): bytes
    * [tx_off, tx_len) of datagrams of tx_seg bytes to tx_to, sent by
    * nexar__udp_resume. While tx_blocked nothing else is written. */
@@ -479,6 +480,12 @@ struct nexar__ep {
   uint64_t tx_since;    /* when the batch was refused (ns) */
   uint64_t tx_retry_at; /* ENOBUFS: next attempt (ns); 0: wait EPOLLOUT */
 };
+
+/* Whether RPC traffic was seen in the last 50 ms (nexar__ep_rpc_seen):
+ * passes and QUIC data then keep to their shorter bounds. */
+static inline bool nexar__ep_rpc_recent(nexar__ep_t *ep, uint64_t now) {
+  return now < atomic_load_explicit(&ep->rpc_until, memory_order_relaxed);
+}
 
 /* ---------------- tls.c ---------------- */
 int nexar__identity_init(nexar__identity_t *id);

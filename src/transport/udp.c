@@ -117,6 +117,7 @@ int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
   if (ep->rx_batch < 1 || ep->rx_batch > NEXAR__RX_BATCH)
     ep->rx_batch = NEXAR__RX_BATCH;
   ep->data_inflight = p->data_inflight_bytes;
+  ep->data_inflight_rpc = p->data_inflight_rpc_bytes;
   ep->linger_ns = (uint64_t)p->progress_linger_us * 1000u;
   ep->spin_ns = (uint64_t)p->spin_us * 1000u;
   ep->fd = fd;

@@ -1,0 +1,33 @@
+/*
+ * Test hook of the QUIC transport (quic_tx.c): what a link's data lane
+ * did while RPC traffic was recent. Not part of the public API;
+ * tests/test_rpc_quic.c uses it.
+ */
+#ifndef NEXAR_QUIC_TEST_H
+#define NEXAR_QUIC_TEST_H
+
+#include <stdint.h>
+
+#include "nexar.h"
+
+typedef struct nexar__quic_test_stats {
+  uint64_t rpc_data_pkts;         /* packets with data written meanwhile */
+  uint64_t rpc_data_pkt_max;      /* the largest of them (bytes) */
+  uint64_t rpc_data_inflight_max; /* most bytes in flight right after one */
+} nexar__quic_test_stats_t;
+
+/*
+ * Copies the counters of this process's QUIC link to world rank |peer|
+ * into |out|, on the progress thread. Returns 0; NEXAR_ERR_INVALID_ARG for
+ * a bad |peer| or NULL |out|; NEXAR_ERR_UNSUPPORTED when no QUIC link to
+ * |peer| exists. Thread-safe (any user thread).
+ */
+int nexar__quic_test_stats(nexar_ctx_t *ctx, int peer,
+                           nexar__quic_test_stats_t *out);
+/* The transport's half (quic_tx.c; engine held): the counters of link
+ * |l|; NEXAR_ERR_UNSUPPORTED when |l| is not a QUIC link. */
+struct nexar__link;
+int nexar__quic_stats_link(struct nexar__link *l,
+                           nexar__quic_test_stats_t *out);
+
+#endif /* NEXAR_QUIC_TEST_H */
