@@ -108,6 +108,8 @@ math(EXPR t "120 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
 set_tests_properties(test_coll_hier_netns PROPERTIES TIMEOUT ${t}
   SKIP_RETURN_CODE 77)
 nexar_test(test_lanes 180 test_lanes.c)
+# RPC under load over QUIC: the data lane's in-flight bound while calls are made.
+nexar_test(test_rpc_quic 120 test_rpc_quic.c)
 # A kernel without epoll_pwait2 (seccomp answers ENOSYS): jobs still run.
 nexar_test(test_old_kernel 150 test_old_kernel.c)
 set_tests_properties(test_old_kernel PROPERTIES SKIP_RETURN_CODE 77)

@@ -1,0 +1,125 @@
+/*
+ * RPC under load over QUIC (issue 21, finding 7): two ranks run 4 MiB
+ * allreduces on a communicator of their own from a second thread while
+ * the main threads call each other's echo handler back to back (8 B to
+ * 1 KiB). Every echo and every allreduce must be bit-exact.
+ *
+ * The mechanism that keeps a call from waiting behind bulk data is checked
+ * through the QUIC link's counters (src/transport/quic_test.h), not by
+ * timing (speed is measured by `nexar-perf rpc`, docs/performance.md):
+ * while calls are made, data packets are at most half of
+ * NEXAR_DATA_INFLIGHT_RPC_BYTES and the bytes in flight right after one
+ * stay below the bound plus one such packet (plus the calls' own small
+ * packets). Before the bound, 64 KB packets went out until 2 x the
+ * bandwidth-delay product or 256 KiB was in flight (195-455 KB measured),
+ * and a call's packet waited in the receiver's socket behind all of it.
+ * With NEXAR_DATA_INFLIGHT_RPC_BYTES=0 (the bound off) this test fails.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "nexar.h"
+#include "transport/quic_test.h"
+
+#define FN_ECHO 7
+#define BOUND 32768u          /* NEXAR_DATA_INFLIGHT_RPC_BYTES default */
+#define LOAD_COUNT (1u << 20) /* floats: 4 MiB allreduces */
+#define LOAD_ROUNDS 6
+#define CALL_MAX 1024u
+#define CALLS_SLACK (16u * CALL_MAX) /* calls' packets in flight meanwhile */
+
+typedef struct load {
+  nexar_comm_t *comm;
+  int rank, rc;
+  volatile int done;
+} load_t;
+
+static inline uint8_t pat(size_t i) {
+  return (uint8_t)(i * 131u + (i >> 8) * 7u);
+}
+
+/* Allreduces of small integers (exact in float) on their own comm. */
+static void *load_main(void *arg) {
+  load_t *l = arg;
+  float *in = malloc(LOAD_COUNT * sizeof *in);
+  float *v = malloc(LOAD_COUNT * sizeof *v);
+  l->rc = in && v ? 0 : NEXAR_ERR_NOMEM;
+  for (int k = 0; k < LOAD_ROUNDS && l->rc == 0; k++) {
+    for (size_t i = 0; i < LOAD_COUNT; i++)
+      in[i] = (float)((i + (size_t)k) % 1000 + (size_t)l->rank);
+    l->rc =
+        nexar_allreduce(l->comm, in, v, LOAD_COUNT, NEXAR_FLOAT32, NEXAR_SUM);
+    for (size_t i = 0; i < LOAD_COUNT && l->rc == 0; i++)
+      if (v[i] != (float)(2 * ((i + (size_t)k) % 1000) + 1))
+        l->rc = NEXAR_ERR_INTERNAL;
+  }
+  free(in);
+  free(v);
+  __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int worker(int index, void *arg) {
+  (void)index, (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r;
+  NT_OK(nt_join_world(&ctx, &w, &r, NULL));
+  load_t l = {.rank = r};
+  NT_OKC(w, nexar_comm_dup(w, &l.comm));
+  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL));
+  NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
+  static uint8_t req[CALL_MAX], resp[CALL_MAX];
+  pthread_t th;
+  NT_CHECK(pthread_create(&th, NULL, load_main, &l) == 0);
+  int calls = 0;
+  while (!__atomic_load_n(&l.done, __ATOMIC_ACQUIRE)) {
+    size_t n = calls % 4 ? 8 : 1 + ((size_t)calls * 7919u) % CALL_MAX;
+    size_t got = 0;
+    for (size_t k = 0; k < n; k++) req[k] = pat(k + (size_t)calls + (size_t)r);
+    memset(resp, 0, n);
+    NT_OKC(w, nexar_rpc_call(w, 1 - r, FN_ECHO, req, n, resp, n, &got, 30000));
+    NT_CHECKF(got == n && memcmp(req, resp, n) == 0,
+              "rank %d: call %d echoed %zu of %zu bytes, or other bytes", r,
+              calls, got, n);
+    calls++;
+  }
+  pthread_join(th, NULL);
+  NT_CHECKF(l.rc == 0, "rank %d: allreduce under calls: %s", r,
+            nexar_err_name(l.rc));
+  nexar__quic_test_stats_t s;
+  NT_OK(nexar__quic_test_stats(ctx, 1 - r, &s));
+  printf(
+      "rank %d: %d calls; %llu data packets while calls were made, the "
+      "largest %llu B, at most %llu B in flight after one\n",
+      r, calls, (unsigned long long)s.rpc_data_pkts,
+      (unsigned long long)s.rpc_data_pkt_max,
+      (unsigned long long)s.rpc_data_inflight_max);
+  NT_CHECKF(s.rpc_data_pkts > 0, "rank %d: no data written during the calls",
+            r);
+  NT_CHECKF(s.rpc_data_pkt_max <= BOUND / 2,
+            "rank %d: a data packet of %llu B during calls (bound %u / 2)", r,
+            (unsigned long long)s.rpc_data_pkt_max, BOUND);
+  NT_CHECKF(s.rpc_data_inflight_max <= BOUND + BOUND / 2 + CALLS_SLACK,
+            "rank %d: %llu B in flight after a data packet during calls "
+            "(bound %u + a packet)",
+            r, (unsigned long long)s.rpc_data_inflight_max, BOUND);
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_comm_free(&l.comm));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  nt_opts_t o = {
+      .world_size = 2, .timeout_ms = 90000, .env = "NEXAR_TRANSPORT=quic"};
+  int rc = nt_run(&o, worker, NULL);
+  printf("%s rpc_quic_data_inflight_bound_during_allreduce world=2\n",
+         rc ? "FAIL" : "ok");
+  return rc;
+}
