@@ -10,10 +10,12 @@
  * while calls are made, data packets are at most half of
  * NEXAR_DATA_INFLIGHT_RPC_BYTES and the bytes in flight right after one
  * stay below the bound plus one such packet (plus the calls' own small
- * packets). Before the bound, 64 KB packets went out until 2 x the
- * bandwidth-delay product or 256 KiB was in flight (195-455 KB measured),
+ * packets); and a packet with RPC or control frames carries no data (it
+ * stays a few KB at most). Before the bound, 64 KB packets went out until 2 x
+ * the bandwidth-delay product or 256 KiB was in flight (195-455 KB measured),
  * and a call's packet waited in the receiver's socket behind all of it.
- * With NEXAR_DATA_INFLIGHT_RPC_BYTES=0 (the bound off) this test fails.
+ * Before, the calls rode in 64 KB data packets. With
+ * NEXAR_DATA_INFLIGHT_RPC_BYTES=0 (the bound off) this test fails.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -31,6 +33,7 @@
 #define LOAD_ROUNDS 6
 #define CALL_MAX 1024u
 #define CALLS_SLACK (16u * CALL_MAX) /* calls' packets in flight meanwhile */
+#define PRIO_MAX 4096u /* a request, a response and a barrier, no data */
 
 typedef struct load {
   nexar_comm_t *comm;
@@ -95,10 +98,12 @@ static int worker(int index, void *arg) {
   NT_OK(nexar__quic_test_stats(ctx, 1 - r, &s));
   printf(
       "rank %d: %d calls; %llu data packets while calls were made, the "
-      "largest %llu B, at most %llu B in flight after one\n",
+      "largest %llu B, at most %llu B in flight after one; the largest "
+      "packet with RPC or control frames %llu B\n",
       r, calls, (unsigned long long)s.rpc_data_pkts,
       (unsigned long long)s.rpc_data_pkt_max,
-      (unsigned long long)s.rpc_data_inflight_max);
+      (unsigned long long)s.rpc_data_inflight_max,
+      (unsigned long long)s.rpc_prio_pkt_max);
   NT_CHECKF(s.rpc_data_pkts > 0, "rank %d: no data written during the calls",
             r);
   NT_CHECKF(s.rpc_data_pkt_max <= BOUND / 2,
@@ -108,6 +113,10 @@ static int worker(int index, void *arg) {
             "rank %d: %llu B in flight after a data packet during calls "
             "(bound %u + a packet)",
             r, (unsigned long long)s.rpc_data_inflight_max, BOUND);
+  NT_CHECKF(s.rpc_prio_pkt_max > 0 && s.rpc_prio_pkt_max <= PRIO_MAX,
+            "rank %d: the largest packet with RPC or control frames during "
+            "calls has %llu B (data rode in it?)",
+            r, (unsigned long long)s.rpc_prio_pkt_max);
   NT_OKC(w, nexar_barrier(w));
   NT_OK(nexar_comm_free(&l.comm));
   NT_OK(nexar_finalize(ctx));

@@ -23,6 +23,7 @@ typedef struct figures {
   double rtt_med, rtt_p99, rtt_mean, calls_s; /* us; calls per second */
   double bar_med, bar_p99;                    /* us */
   long long loads;                            /* allreduces meanwhile */
+  double loads_s; /* allreduces/s during the calls made one at a time */
 } figures_t;
 
 /* The background load: allreduces on |comm| until rank 0 says stop. */
@@ -82,12 +83,18 @@ static void quantiles(double *t, int n, double *med, double *p99) {
 
 /* One phase: rank 0 times |iters| calls one at a time, then calls/s with
  * |window| calls in flight; then every rank times |iters| barriers. */
-static int phase(perf_t *p, int iters, int warmup, int window, double *t,
-                 figures_t *f) {
+static int phase(perf_t *p, const load_t *l, int iters, int warmup, int window,
+                 double *t, figures_t *f) {
   nexar_req_t **reqs = p->reqs;
   PERF_CALL(p, "nexar_barrier", nexar_barrier(p->comm));
   if (p->rank == 0) {
+    double c0 = 0;
+    long long l0 = 0;
     for (int i = -warmup; i < iters; i++) {
+      if (i == 0) {
+        c0 = now_us();
+        l0 = l ? atomic_load(&l->done) : 0;
+      }
       size_t got = 0;
       double t0 = now_us();
       PERF_CALL(p, "nexar_rpc_call",
@@ -97,6 +104,9 @@ static int phase(perf_t *p, int iters, int warmup, int window, double *t,
       if (got != p->size || memcmp(p->sendbuf, p->recvbuf, p->size))
         return perf_fail(p, "echo differs", NEXAR_ERR_INTERNAL);
     }
+    if (l && iters > 0)
+      f->loads_s =
+          (double)(atomic_load(&l->done) - l0) / ((now_us() - c0) / 1e6);
     double sum = 0;
     for (int i = 0; i < iters; i++) sum += t[i];
     f->rtt_mean = sum / iters;
@@ -137,7 +147,7 @@ static int loaded(perf_t *p, load_t *l, int iters, int warmup, int window,
   }
   long long before = atomic_load(&l->done);
   int rc = atomic_load(&l->failed) ? NEXAR_ERR_INTERNAL
-                                   : phase(p, iters, warmup, window, t, f);
+                                   : phase(p, l, iters, warmup, window, t, f);
   f->loads = atomic_load(&l->done) - before;
   atomic_store(&l->stop, 1);
   pthread_join(th, NULL);
@@ -182,6 +192,10 @@ static void report(const perf_t *p, size_t load, int iters, int window,
       "median %.2f\n",
       busy->rtt_med / idle->rtt_med, busy->rtt_p99 / idle->rtt_p99,
       busy->calls_s / idle->calls_s, busy->bar_med / idle->bar_med);
+  printf(
+      "# load while the calls were made one at a time: %.1f allreduces/s "
+      "(rank 0)\n",
+      busy->loads_s);
   fflush(stdout);
 }
 
@@ -216,7 +230,7 @@ int perf_rpc(perf_t *p, size_t bytes, size_t load, int iters, int warmup,
     perf_fail(p, "nexar_comm_dup", rc);
     goto done;
   }
-  if (!(rc = phase(p, iters, warmup, window, t, &idle)))
+  if (!(rc = phase(p, NULL, iters, warmup, window, t, &idle)))
     rc = loaded(p, &l, iters, warmup, window, t, &busy);
   if (!rc && p->rank == 0) report(p, load, iters, window, &idle, &busy);
   /* Keep the others until rank 0 has reported (as run_sweep does). */

@@ -24,9 +24,11 @@ typedef struct nexar__quic {
   uint32_t streams_owed[2];
   int64_t seed_tx_sid;
   /* Packets with data written while RPC traffic was recent (quic_tx.c),
-   * the largest of them, and the most bytes in flight right after one:
-   * tests read them (nexar__quic_test_stats, quic_test.h). */
+   * the largest of them, the most bytes in flight right after one, and the
+   * largest packet with control or RPC frames meanwhile: tests read them
+   * (nexar__quic_test_stats, quic_test.h). */
   uint64_t rpc_data_pkts, rpc_data_pkt_max, rpc_data_inflight_max;
+  uint64_t rpc_prio_pkt_max;
   uint64_t handshake_deadline;
 } nexar__quic_t;
 

@@ -14,6 +14,7 @@ typedef struct nexar__quic_test_stats {
   uint64_t rpc_data_pkts;         /* packets with data written meanwhile */
   uint64_t rpc_data_pkt_max;      /* the largest of them (bytes) */
   uint64_t rpc_data_inflight_max; /* most bytes in flight right after one */
+  uint64_t rpc_prio_pkt_max; /* largest packet with control or RPC frames */
 } nexar__quic_test_stats_t;
 
 /*

@@ -152,10 +152,13 @@ static size_t packet_max(nexar__link_t *c, bool rpc) {
   return half < pktmax ? half : pktmax;
 }
 
-/* A packet holding data was written while RPC traffic was recent: what
- * tests read through nexar__quic_test_stats (quic_test.h). */
-static void count_rpc_data(nexar__link_t *c, size_t pkt) {
+/* A packet of |pkt| bytes with control or RPC frames (|prio|) or data was
+ * written while RPC traffic was recent: what tests read through
+ * nexar__quic_test_stats (quic_test.h). */
+static void count_rpc_pkt(nexar__link_t *c, size_t pkt, bool prio, bool data) {
   nexar__quic_t *q = Q(c);
+  if (prio && pkt > q->rpc_prio_pkt_max) q->rpc_prio_pkt_max = pkt;
+  if (!data) return;
   ngtcp2_conn_stat cs;
   ngtcp2_conn_get_conn_stat(q->qc, &cs);
   q->rpc_data_pkts++;
@@ -220,11 +223,11 @@ void nexar__quic_flush(nexar__link_t *c) {
       nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
       return;
     }
-    /* A packet with control or RPC frames ends before data joins it: it
-     * stays small, so it is encrypted, sent and decrypted on its own,
-     * ahead of the data that follows, instead of inside a packet of up to
-     * 64 KB of data. */
-    if (prio_in && m && m->lane == NEXAR__LANE_DATA) m = NULL;
+    /* A packet holds control and RPC frames or data, never both: a call's
+     * packet stays small, so it is encrypted, sent and decrypted on its
+     * own, ahead of the data that follows, instead of inside a packet of
+     * up to 64 KB of data. */
+    if (m && (m->lane == NEXAR__LANE_DATA ? prio_in : data_in)) m = NULL;
     struct iovec iov[NEXAR__FRAME_VECS];
     ngtcp2_vec vec[NEXAR__FRAME_VECS];
     size_t nvec = 0;
@@ -263,7 +266,7 @@ void nexar__quic_flush(nexar__link_t *c) {
     }
     account(m, ndata);
     note_lane(m, ndata, &prio_in, &data_in);
-    if (n > 0 && rpc && data_in) count_rpc_data(c, (size_t)n);
+    if (n > 0 && rpc) count_rpc_pkt(c, (size_t)n, prio_in, data_in);
     prio_in = data_in = false;
     if (n == 0) break;
     total += (size_t)n;
@@ -342,5 +345,6 @@ int nexar__quic_stats_link(nexar__link_t *l, nexar__quic_test_stats_t *out) {
   out->rpc_data_pkts = Q(l)->rpc_data_pkts;
   out->rpc_data_pkt_max = Q(l)->rpc_data_pkt_max;
   out->rpc_data_inflight_max = Q(l)->rpc_data_inflight_max;
+  out->rpc_prio_pkt_max = Q(l)->rpc_prio_pkt_max;
   return 0;
 }
