@@ -28,7 +28,7 @@
 #include "transport/quic_test.h"
 
 #define FN_ECHO 7
-#define BOUND 32768u          /* NEXAR_DATA_INFLIGHT_RPC_BYTES default */
+#define BOUND 65536u          /* NEXAR_DATA_INFLIGHT_RPC_BYTES default */
 #define LOAD_COUNT (1u << 20) /* floats: 4 MiB allreduces */
 #define LOAD_ROUNDS 6
 #define CALL_MAX 1024u

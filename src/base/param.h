@@ -127,7 +127,7 @@
     "data-lane bytes in flight per connection before more data waits, or "     \
     "twice the path's bandwidth-delay product if larger (0: off); RPC "        \
     "messages wait only above twice that")                                     \
-  X(INT, data_inflight_rpc_bytes, "NEXAR_DATA_INFLIGHT_RPC_BYTES", 32768, 0,   \
+  X(INT, data_inflight_rpc_bytes, "NEXAR_DATA_INFLIGHT_RPC_BYTES", 65536, 0,   \
     1 << 30,                                                                   \
     "the same bound, without the bandwidth-delay term, for 50 ms after RPC "   \
     "traffic (see NEXAR_PASS_SLICE_RPC_BYTES), with data packets cut to "      \
