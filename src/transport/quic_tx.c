@@ -1,7 +1,8 @@
 /*
  * QUIC links: sending. Each message is one local stream; a link writes its
- * control lane first, then its RPC lane, then its data lane, and packets
- * are batched for UDP GSO (pitfall list in
+ * control lane first, then its RPC lane, then its data lane, a packet holds
+ * control and RPC frames or data but never both, and packets are batched
+ * for UDP GSO (pitfall list in
  * ../shared/reference/quic-ngtcp2.md, section 6). See quic.c.
  */
 #include <errno.h>
@@ -111,9 +112,9 @@ static void note_lane(const nexar__omsg_t *m, ngtcp2_ssize n, bool *prio,
  * receiver has decrypted all of it, behind data of any peer since all share
  * one socket. While RPC traffic is recent (|rpc|), data waits above
  * data_inflight_rpc instead, when that is lower: a call's packet then finds
- * at most that much data ahead of it in the receiver's socket (the
- * bandwidth-delay term is left out: it grows with the queueing it would
- * allow). The RPC lane has an allowance of its own on top: it waits only
+ * at most about that much data ahead of it in the receiver's socket (no
+ * bandwidth-delay term here: the bound is what a call may wait behind).
+ * The RPC lane has an allowance of its own on top: it waits only
  * above 2 x cap, so a call never waits for data to drain, and a burst of
  * large calls is bounded as data is. Control is never held back. */
 static int writable_lanes(nexar__link_t *c, bool rpc) {
