@@ -13,9 +13,10 @@
  *    link's two data streams at the eager size and the program hung.
  * 2. A send waiting for credit ends at its op deadline: with
  *    NEXAR_RELAY_CREDIT_BYTES=4096 and rank 2 receiving nothing, rank 2
- *    lets in whole and detaches 2 of rank 0's 12 messages by bytes and 4
- *    by count, the 7th holds its stream and its credit, and the rest wait
- *    at rank 0 for credit; its nexar_waitall fails
+ *    lets in whole and detaches 2 of rank 0's 12 messages by the bytes of
+ *    those above the eager size, 1 by the bytes of the others (2000 and
+ *    its record) and 4 by count, the 8th holds its stream and its credit,
+ *    and the rest wait at rank 0 for credit; its nexar_waitall fails
  *    with NEXAR_ERR_TIMEOUT after NEXAR_OP_TIMEOUT_MS, and every process
  *    then passes a barrier and finalizes.
  * 3. Unexpected messages of at most the eager size, more than
