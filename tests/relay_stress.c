@@ -26,16 +26,18 @@
  * end-to-end credit and whole unexpected messages left their streams
  * (docs/topology.md section 10), and the controls; `make relay-stress`
  * runs every configuration for one seed.
- * Usage: relay_stress [seed [rounds [config]]] (config: 0-6 the
+ * Usage: relay_stress [seed [rounds [config [lag]]]] (config: 0-6 the
  * collective configurations, 7-11 point-to-point: kregular:2 at 5 and 8,
  * full at 8, kregular:2 at 8 with the end-to-end credit at its least, and
  * the same with a 4096-byte credit and messages of 1 to 64 KiB, relayed by
- * rendezvous).
+ * rendezvous; lag RANK:ROUND:OP:MS: that rank sleeps MS ms before op OP of
+ * split round ROUND, so that the others run ahead).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 #include "nexar.h"
@@ -47,6 +49,9 @@ typedef struct {
   unsigned seed;
   int rounds;
   int maxlen; /* point-to-point: largest message (bytes) */
+  /* A late rank: |lag_rank| sleeps |lag_ms| before op |lag_op| of split
+   * round |lag_round| (lag_ms 0: none). */
+  int lag_rank, lag_round, lag_op, lag_ms;
 } run_t;
 
 static uint64_t next(uint64_t *s) {
@@ -168,6 +173,12 @@ static int worker(int index, void *arg) {
     }
     if (split) {
       for (int k = 0; k < nops; k++) {
+        if (run->lag_ms && rank == run->lag_rank && round == run->lag_round &&
+            k == run->lag_op) {
+          struct timespec ts = {run->lag_ms / 1000,
+                                (run->lag_ms % 1000) * 1000000L};
+          nanosleep(&ts, NULL);
+        }
         int rc = op_start(c, &ops[k], NULL);
         NT_CHECKF(rc == NEXAR_OK, "round %d op %d (%s, %d elements): %s", round,
                   k, op_name[ops[k].op], ops[k].n, nexar_strerror(rc));
@@ -304,6 +315,12 @@ int main(int argc, char **argv) {
   run_t run = {.seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1,
                .rounds = argc > 2 ? atoi(argv[2]) : 12};
   int only = argc > 3 ? atoi(argv[3]) : -1;
+  if (argc > 4 && sscanf(argv[4], "%d:%d:%d:%d", &run.lag_rank, &run.lag_round,
+                         &run.lag_op, &run.lag_ms) != 4) {
+    fprintf(stderr, "relay_stress: lag %s: expected RANK:ROUND:OP:MS\n",
+            argv[4]);
+    return 2;
+  }
   int fails = 0;
   for (int i = 0; i < NCONFIGS + NP2P; i++) {
     if (only >= 0 && i != only) continue;

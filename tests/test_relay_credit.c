@@ -13,11 +13,24 @@
  *    link's two data streams at the eager size and the program hung.
  * 2. A send waiting for credit ends at its op deadline: with
  *    NEXAR_RELAY_CREDIT_BYTES=4096 and rank 2 receiving nothing, rank 2
- *    lets in whole and detaches 2 of rank 0's 12 messages by bytes and 4
- *    by count, the 7th holds its stream and its credit, and the rest wait
- *    at rank 0 for credit; its nexar_waitall fails
+ *    lets in whole and detaches 2 of rank 0's 12 messages by the bytes of
+ *    those above the eager size, 1 by the bytes of the others (2000 and
+ *    its record) and 4 by count, the 8th holds its stream and its credit,
+ *    and the rest wait at rank 0 for credit; its nexar_waitall fails
  *    with NEXAR_ERR_TIMEOUT after NEXAR_OP_TIMEOUT_MS, and every process
  *    then passes a barrier and finalizes.
+ * 3. Unexpected messages of at most the eager size, more than
+ *    NEXAR_MAX_STREAMS of them from one origin, ahead of a relayed one
+ *    (relay_stress configuration 0, seed 4: a ring allgather running
+ *    ahead of a late rank): rank 1 sends its neighbour rank 2 8 messages
+ *    of 100 bytes, which rank 2 receives only later, then tells rank 0,
+ *    which sends rank 2 a message through rank 1. Rank 2 receives rank
+ *    0's message first. Rank 1's messages detach from their streams
+ *    within NEXAR_RELAY_CREDIT_BYTES of that origin's bytes; before,
+ *    only NEXAR_MAX_STREAMS (4) did, the 5th and 6th held link 1 -> 2's
+ *    two data streams, rank 0's frame waited behind the 7th and 8th at
+ *    rank 1, and the receive ended at its op deadline. Over shared
+ *    memory and QUIC.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +42,8 @@
 
 #define NMSG 12 /* case 1; case 0 sends half as many */
 #define LEN 2000
+#define NSMALL 8 /* case 2 */
+#define SMALL 100
 
 static int worker(int index, void *arg) {
   int c = *(int *)arg;
@@ -66,6 +81,32 @@ static int worker(int index, void *arg) {
         NT_CHECKF(
             nt_check_fill(buf[src][i], LEN, (unsigned)(src * 100 + i)) == LEN,
             "message %d from rank %d differs", i, src);
+  } else if (c == 2) {
+    static uint8_t small[NSMALL + 1][SMALL];
+    if (rank == 1) {
+      for (int i = 0; i < NSMALL; i++) {
+        nt_fill(small[i], SMALL, (unsigned)(100 + i));
+        NT_OKC(world, nexar_isend(world, small[i], SMALL, NEXAR_BYTE, 2, 10 + i,
+                                  &reqs[i]));
+      }
+      NT_OKC(world, nexar_waitall(NSMALL, reqs, NULL));
+      NT_OKC(world, nexar_send(world, small[0], 1, NEXAR_BYTE, 0, 99));
+    } else if (rank == 0) { /* after rank 1's: queued behind them */
+      NT_OKC(world, nexar_recv(world, small[0], 1, NEXAR_BYTE, 1, 99, NULL));
+      nt_fill(small[NSMALL], SMALL, 7);
+      NT_OKC(world, nexar_send(world, small[NSMALL], SMALL, NEXAR_BYTE, 2, 1));
+    } else if (rank == 2) {
+      NT_OKC(world,
+             nexar_recv(world, small[NSMALL], SMALL, NEXAR_BYTE, 0, 1, NULL));
+      NT_CHECKF(nt_check_fill(small[NSMALL], SMALL, 7) == SMALL,
+                "the relayed message from rank 0 differs");
+      for (int i = 0; i < NSMALL; i++) {
+        NT_OKC(world,
+               nexar_recv(world, small[i], SMALL, NEXAR_BYTE, 1, 10 + i, NULL));
+        NT_CHECKF(nt_check_fill(small[i], SMALL, (unsigned)(100 + i)) == SMALL,
+                  "message %d from rank 1 differs", i);
+      }
+    }
   } else if (c == 1 && rank == 0) {
     for (int i = 0; i < nmsg; i++)
       NT_OKC(world,
@@ -97,7 +138,15 @@ int main(void) {
                     .env = RING
                     "NEXAR_RELAY_CREDIT_BYTES=4096\n"
                     "NEXAR_OP_TIMEOUT_MS=1500"};
+  nt_opts_t small = {.world_size = 5,
+                     .timeout_ms = 60000,
+                     .env = RING "NEXAR_OP_TIMEOUT_MS=5000"};
+  nt_opts_t small_quic = small;
+  small_quic.env = RING "NEXAR_OP_TIMEOUT_MS=5000\nNEXAR_TRANSPORT=quic";
   int fails = nt_run_case(&whole, worker, 0, "unexpected_whole_reverse");
   fails += nt_run_case(&wait, worker, 1, "credit_wait_deadline");
+  fails += nt_run_case(&small, worker, 2, "unexpected_small_over_count");
+  fails +=
+      nt_run_case(&small_quic, worker, 2, "unexpected_small_over_count_quic");
   return fails ? 1 : 0;
 }

@@ -220,8 +220,11 @@ typedef struct nexar__topo {
   /* Frames for a neighbour whose link is not up yet here (mesh forming),
    * FIFO per stable id (relay.c). */
   nexar__omsg_t **parked;
-  /* Per origin: whole relayed unexpected messages detached from their
-   * streams (p2p/match.c maybe_detach), at most NEXAR_MAX_STREAMS each. */
+  /* Per origin: whole unexpected messages detached from their streams
+   * (p2p/match.c maybe_detach) other than those let in whole (below):
+   * their bytes (payload and record), at most NEXAR_RELAY_CREDIT_BYTES,
+   * then how many more, at most NEXAR_MAX_STREAMS. */
+  uint64_t *detached_bytes;
   uint32_t *detached;
   /* Per destination and lane (data, RPC): the end-to-end credit of
    * relayed frames, [id * 2 + (lane == RPC)] (p2p/credit.c). */

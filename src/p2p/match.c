@@ -146,11 +146,17 @@ static void imsg_free(nexar__imsg_t *m) {
 }
 
 /* On a sparse topology, an unexpected message that has arrived whole (at
- * most the eager size) gives its stream's credit back at once and waits
- * unattached, like a message to self, so that a later operation's messages
- * cannot hold the credit of a link an earlier one needs (docs/topology.md
- * section 10, cycle 1). At most NEXAR_MAX_STREAMS per origin; only where
- * the transport forgets a message at done_in (NEXAR__TP_DONE_FORGETS). */
+ * most the eager size, or relayed under end-to-end credit) gives its
+ * stream's credit back at once and waits unattached, like a message to
+ * self, so that a later operation's messages cannot hold the credit of a
+ * link an earlier one needs (docs/topology.md section 10, cycle 1). Per
+ * origin, those not let in whole by maybe_take_whole detach while their
+ * bytes (payload and record) stay within NEXAR_RELAY_CREDIT_BYTES, then
+ * NEXAR_MAX_STREAMS more by count: a count alone let a collective running
+ * ahead of a late rank (a ring allgather sends its right neighbour n - 1
+ * messages before it needs one back) hold the last link's data streams.
+ * Only where the transport forgets a message at done_in
+ * (NEXAR__TP_DONE_FORGETS). */
 static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
   const nexar__link_t *c = m->conn;
   return c && ctx->topo.detached && m->origin >= 0 && m->origin < ctx->topo.n &&
@@ -158,16 +164,26 @@ static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
 }
 
 static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  uint32_t *held = ctx->topo.detached;
+  nexar__topo_t *t = &ctx->topo;
   if (!detachable(ctx, m) || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
-      m->got != m->hdr.payload_len || m->hash ||
-      (!m->whole && held[m->origin] >= (uint32_t)ctx->prm.max_streams))
+      m->got != m->hdr.payload_len || m->hash)
     return;
+  if (!m->whole) { /* else counted in bytes already (maybe_take_whole) */
+    uint64_t cost = m->hdr.payload_len + sizeof(*m);
+    if (t->detached_bytes[m->origin] + cost <=
+        (uint64_t)ctx->prm.relay_credit_bytes) {
+      m->whole = cost;
+      m->whole_of = &t->detached_bytes[m->origin];
+      *m->whole_of += cost;
+    } else if (t->detached[m->origin] < (uint32_t)ctx->prm.max_streams) {
+      m->held = &t->detached[m->origin];
+      (*m->held)++;
+    } else {
+      return;
+    }
+  }
   link_release(m);
   m->conn = NULL;
-  if (m->whole) return; /* counted in bytes (maybe_take_whole) */
-  m->held = &held[m->origin];
-  (*m->held)++;
 }
 
 static void maybe_free(nexar__imsg_t *m) {

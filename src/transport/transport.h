@@ -199,14 +199,15 @@ struct nexar__imsg {
   bool fin;          /* stream finished */
   bool stream_closed;
   bool credited; /* stream window extended to the whole message */
-  /* A whole relayed unexpected message detached from its stream (conn
+  /* A whole unexpected message detached from its stream by count (conn
    * NULL, credit returned; p2p/match.c): the per-origin count it holds. */
   uint32_t *held;
   /* A relayed message whose origin holds end-to-end credit for it: the
    * frame's bytes, given back when it leaves the link (p2p/credit.c). */
   uint64_t e2e;
   /* An unexpected message above the eager size let in whole (p2p/match.c
-   * maybe_take_whole): its bytes, counted in *whole_of until it is freed. */
+   * maybe_take_whole), or one of at most the eager size detached by bytes
+   * (maybe_detach): its bytes, counted in *whole_of until it is freed. */
   uint64_t whole;
   uint64_t *whole_of;
   /* The sender: the link's peer, or a relayed message's origin (stable
