@@ -154,9 +154,11 @@ struct nexar__sched {
   uint8_t alias[NEXAR__BUF_COUNT];
   uint64_t alias_off[NEXAR__BUF_COUNT];
   bool hold_final;
-  size_t fence;             /* index of the latest fence, or SIZE_MAX */
-  uint32_t *nsent, *nrecvd; /* per peer: step ids handed out */
-  uint32_t (*edges)[2];     /* (from, to) */
+  size_t fence; /* index of the latest fence, or SIZE_MAX */
+  /* Per peer: step ids handed out; from index comm->size on, the
+   * clear-to-send ids (NEXAR__STEP_CTS, sched.c xfer). */
+  uint32_t *nsent, *nrecvd;
+  uint32_t (*edges)[2]; /* (from, to) */
   size_t nedges, cap_edges;
   /* Run time. */
   uint32_t *succ;
@@ -176,6 +178,11 @@ struct nexar__sched {
   int rc;
   nexar__req_t *reqs; /* one per step, used by SEND/RECV */
 };
+
+/* The top bit of a step id marks a clear-to-send: the empty message the
+ * receiver of a relayed transfer cut into several credited frames sends
+ * once it has posted their receives (docs/topology.md section 10). */
+#define NEXAR__STEP_CTS (1u << 31)
 
 /* ---- Builder primitives. Each appends one step; errors are latched in
  * s->build_rc (NEXAR_ERR_NOMEM), so builders check once at the end. Zero
