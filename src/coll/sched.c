@@ -145,7 +145,7 @@ static uint64_t credited(const nexar__sched_t *s) {
 /* Appends transfer |st| (SEND or RECV, its peer a comm rank) of |bytes| at
  * st.off (docs/topology.md section 10). On a sparse topology a transfer
  * above one credited frame waits for a clear-to-send: the receiver sends
- * an empty message (step id NEXAR__STEP_CTS | its number among such
+ * an empty message (step id NEXAR__COLL_STEP_CTS | its number among such
  * transfers from that peer) once it has posted the receives (the CTS step
  * has every predecessor of every piece and comes after them in the ready
  * queue), and the sender's steps wait for it, so none of its bytes
@@ -168,10 +168,10 @@ static void xfer(nexar__sched_t *s, nexar__step_t st, uint64_t bytes) {
   size_t first = s->nsteps, e0 = s->nedges, wait = 0;
   if (cts && send) { /* the clear-to-send, posted at once */
     wait = s->nsteps;
-    add_step(s,
-             (nexar__step_t){.kind = NEXAR__ST_RECV,
-                             .peer = st.peer,
-                             .id = NEXAR__STEP_CTS | s->nrecvd[n + st.peer]++});
+    add_step(s, (nexar__step_t){
+                    .kind = NEXAR__ST_RECV,
+                    .peer = st.peer,
+                    .id = NEXAR__COLL_STEP_CTS | s->nrecvd[n + st.peer]++});
     first = s->nsteps;
   }
   uint64_t o = 0;
@@ -185,9 +185,10 @@ static void xfer(nexar__sched_t *s, nexar__step_t st, uint64_t bytes) {
   } while (o < bytes);
   if (!cts || send || s->build_rc) return;
   size_t last = s->nsteps, e1 = s->nedges;
-  add_step(s, (nexar__step_t){.kind = NEXAR__ST_SEND,
-                              .peer = st.peer,
-                              .id = NEXAR__STEP_CTS | s->nsent[n + st.peer]++});
+  add_step(
+      s, (nexar__step_t){.kind = NEXAR__ST_SEND,
+                         .peer = st.peer,
+                         .id = NEXAR__COLL_STEP_CTS | s->nsent[n + st.peer]++});
   for (size_t e = e0; e < e1 && !s->build_rc; e++)
     if (s->edges[e][1] >= first && s->edges[e][0] < first)
       add_edge(s, s->edges[e][0], last);

@@ -179,11 +179,6 @@ struct nexar__sched {
   nexar__req_t *reqs; /* one per step, used by SEND/RECV */
 };
 
-/* The top bit of a step id marks a clear-to-send: the empty message the
- * receiver of a relayed transfer cut into several credited frames sends
- * once it has posted their receives (docs/topology.md section 10). */
-#define NEXAR__STEP_CTS (1u << 31)
-
 /* ---- Builder primitives. Each appends one step; errors are latched in
  * s->build_rc (NEXAR_ERR_NOMEM), so builders check once at the end. Zero
  * length transfers are real messages (they carry the fingerprint). */

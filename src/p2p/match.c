@@ -159,13 +159,18 @@ static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
 
 static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   uint32_t *held = ctx->topo.detached;
+  /* A collective's clear-to-send is empty, and its origin cannot finish
+   * the call without this process, so it is not counted (at most one per
+   * transfer of the calls that origin has started and this one not). */
+  bool cts = m->hdr.kind == NEXAR__KIND_COLL && !m->hdr.payload_len &&
+             (m->hdr.step & NEXAR__COLL_STEP_CTS);
   if (!detachable(ctx, m) || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
       m->got != m->hdr.payload_len || m->hash ||
-      (!m->whole && held[m->origin] >= (uint32_t)ctx->prm.max_streams))
+      (!m->whole && !cts && held[m->origin] >= (uint32_t)ctx->prm.max_streams))
     return;
   link_release(m);
   m->conn = NULL;
-  if (m->whole) return; /* counted in bytes (maybe_take_whole) */
+  if (m->whole || cts) return; /* counted in bytes (maybe_take_whole) */
   m->held = &held[m->origin];
   (*m->held)++;
 }
