@@ -290,8 +290,8 @@ static const struct {
  * segments, a 4096-byte credit: steps of up to 3000 * 7 * 8 bytes), which
  * the collectives cut into credited frames on relayed routes. */
 #define COLL_CREDIT                                 \
-  "\nNEXAR_MAX_STREAMS=8\nNEXAR_EAGER_BYTES=1024\n" \
-  "NEXAR_RELAY_WINDOW_BYTES=1024\nNEXAR_RELAY_CREDIT_BYTES=16384"
+  "\nNEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\n" \
+  "NEXAR_RELAY_WINDOW_BYTES=1024\nNEXAR_RELAY_CREDIT_BYTES=4096"
 static const char *const credit_configs[] = {
     "NEXAR_TOPOLOGY=kregular:2" COLL_CREDIT,
     "NEXAR_TOPOLOGY=hypercube" COLL_CREDIT,

@@ -142,6 +142,13 @@ static uint64_t credited(const nexar__sched_t *s) {
   return !p ? 0 : p > es ? p - p % es : es;
 }
 
+/* The most bytes a transfer sends without waiting for a clear-to-send:
+ * NEXAR_EAGER_BYTES, at most one credited frame |p|. */
+static uint64_t eager(const nexar__sched_t *s, uint64_t p) {
+  uint64_t e = (uint64_t)s->comm->ctx->prm.eager_bytes;
+  return e < p ? e : p;
+}
+
 /* Appends transfer |st| (SEND or RECV, its peer a comm rank) of |bytes| at
  * st.off (docs/topology.md section 10). On a sparse topology a transfer
  * above one credited frame waits for a clear-to-send: the receiver sends
@@ -157,7 +164,7 @@ static uint64_t credited(const nexar__sched_t *s) {
 static void xfer(nexar__sched_t *s, nexar__step_t st, uint64_t bytes) {
   const nexar_comm_t *c = s->comm;
   uint64_t p = credited(s), off = st.off;
-  bool send = st.kind == NEXAR__ST_SEND, cts = p && bytes > p;
+  bool send = st.kind == NEXAR__ST_SEND, cts = p && bytes > eager(s, p);
   uint64_t max =
       cts && !nexar__topo_adjacent(&c->ctx->topo, c->world_ranks[c->rank],
                                    c->world_ranks[st.peer])
