@@ -150,17 +150,17 @@ static uint64_t eager(const nexar__sched_t *s, uint64_t p) {
 }
 
 /* Appends transfer |st| (SEND or RECV, its peer a comm rank) of |bytes| at
- * st.off (docs/topology.md section 10). On a sparse topology a transfer
- * above one credited frame waits for a clear-to-send: the receiver sends
- * an empty message (step id NEXAR__COLL_STEP_CTS | its number among such
- * transfers from that peer) once it has posted the receives (the CTS step
- * has every predecessor of every piece and comes after them in the ready
- * queue), and the sender's steps wait for it, so none of its bytes
+ * st.off (docs/topology.md section 10, rule 6). On a sparse topology a
+ * transfer above the eager size waits for a clear-to-send: the receiver
+ * sends an empty message (step id NEXAR__COLL_STEP_CTS | its number among
+ * such transfers from that peer) once it has posted the receives (the CTS
+ * step has every predecessor of every piece and comes after them in the
+ * ready queue), and the sender's steps wait for it, so none of its bytes
  * arrive unexpected. To a peer that is not a neighbour it is also cut into
  * pieces of one credited frame, which relays store and forward under
  * end-to-end credit. Each piece takes the next step id for its peer and
- * direction; both ends cut the same way (the graph is undirected and
- * NEXAR_RELAY_CREDIT_BYTES the job's). */
+ * direction; both ends cut the same way (the graph is undirected, the
+ * settings the job's). */
 static void xfer(nexar__sched_t *s, nexar__step_t st, uint64_t bytes) {
   const nexar_comm_t *c = s->comm;
   uint64_t p = credited(s), off = st.off;

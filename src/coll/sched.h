@@ -156,7 +156,7 @@ struct nexar__sched {
   bool hold_final;
   size_t fence; /* index of the latest fence, or SIZE_MAX */
   /* Per peer: step ids handed out; from index comm->size on, the
-   * clear-to-send ids (NEXAR__STEP_CTS, sched.c xfer). */
+   * clear-to-send ids (NEXAR__COLL_STEP_CTS, sched.c xfer). */
   uint32_t *nsent, *nrecvd;
   uint32_t (*edges)[2]; /* (from, to) */
   size_t nedges, cap_edges;
