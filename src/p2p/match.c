@@ -170,7 +170,7 @@ static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     return;
   link_release(m);
   m->conn = NULL;
-  if (m->whole || cts) return; /* counted in bytes (maybe_take_whole) */
+  if (m->whole || cts) return; /* in bytes (maybe_take_whole), or not */
   m->held = &held[m->origin];
   (*m->held)++;
 }

@@ -49,13 +49,9 @@ bool nexar__rdv_wants(nexar_ctx_t *ctx, const nexar__req_t *req, bool relayed) {
  * for one part). */
 static int emit_part(nexar_ctx_t *ctx, nexar__req_t *r, nexar__hdr_t *h,
                      uint64_t off, uint64_t n, uint8_t *tmp) {
-  const uint8_t *d = r->buf + off;
-  if (r->nsegs) {
-    nexar__seg_copy(r->segs, r->nsegs, off, tmp, (size_t)n, true);
-    d = tmp;
-  }
-  return nexar__p2p_emit(ctx, r->peer, h, NEXAR__LANE_DATA, d, n, true, NULL,
-                         r->comm);
+  if (r->nsegs) nexar__seg_copy(r->segs, r->nsegs, off, tmp, (size_t)n, true);
+  return nexar__p2p_emit(ctx, r->peer, h, NEXAR__LANE_DATA,
+                         r->nsegs ? tmp : r->buf + off, n, true, NULL, r->comm);
 }
 
 /* Scratch for gathering one part of vectored send |r| (NULL otherwise);
