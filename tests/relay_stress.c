@@ -30,8 +30,10 @@
  * collective configurations, 7-11 point-to-point: kregular:2 at 5 and 8,
  * full at 8, kregular:2 at 8 with the end-to-end credit at its least, and
  * the same with a 4096-byte credit and messages of 1 to 64 KiB, relayed by
- * rendezvous; lag RANK:ROUND:OP:MS: that rank sleeps MS ms before op OP of
- * split round ROUND, so that the others run ahead).
+ * rendezvous; 12-13 collectives on kregular:2 and hypercube with the
+ * default segments and a 4096-byte credit, so that relayed steps exceed
+ * one credited frame; lag RANK:ROUND:OP:MS: that rank sleeps MS ms before
+ * op OP of split round ROUND, so that the others run ahead).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -180,8 +182,9 @@ static int worker(int index, void *arg) {
           nanosleep(&ts, NULL);
         }
         int rc = op_start(c, &ops[k], NULL);
-        NT_CHECKF(rc == NEXAR_OK, "round %d op %d (%s, %d elements): %s", round,
-                  k, op_name[ops[k].op], ops[k].n, nexar_strerror(rc));
+        NT_CHECKF(rc == NEXAR_OK, "round %d op %d (%s, %d elements): %s (%s)",
+                  round, k, op_name[ops[k].op], ops[k].n, nexar_strerror(rc),
+                  nexar_comm_last_error(c));
       }
     } else {
       nexar_req_t *reqs[4];
@@ -294,6 +297,21 @@ static const struct {
 };
 #define NP2P (int)(sizeof p2p_configs / sizeof p2p_configs[0])
 
+/* Collective steps above the end-to-end credit (the default 1 MiB
+ * segments, a 4096-byte credit: steps of up to 3000 * 8 bytes), which wait
+ * for a clear-to-send and, on relayed routes, go as credited frames
+ * (docs/topology.md section 10, rule 6). Eight streams per link: with
+ * four, some seeds leave more than four small unexpected messages per
+ * origin (rule 3's bound) and can hang. */
+#define COLL_CREDIT                                 \
+  "\nNEXAR_MAX_STREAMS=8\nNEXAR_EAGER_BYTES=1024\n" \
+  "NEXAR_RELAY_WINDOW_BYTES=1024\nNEXAR_RELAY_CREDIT_BYTES=4096"
+static const char *const credit_configs[] = {
+    "NEXAR_TOPOLOGY=kregular:2" COLL_CREDIT,
+    "NEXAR_TOPOLOGY=hypercube" COLL_CREDIT,
+};
+#define NCREDIT (int)(sizeof credit_configs / sizeof credit_configs[0])
+
 /* Runs one world; prints "ok|FAIL <what> (...): <settings on one line>". */
 static int run_one(const char *what, int np, const char *cfg, int op_ms,
                    nt_worker_fn fn, run_t *run) {
@@ -322,12 +340,15 @@ int main(int argc, char **argv) {
     return 2;
   }
   int fails = 0;
-  for (int i = 0; i < NCONFIGS + NP2P; i++) {
+  for (int i = 0; i < NCONFIGS + NP2P + NCREDIT; i++) {
     if (only >= 0 && i != only) continue;
     char what[32];
     snprintf(what, sizeof what, "config %d", i);
     if (i < NCONFIGS)
       fails += run_one(what, NP, configs[i], 20000, worker, &run);
+    else if (i >= NCONFIGS + NP2P)
+      fails += run_one(what, NP, credit_configs[i - NCONFIGS - NP2P], 20000,
+                       worker, &run);
     else if ((run.maxlen = p2p_configs[i - NCONFIGS].maxlen))
       fails += run_one(what, p2p_configs[i - NCONFIGS].np,
                        p2p_configs[i - NCONFIGS].env, 60000, worker_p2p, &run);

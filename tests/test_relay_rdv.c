@@ -17,7 +17,13 @@
  * Case 2: a rendezvous send that no receive matches ends at its op
  * deadline (NEXAR_ERR_TIMEOUT, it waits for the clear-to-send), and every
  * process then passes a barrier and finalizes.
+ * Case 3: vectored sends (nexar_isendv, entries of uneven sizes) of three
+ * 20000-byte messages each way, unexpected, received last-first, one into
+ * a contiguous buffer and two with nexar_recvv split differently, bit for
+ * bit. Before vectored sends went by rendezvous they were cut through:
+ * the first two held the last link's two data streams and it hung.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
@@ -89,6 +95,58 @@ static int worker(int index, void *arg) {
   return 0;
 }
 
+/* Entry |k| of a list over |buf| (|sender|: the send side's split); the
+ * four entries cover LEN bytes in order. */
+static nexar_iov_t entry(uint8_t *buf, int k, bool sender) {
+  static const size_t cut[2][4] = {{1, 4999, 11000, 4000}, {7000, 3, 12996, 1}};
+  size_t off = 0;
+  for (int j = 0; j < k; j++) off += cut[sender][j];
+  return (nexar_iov_t){buf + off, cut[sender][k]};
+}
+
+static int worker_v(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *world;
+  int rank, size;
+  NT_OK(nt_join_world(&ctx, &world, &rank, &size));
+  static uint8_t out[NMSG][LEN], in[NMSG][LEN];
+  if (rank == 0 || rank == 2) {
+    int peer = 2 - rank;
+    nexar_req_t *reqs[NMSG], *rr[NMSG];
+    for (int i = 0; i < NMSG; i++) {
+      nt_fill(out[i], LEN, (unsigned)(rank * 100 + i));
+      nexar_iov_t v[4];
+      for (int k = 0; k < 4; k++) v[k] = entry(out[i], k, true);
+      NT_OKC(world, nexar_isendv(world, v, 4, peer, i, &reqs[i]));
+    }
+    struct timespec ts = {0, 300000000}; /* every first part arrives */
+    nanosleep(&ts, NULL);
+    /* The last first, blocking: the first two must have left the link. */
+    for (int i = NMSG - 1; i >= 0; i--) {
+      nexar_iov_t v[4];
+      for (int k = 0; k < 4; k++) v[k] = entry(in[i], k, false);
+      if (i == NMSG - 1)
+        NT_OKC(world, nexar_recvv(world, v, 4, peer, i, NULL));
+      else if (i == 0)
+        NT_OKC(world,
+               nexar_irecv(world, in[i], LEN, NEXAR_BYTE, peer, i, &rr[i]));
+      else
+        NT_OKC(world, nexar_irecvv(world, v, 4, peer, i, &rr[i]));
+    }
+    rr[NMSG - 1] = NULL;
+    NT_OKC(world, nexar_waitall(NMSG, rr, NULL));
+    for (int i = 0; i < NMSG; i++)
+      NT_CHECKF(nt_check_fill(in[i], LEN, (unsigned)(peer * 100 + i)) == LEN,
+                "vectored message %d from rank %d differs", i, peer);
+    NT_OKC(world, nexar_waitall(NMSG, reqs, NULL));
+  }
+  NT_OKC(world, nexar_barrier(world));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 #define RING                                                                 \
   "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\n" \
   "NEXAR_RELAY_WINDOW_BYTES=1024\nNEXAR_RELAY_CREDIT_BYTES=4096\n"
@@ -102,5 +160,6 @@ int main(void) {
                     .env = RING "NEXAR_OP_TIMEOUT_MS=1500"};
   int fails = nt_run_case(&o, worker, 0, "rendezvous_reverse");
   fails += nt_run_case(&wait, worker, 1, "rendezvous_unmatched_deadline");
+  fails += nt_run_case(&o, worker_v, 0, "rendezvous_vectored_reverse");
   return fails ? 1 : 0;
 }

@@ -279,16 +279,17 @@ set_tests_properties(test_relay_rdv_quic PROPERTIES TIMEOUT ${t}
 # that hung before relay frames were stored and forwarded under end-to-end
 # credit and unexpected messages above the eager size were let in whole
 # (0, 2, 3, 4: cycle 1; 7, 8: relayed p2p around a ring, cycle 2), for the
-# seeds that hung, three of them over QUIC too, the default-window
+# seeds that hung, four of them over QUIC too, the default-window
 # controls 5 and 6, and 10 (p2p with the least end-to-end credit: the
-# origins' credit queues at work).
+# origins' credit queues at work); 12 and 13: collective steps above the
+# end-to-end credit (clear-to-send and credited pieces, section 10 rule 6).
 add_executable(relay_stress relay_stress.c)
 target_include_directories(relay_stress PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(relay_stress PRIVATE nexar_harness nexar_static m)
 # Each of these but the controls (5, 6, 10) hung before its fix
 # (docs/topology.md section 10).
 foreach(run 0:1 0:2 0:4 0:5 2:4 2:5 3:4 3:5 4:4 7:4 7:5 8:4 8:5 5:1 6:1 10:4
-    11:4 11:5)
+    11:4 11:5 12:2 12:3 12:4 13:1 13:3 13:4)
   string(REPLACE ":" ";" cs ${run})
   list(GET cs 0 c)
   list(GET cs 1 seed)
@@ -297,7 +298,7 @@ foreach(run 0:1 0:2 0:4 0:5 2:4 2:5 3:4 3:5 4:4 7:4 7:5 8:4 8:5 5:1 6:1 10:4
   set_tests_properties(relay_stress_c${c}_s${seed} PROPERTIES TIMEOUT ${t})
 endforeach()
 # Over QUIC (whole unexpected messages detach from bidirectional streams).
-foreach(c 0 3 11)
+foreach(c 0 3 11 12)
   add_test(NAME relay_stress_c${c}_s4_quic COMMAND relay_stress 4 12 ${c})
   math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
   set_tests_properties(relay_stress_c${c}_s4_quic PROPERTIES TIMEOUT ${t}

@@ -135,39 +135,105 @@ static int peer_rank(nexar__sched_t *s, int peer) {
   return s->gmap ? s->gmap[peer] : peer;
 }
 
+/* One credited relay frame's payload in whole elements (at least one
+ * element); 0 on a full mesh, which relays nothing. */
+static uint64_t credited(const nexar__sched_t *s) {
+  uint64_t p = nexar__credit_frame(s->comm->ctx), es = s->a.es ? s->a.es : 1;
+  return !p ? 0 : p > es ? p - p % es : es;
+}
+
+/* The most bytes a transfer sends without waiting for a clear-to-send:
+ * NEXAR_EAGER_BYTES, at most one credited frame |p|. */
+static uint64_t eager(const nexar__sched_t *s, uint64_t p) {
+  uint64_t e = (uint64_t)s->comm->ctx->prm.eager_bytes;
+  return e < p ? e : p;
+}
+
+/* Appends transfer |st| (SEND or RECV, its peer a comm rank) of |bytes| at
+ * st.off (docs/topology.md section 10, rule 6). On a sparse topology a
+ * transfer above the eager size waits for a clear-to-send: the receiver
+ * sends an empty message (step id NEXAR__COLL_STEP_CTS | its number among
+ * such transfers from that peer) once it has posted the receives (the CTS
+ * step has every predecessor of every piece and comes after them in the
+ * ready queue), and the sender's steps wait for it, so none of its bytes
+ * arrive unexpected. To a peer that is not a neighbour it is also cut into
+ * pieces of one credited frame, which relays store and forward under
+ * end-to-end credit. Each piece takes the next step id for its peer and
+ * direction; both ends cut the same way (the graph is undirected, the
+ * settings the job's). */
+static void xfer(nexar__sched_t *s, nexar__step_t st, uint64_t bytes) {
+  const nexar_comm_t *c = s->comm;
+  uint64_t p = credited(s), off = st.off;
+  bool send = st.kind == NEXAR__ST_SEND, cts = p && bytes > eager(s, p);
+  uint64_t max =
+      cts && !nexar__topo_adjacent(&c->ctx->topo, c->world_ranks[c->rank],
+                                   c->world_ranks[st.peer])
+          ? p
+          : 0;
+  uint32_t *ids = send ? s->nsent : s->nrecvd;
+  int n = c->size;
+  size_t first = s->nsteps, e0 = s->nedges, wait = 0;
+  if (cts && send) { /* the clear-to-send, posted at once */
+    wait = s->nsteps;
+    add_step(s, (nexar__step_t){
+                    .kind = NEXAR__ST_RECV,
+                    .peer = st.peer,
+                    .id = NEXAR__COLL_STEP_CTS | s->nrecvd[n + st.peer]++});
+    first = s->nsteps;
+  }
+  uint64_t o = 0;
+  do {
+    st.len = max && bytes - o > max ? max : bytes - o;
+    st.off = off + o;
+    st.id = ids[st.peer]++;
+    add_step(s, st);
+    if (cts && send && !s->build_rc) add_edge(s, wait, s->nsteps - 1);
+    o += st.len;
+  } while (o < bytes);
+  if (!cts || send || s->build_rc) return;
+  size_t last = s->nsteps, e1 = s->nedges;
+  add_step(
+      s, (nexar__step_t){.kind = NEXAR__ST_SEND,
+                         .peer = st.peer,
+                         .id = NEXAR__COLL_STEP_CTS | s->nsent[n + st.peer]++});
+  for (size_t e = e0; e < e1 && !s->build_rc; e++)
+    if (s->edges[e][1] >= first && s->edges[e][0] < first)
+      add_edge(s, s->edges[e][0], last);
+}
+
 void nexar__sched_send(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
                        int peer) {
   if ((peer = peer_rank(s, peer)) < 0) return;
-  add_step(s, (nexar__step_t){.kind = NEXAR__ST_SEND,
-                              .buf = (uint8_t)buf,
-                              .peer = peer,
-                              .id = s->nsent[peer]++,
-                              .off = off,
-                              .len = bytes});
+  xfer(s,
+       (nexar__step_t){.kind = NEXAR__ST_SEND,
+                       .buf = (uint8_t)buf,
+                       .peer = peer,
+                       .off = off},
+       bytes);
 }
 
 void nexar__sched_recv(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
                        int peer) {
   if ((peer = peer_rank(s, peer)) < 0) return;
-  add_step(s, (nexar__step_t){.kind = NEXAR__ST_RECV,
-                              .buf = (uint8_t)buf,
-                              .peer = peer,
-                              .id = s->nrecvd[peer]++,
-                              .off = off,
-                              .len = bytes});
+  xfer(s,
+       (nexar__step_t){.kind = NEXAR__ST_RECV,
+                       .buf = (uint8_t)buf,
+                       .peer = peer,
+                       .off = off},
+       bytes);
 }
 
 void nexar__sched_recv_fold(nexar__sched_t *s, int buf, uint64_t off,
                             uint64_t bytes, int peer, bool left) {
   if ((peer = peer_rank(s, peer)) < 0) return;
-  add_step(s, (nexar__step_t){.kind = NEXAR__ST_RECV,
-                              .fold = bytes != 0,
-                              .fold_left = left,
-                              .buf = (uint8_t)buf,
-                              .peer = peer,
-                              .id = s->nrecvd[peer]++,
-                              .off = off,
-                              .len = bytes});
+  xfer(s,
+       (nexar__step_t){.kind = NEXAR__ST_RECV,
+                       .fold = bytes != 0,
+                       .fold_left = left,
+                       .buf = (uint8_t)buf,
+                       .peer = peer,
+                       .off = off},
+       bytes);
 }
 
 void nexar__sched_reduce(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
@@ -282,8 +348,8 @@ int nexar__sched_build(nexar__sched_t *s) {
     s->alias[b] = (uint8_t)b;
     s->alias_off[b] = 0;
   }
-  s->nsent = calloc((size_t)n, sizeof(*s->nsent));
-  s->nrecvd = calloc((size_t)n, sizeof(*s->nrecvd));
+  s->nsent = calloc((size_t)n * 2, sizeof(*s->nsent));
+  s->nrecvd = calloc((size_t)n * 2, sizeof(*s->nrecvd));
   if (!s->nsent || !s->nrecvd) return NEXAR_ERR_NOMEM;
   int rc = s->a.algo == NEXAR__ALGO_HIER ? nexar__build_hier(s)
                                          : nexar__build_flat(s);

@@ -154,9 +154,11 @@ struct nexar__sched {
   uint8_t alias[NEXAR__BUF_COUNT];
   uint64_t alias_off[NEXAR__BUF_COUNT];
   bool hold_final;
-  size_t fence;             /* index of the latest fence, or SIZE_MAX */
-  uint32_t *nsent, *nrecvd; /* per peer: step ids handed out */
-  uint32_t (*edges)[2];     /* (from, to) */
+  size_t fence; /* index of the latest fence, or SIZE_MAX */
+  /* Per peer: step ids handed out; from index comm->size on, the
+   * clear-to-send ids (NEXAR__COLL_STEP_CTS, sched.c xfer). */
+  uint32_t *nsent, *nrecvd;
+  uint32_t (*edges)[2]; /* (from, to) */
   size_t nedges, cap_edges;
   /* Run time. */
   uint32_t *succ;

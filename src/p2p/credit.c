@@ -37,9 +37,15 @@ static nexar__credit_t *slot(nexar_ctx_t *ctx, int dest, int lane) {
   return &t->credit[dest * 2 + (lane == NEXAR__LANE_RPC)];
 }
 
+uint64_t nexar__credit_frame(const nexar_ctx_t *ctx) {
+  return ctx->topo.credit
+             ? (uint64_t)ctx->prm.relay_credit_bytes - NEXAR__RELAY_PRE_BYTES
+             : 0;
+}
+
 bool nexar__credit_wants(nexar_ctx_t *ctx, int lane, uint64_t len) {
   return ctx->topo.credit && lane != NEXAR__LANE_CONTROL &&
-         len <= (uint64_t)ctx->prm.relay_credit_bytes - NEXAR__RELAY_PRE_BYTES;
+         len <= nexar__credit_frame(ctx);
 }
 
 /* The credit relay frame |m| needs (bytes after its outer header; 0 when

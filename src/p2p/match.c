@@ -168,7 +168,12 @@ static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   if (!detachable(ctx, m) || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
       m->got != m->hdr.payload_len || m->hash)
     return;
-  if (!m->whole) { /* else counted in bytes already (maybe_take_whole) */
+  /* A collective's clear-to-send is empty, and its origin cannot finish
+   * the call without this process, so it is not counted (at most one per
+   * transfer of the calls that origin has started and this one not). */
+  bool cts = m->hdr.kind == NEXAR__KIND_COLL && !m->hdr.payload_len &&
+             (m->hdr.step & NEXAR__COLL_STEP_CTS);
+  if (!m->whole && !cts) { /* else counted in bytes (maybe_take_whole) */
     uint64_t cost = m->hdr.payload_len + sizeof(*m);
     if (t->detached_bytes[m->origin] + cost <=
         (uint64_t)ctx->prm.relay_credit_bytes) {

@@ -207,6 +207,11 @@ void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h);
 bool nexar__p2p_on_whole(nexar__link_t *c, const uint8_t *d, size_t n);
 
 /* ---------------- p2p/credit.c ---------------- */
+/* The payload one credited relay frame carries (NEXAR_RELAY_CREDIT_BYTES
+ * less the relay envelope and inner header); 0 on a full mesh, which
+ * relays nothing. Collectives cut their relayed steps to it
+ * (coll/sched.c), rendezvous sends their later parts (p2p/rdv.c). */
+uint64_t nexar__credit_frame(const nexar_ctx_t *ctx);
 /* Whether a relayed message of |len| payload bytes on |lane| travels under
  * end-to-end credit (stored and forwarded by relays). */
 bool nexar__credit_wants(nexar_ctx_t *ctx, int lane, uint64_t len);
@@ -237,8 +242,8 @@ void nexar__credit_fini(nexar_ctx_t *ctx);
 
 /* ---------------- p2p/rdv.c ---------------- */
 /* Whether send |req| (|relayed|: its next hop is not its destination)
- * goes by rendezvous: a relayed data-lane point-to-point message, not
- * vectored, above one credited frame's payload. */
+ * goes by rendezvous: a relayed data-lane point-to-point message,
+ * contiguous or vectored, above one credited frame's payload. */
 bool nexar__rdv_wants(nexar_ctx_t *ctx, const nexar__req_t *req, bool relayed);
 /* Origin: sends the first part of |req| and links it to wait for the
  * clear-to-send; 0 or what nexar__p2p_emit returns. */

@@ -14,7 +14,9 @@
  * (P2P RDV_DATA, each at most one credited frame, its offset in count),
  * which the destination writes straight into the matched receive. So
  * every relayed byte of such a message travels under the end-to-end
- * credit, and no part of it waits on a match anywhere but the first.
+ * credit, and no part of it waits on a match anywhere but the first. A
+ * vectored send (nexar_sendv) goes the same way, each part gathered from
+ * its segments as it is copied out.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@
 
 /* The payload one credited relay frame carries. */
 static uint64_t part(const nexar_ctx_t *ctx) {
-  return (uint64_t)ctx->prm.relay_credit_bytes - NEXAR__RELAY_PRE_BYTES;
+  return nexar__credit_frame(ctx);
 }
 
 /* The first part's payload: at most the eager size too, so that unmatched
@@ -36,19 +38,39 @@ static uint64_t first(const nexar_ctx_t *ctx) {
 
 bool nexar__rdv_wants(nexar_ctx_t *ctx, const nexar__req_t *req, bool relayed) {
   return relayed && ctx->topo.credit && req->kind == NEXAR__REQ_SEND &&
-         req->lane == NEXAR__LANE_DATA && !req->nsegs &&
-         req->hdr.kind == NEXAR__KIND_P2P &&
+         req->lane == NEXAR__LANE_DATA && req->hdr.kind == NEXAR__KIND_P2P &&
          (req->hdr.step == NEXAR__P2P_STANDARD ||
           req->hdr.step == NEXAR__P2P_SYNC) &&
          req->cap > part(ctx);
+}
+
+/* Queues |n| bytes at payload offset |off| of send |r| (header |h|) as
+ * one copied frame; a vectored send's are gathered into |tmp| first (room
+ * for one part). */
+static int emit_part(nexar_ctx_t *ctx, nexar__req_t *r, nexar__hdr_t *h,
+                     uint64_t off, uint64_t n, uint8_t *tmp) {
+  if (r->nsegs) nexar__seg_copy(r->segs, r->nsegs, off, tmp, (size_t)n, true);
+  return nexar__p2p_emit(ctx, r->peer, h, NEXAR__LANE_DATA,
+                         r->nsegs ? tmp : r->buf + off, n, true, NULL, r->comm);
+}
+
+/* Scratch for gathering one part of vectored send |r| (NULL otherwise);
+ * *rc NEXAR_ERR_NOMEM when it cannot be had. */
+static uint8_t *gather_tmp(const nexar__req_t *r, uint64_t n, int *rc) {
+  if (!r->nsegs) return NULL;
+  uint8_t *t = malloc(n ? (size_t)n : 1);
+  if (!t) *rc = NEXAR_ERR_NOMEM;
+  return t;
 }
 
 int nexar__rdv_send(nexar_ctx_t *ctx, nexar__req_t *req) {
   nexar__hdr_t h = req->hdr;
   h.step = NEXAR__P2P_RDV;
   h.count = req->cap;
-  int rc = nexar__p2p_emit(ctx, req->peer, &h, NEXAR__LANE_DATA, req->buf,
-                           first(ctx), true, NULL, req->comm);
+  int rc = 0;
+  uint8_t *tmp = gather_tmp(req, first(ctx), &rc);
+  if (rc == 0) rc = emit_part(ctx, req, &h, 0, first(ctx), tmp);
+  free(tmp);
   if (rc < 0) return rc;
   /* Found by the clear-to-send as a synchronous send is by its MATCHED. */
   req->hdr.seq = h.seq;
@@ -61,6 +83,7 @@ void nexar__rdv_rest(nexar__req_t *r) {
   nexar_ctx_t *ctx = r->comm->ctx;
   uint64_t p = part(ctx);
   int rc = 0;
+  uint8_t *tmp = gather_tmp(r, p, &rc);
   for (uint64_t off = first(ctx); off < r->cap && rc == 0; off += p) {
     nexar__hdr_t h = {.kind = NEXAR__KIND_P2P,
                       .step = NEXAR__P2P_RDV_DATA,
@@ -70,9 +93,9 @@ void nexar__rdv_rest(nexar__req_t *r) {
                       .coll_seq = r->hdr.seq,
                       .count = off};
     uint64_t n = r->cap - off < p ? r->cap - off : p;
-    rc = nexar__p2p_emit(ctx, r->peer, &h, NEXAR__LANE_DATA, r->buf + off, n,
-                         true, NULL, r->comm);
+    rc = emit_part(ctx, r, &h, off, n, tmp);
   }
+  free(tmp);
   r->st.bytes = r->cap;
   nexar__req_complete(r, rc < 0 ? rc : NEXAR_OK);
 }

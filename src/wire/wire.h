@@ -165,6 +165,12 @@ typedef struct nexar__hdr {
   uint64_t payload_len; /* payload bytes following the header */
 } nexar__hdr_t;
 
+/* The top bit of a COLL step marks a clear-to-send: the empty message the
+ * receiver of a transfer above one credited relay frame sends its sender
+ * on a sparse topology once it has posted the transfer's receives
+ * (docs/topology.md section 10, rule 6). */
+#define NEXAR__COLL_STEP_CTS (1u << 31)
+
 /* The length of the message of header |h|: its payload, or for a
  * rendezvous first part (P2P RDV), the whole message's. */
 static inline uint64_t nexar__msg_bytes(const nexar__hdr_t *h) {
