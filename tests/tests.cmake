@@ -289,7 +289,7 @@ target_link_libraries(relay_stress PRIVATE nexar_harness nexar_static m)
 # Each of these but the controls (5, 6, 10) hung before its fix
 # (docs/topology.md section 10).
 foreach(run 0:1 0:2 0:4 0:5 2:4 2:5 3:4 3:5 4:4 7:4 7:5 8:4 8:5 5:1 6:1 10:4
-    11:4 11:5 12:2 12:3 12:4 13:1 13:3 13:4)
+    11:4 11:5 12:2 12:3 12:4 12:6 13:1 13:3 13:4 13:5)
   string(REPLACE ":" ";" cs ${run})
   list(GET cs 0 c)
   list(GET cs 1 seed)
