@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "load_thread.h"
 #include "nexar.h"
 
 #define BIG ((size_t)256 << 20)
@@ -149,45 +150,19 @@ static int rpc_worker(int index, void *arg) {
 #define CALLS 120
 #define CALL_MAX (48u << 10)
 
-typedef struct load {
-  nexar_comm_t *comm;
-  int rank, rc;
-} load_t;
-
-/* Allreduces of small integers (exact in float) on their own comm, not
- * in place: the input is copied in by local steps, cut into slices. */
-static void *load_main(void *arg) {
-  load_t *l = arg;
-  float *in = malloc(LOAD_COUNT * sizeof *in);
-  float *v = malloc(LOAD_COUNT * sizeof *v);
-  l->rc = in && v ? 0 : NEXAR_ERR_NOMEM;
-  for (int k = 0; k < LOAD_ROUNDS && l->rc == 0; k++) {
-    for (size_t i = 0; i < LOAD_COUNT; i++)
-      in[i] = (float)((i + (size_t)k) % 1000 + (size_t)l->rank);
-    l->rc =
-        nexar_allreduce(l->comm, in, v, LOAD_COUNT, NEXAR_FLOAT32, NEXAR_SUM);
-    for (size_t i = 0; i < LOAD_COUNT && l->rc == 0; i++)
-      if (v[i] != (float)(2 * ((i + (size_t)k) % 1000) + 1))
-        l->rc = NEXAR_ERR_INTERNAL;
-  }
-  free(in);
-  free(v);
-  return NULL;
-}
-
 static int slice_worker(int index, void *arg) {
   (void)index, (void)arg;
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
   int r;
   NT_OK(nt_join_world(&ctx, &w, &r, NULL));
-  load_t l = {.rank = r};
+  nt_load_t l = {.count = LOAD_COUNT, .rounds = LOAD_ROUNDS, .rank = r};
   NT_OKC(w, nexar_comm_dup(w, &l.comm));
   NT_OKC(w, nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL));
   NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
   static uint8_t req[CALL_MAX], resp[CALL_MAX];
   pthread_t th;
-  NT_CHECK(pthread_create(&th, NULL, load_main, &l) == 0);
+  NT_CHECK(pthread_create(&th, NULL, nt_load_main, &l) == 0);
   for (int i = 0; i < CALLS; i++) {
     size_t n = 1 + ((size_t)i * 7919u) % CALL_MAX, got = 0;
     for (size_t k = 0; k < n; k++) req[k] = pat(k + (size_t)i + (size_t)r);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "load_thread.h"
 #include "nexar.h"
 #include "transport/quic_test.h"
 
@@ -35,35 +36,8 @@
 #define CALLS_SLACK (16u * CALL_MAX) /* calls' packets in flight meanwhile */
 #define PRIO_MAX 4096u /* a request, a response and a barrier, no data */
 
-typedef struct load {
-  nexar_comm_t *comm;
-  int rank, rc;
-  volatile int done;
-} load_t;
-
 static inline uint8_t pat(size_t i) {
   return (uint8_t)(i * 131u + (i >> 8) * 7u);
-}
-
-/* Allreduces of small integers (exact in float) on their own comm. */
-static void *load_main(void *arg) {
-  load_t *l = arg;
-  float *in = malloc(LOAD_COUNT * sizeof *in);
-  float *v = malloc(LOAD_COUNT * sizeof *v);
-  l->rc = in && v ? 0 : NEXAR_ERR_NOMEM;
-  for (int k = 0; k < LOAD_ROUNDS && l->rc == 0; k++) {
-    for (size_t i = 0; i < LOAD_COUNT; i++)
-      in[i] = (float)((i + (size_t)k) % 1000 + (size_t)l->rank);
-    l->rc =
-        nexar_allreduce(l->comm, in, v, LOAD_COUNT, NEXAR_FLOAT32, NEXAR_SUM);
-    for (size_t i = 0; i < LOAD_COUNT && l->rc == 0; i++)
-      if (v[i] != (float)(2 * ((i + (size_t)k) % 1000) + 1))
-        l->rc = NEXAR_ERR_INTERNAL;
-  }
-  free(in);
-  free(v);
-  __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
-  return NULL;
 }
 
 static int worker(int index, void *arg) {
@@ -72,13 +46,13 @@ static int worker(int index, void *arg) {
   nexar_comm_t *w;
   int r;
   NT_OK(nt_join_world(&ctx, &w, &r, NULL));
-  load_t l = {.rank = r};
+  nt_load_t l = {.count = LOAD_COUNT, .rounds = LOAD_ROUNDS, .rank = r};
   NT_OKC(w, nexar_comm_dup(w, &l.comm));
   NT_OKC(w, nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL));
   NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
   static uint8_t req[CALL_MAX], resp[CALL_MAX];
   pthread_t th;
-  NT_CHECK(pthread_create(&th, NULL, load_main, &l) == 0);
+  NT_CHECK(pthread_create(&th, NULL, nt_load_main, &l) == 0);
   int calls = 0;
   while (!__atomic_load_n(&l.done, __ATOMIC_ACQUIRE)) {
     size_t n = calls % 4 ? 8 : 1 + ((size_t)calls * 7919u) % CALL_MAX;
