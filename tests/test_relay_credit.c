@@ -35,8 +35,10 @@
  *    NEXAR_RELAY_CREDIT_BYTES=1760, rank 1 sends its neighbour rank 2
  *    9 messages of 100 bytes. Rank 2 probes the 8th (all 8 are in), so
  *    the 1st and 2nd have detached by bytes (each costs its payload and
- *    its record), the 3rd to 6th by count, and the 7th and 8th, refused,
- *    hold link 1 -> 2's two data streams, the 9th waiting at rank 1.
+ *    its record, about 600 bytes; rank 1's empty barrier message, which
+ *    arrives among them, fits beside the two but not a third), the 3rd
+ *    to 6th by count, and the 7th and 8th, refused, hold link 1 -> 2's
+ *    two data streams, the 9th waiting at rank 1.
  *    Rank 2 receives the 1st and 2nd, then the 9th: the 7th and 8th
  *    must detach by the bytes that came back for it to arrive. Before,
  *    nothing looked at them again and the receive ended at its op
