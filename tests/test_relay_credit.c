@@ -31,6 +31,18 @@
  *    two data streams, rank 0's frame waited behind the 7th and 8th at
  *    rank 1, and the receive ended at its op deadline. Over shared
  *    memory and QUIC.
+ * 4. Refused messages detach once room comes back: with
+ *    NEXAR_RELAY_CREDIT_BYTES=1760, rank 1 sends its neighbour rank 2
+ *    9 messages of 100 bytes. Rank 2 probes the 8th (all 8 are in), so
+ *    the 1st and 2nd have detached by bytes (each costs its payload and
+ *    its record, about 600 bytes; rank 1's empty barrier message, which
+ *    arrives among them, fits beside the two but not a third), the 3rd
+ *    to 6th by count, and the 7th and 8th, refused, hold link 1 -> 2's
+ *    two data streams, the 9th waiting at rank 1.
+ *    Rank 2 receives the 1st and 2nd, then the 9th: the 7th and 8th
+ *    must detach by the bytes that came back for it to arrive. Before,
+ *    nothing looked at them again and the receive ended at its op
+ *    deadline. Over shared memory and QUIC.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +56,7 @@
 #define LEN 2000
 #define NSMALL 8 /* case 2 */
 #define SMALL 100
+#define NREFUSED 9 /* case 3 */
 
 static int worker(int index, void *arg) {
   int c = *(int *)arg;
@@ -107,6 +120,26 @@ static int worker(int index, void *arg) {
                   "message %d from rank 1 differs", i);
       }
     }
+  } else if (c == 3 && rank == 1) {
+    static uint8_t small[NREFUSED][SMALL];
+    for (int i = 0; i < NREFUSED; i++) {
+      nt_fill(small[i], SMALL, (unsigned)(200 + i));
+      NT_OKC(world, nexar_isend(world, small[i], SMALL, NEXAR_BYTE, 2, 20 + i,
+                                &reqs[i]));
+    }
+    NT_OKC(world, nexar_waitall(NREFUSED, reqs, NULL));
+  } else if (c == 3 && rank == 2) {
+    static uint8_t small[NREFUSED][SMALL];
+    /* The 1st and 2nd, the 9th (after the refused 7th and 8th), the rest. */
+    static const int order[NREFUSED] = {0, 1, 8, 2, 3, 4, 5, 6, 7};
+    NT_OKC(world, nexar_probe(world, 1, 20 + NREFUSED - 2, NULL));
+    for (int k = 0; k < NREFUSED; k++) {
+      int i = order[k];
+      NT_OKC(world,
+             nexar_recv(world, small[i], SMALL, NEXAR_BYTE, 1, 20 + i, NULL));
+      NT_CHECKF(nt_check_fill(small[i], SMALL, (unsigned)(200 + i)) == SMALL,
+                "message %d from rank 1 differs", i);
+    }
   } else if (c == 1 && rank == 0) {
     for (int i = 0; i < nmsg; i++)
       NT_OKC(world,
@@ -143,10 +176,21 @@ int main(void) {
                      .env = RING "NEXAR_OP_TIMEOUT_MS=5000"};
   nt_opts_t small_quic = small;
   small_quic.env = RING "NEXAR_OP_TIMEOUT_MS=5000\nNEXAR_TRANSPORT=quic";
+  nt_opts_t refused = {.world_size = 5,
+                       .timeout_ms = 60000,
+                       .env = RING
+                       "NEXAR_RELAY_CREDIT_BYTES=1760\n"
+                       "NEXAR_OP_TIMEOUT_MS=5000"};
+  nt_opts_t refused_quic = refused;
+  refused_quic.env = RING
+      "NEXAR_RELAY_CREDIT_BYTES=1760\nNEXAR_OP_TIMEOUT_MS=5000\n"
+      "NEXAR_TRANSPORT=quic";
   int fails = nt_run_case(&whole, worker, 0, "unexpected_whole_reverse");
   fails += nt_run_case(&wait, worker, 1, "credit_wait_deadline");
   fails += nt_run_case(&small, worker, 2, "unexpected_small_over_count");
   fails +=
       nt_run_case(&small_quic, worker, 2, "unexpected_small_over_count_quic");
+  fails += nt_run_case(&refused, worker, 3, "refused_detach_on_room");
+  fails += nt_run_case(&refused_quic, worker, 3, "refused_detach_on_room_quic");
   return fails ? 1 : 0;
 }

@@ -116,10 +116,12 @@ int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len) {
     t->parked = calloc((size_t)n, sizeof(*t->parked));
     t->detached = calloc((size_t)n, sizeof(*t->detached));
     t->detached_bytes = calloc((size_t)n, sizeof(*t->detached_bytes));
+    t->refused = calloc((size_t)n, sizeof(*t->refused));
     t->credit = calloc((size_t)n * 2, sizeof(*t->credit));
     t->whole = calloc((size_t)n, sizeof(*t->whole));
     if (!t->pub || !t->ktx || !t->krx || !t->key_state || !t->parked ||
-        !t->detached || !t->detached_bytes || !t->credit || !t->whole)
+        !t->detached || !t->detached_bytes || !t->refused || !t->credit ||
+        !t->whole)
       return NEXAR_ERR_NOMEM;
     /* Until a roster key is read, an id has no usable key. */
     memset(t->key_state, 2, (size_t)n);
@@ -164,6 +166,7 @@ void nexar__topo_fini(nexar_ctx_t *ctx) {
   free(t->parked);
   free(t->detached);
   free(t->detached_bytes);
+  free(t->refused);
   free(t->credit);
   free(t->whole);
   memset(t, 0, sizeof(*t));

@@ -194,6 +194,7 @@ void nexar__p2p_conn_teardown(nexar__link_t *c) {
     m->stream_closed = false; /* no credit to return */
     m->conn = NULL;
     if (m->whole_of) *m->whole_of -= m->whole;
+    if (m->refused_of) (*m->refused_of)--;
     c->imsgs = m->anext;
     free(m->buf);
     free(m);

@@ -134,7 +134,14 @@ static void link_release(nexar__imsg_t *m) {
   if (m->e2e) nexar__credit_give_back(c->ep->owner, m);
 }
 
+/* |m| is no longer an unexpected message refused by maybe_detach. */
+static void unrefuse(nexar__imsg_t *m) {
+  if (m->refused_of) (*m->refused_of)--;
+  m->refused_of = NULL;
+}
+
 static void imsg_free(nexar__imsg_t *m) {
+  unrefuse(m);
   if (m->fwd) nexar__relay_in_gone(m);
   if (m->hash) gnutls_hash_deinit(m->hash, NULL);
   m->hash = NULL;
@@ -155,6 +162,8 @@ static void imsg_free(nexar__imsg_t *m) {
  * NEXAR_MAX_STREAMS more by count: a count alone let a collective running
  * ahead of a late rank (a ring allgather sends its right neighbour n - 1
  * messages before it needs one back) hold the last link's data streams.
+ * One refused keeps its stream, counted in topo.refused, until it is
+ * matched or room comes back (redetach).
  * Only where the transport forgets a message at done_in
  * (NEXAR__TP_DONE_FORGETS). */
 static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
@@ -184,9 +193,11 @@ static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
       m->held = &t->detached[m->origin];
       (*m->held)++;
     } else {
+      if (!m->refused_of) (*(m->refused_of = &t->refused[m->origin]))++;
       return;
     }
   }
+  unrefuse(m);
   link_release(m);
   m->conn = NULL;
 }
@@ -195,7 +206,29 @@ static void maybe_free(nexar__imsg_t *m) {
   if (m->state == NEXAR__IM_DONE && finished(m)) imsg_free(m);
 }
 
-static void deliver(nexar__imsg_t *m) {
+/* Room for |origin|'s detached messages came back: its unexpected
+ * messages that maybe_detach refused, in arrival order per communicator,
+ * detach now where they fit (docs/topology.md section 10, rule 3). The
+ * walk ends when it has seen as many as are refused. */
+static void redetach(nexar_ctx_t *ctx, int origin) {
+  uint32_t left = ctx->topo.refused[origin];
+  for (int i = -1; i < ctx->ncomms && left; i++) {
+    nexar_comm_t *comm = i < 0 ? ctx->world_comm : ctx->comms[i];
+    if (!comm || (i >= 0 && comm == ctx->world_comm)) continue;
+    for (nexar__imsg_t *m = comm->unexp; m && left; m = m->next) {
+      if (!m->refused_of || m->origin != origin) continue;
+      left--;
+      maybe_detach(ctx, m);
+    }
+  }
+}
+
+static void deliver(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  /* A detached message (maybe_detach) gives its origin's room back. */
+  int origin = m->origin;
+  bool room = !m->conn &&
+              (m->held || (ctx->topo.detached_bytes &&
+                           m->whole_of == &ctx->topo.detached_bytes[origin]));
   nexar__req_t *r = m->req;
   m->req = NULL;
   m->state = NEXAR__IM_DONE;
@@ -218,6 +251,7 @@ static void deliver(nexar__imsg_t *m) {
     nexar__p2p_recv_end(r, &m->hdr);
   }
   maybe_free(m);
+  if (room && ctx->topo.refused[origin]) redetach(ctx, origin);
 }
 
 void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h) {
@@ -318,17 +352,19 @@ static void maybe_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
 }
 
 static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  unrefuse(m);
   m->req = NULL;
   m->state = NEXAR__IM_MATCHED;
   free(m->buf);
   m->buf = NULL;
   m->buf_len = 0;
   open_window(ctx, m);
-  if (m->got == m->hdr.payload_len) deliver(m);
+  if (m->got == m->hdr.payload_len) deliver(ctx, m);
 }
 
 static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   nexar_ctx_t *ctx = r->comm->ctx;
+  unrefuse(m);
   if (r->is_coll && (!ctx->hooks->coll_same_call(&m->hdr, &r->hdr) ||
                      m->hdr.payload_len != r->cap)) {
     nexar__hdr_t h = m->hdr, mine = r->hdr;
@@ -353,7 +389,7 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   m->buf = NULL;
   m->buf_len = 0;
   open_window(ctx, m);
-  if (m->got == m->hdr.payload_len) deliver(m);
+  if (m->got == m->hdr.payload_len) deliver(ctx, m);
 }
 
 void nexar__p2p_bind(nexar__imsg_t *m, nexar__req_t *r) {
@@ -665,7 +701,7 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
     return;
   }
   if (m->state == NEXAR__IM_MATCHED && m->got == m->hdr.payload_len)
-    deliver(m);
+    deliver(ctx, m);
   else if (fin && m->state == NEXAR__IM_UNEXPECTED)
     maybe_detach(ctx, m);
   else if (fin)

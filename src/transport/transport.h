@@ -210,6 +210,10 @@ struct nexar__imsg {
    * (maybe_detach): its bytes, counted in *whole_of until it is freed. */
   uint64_t whole;
   uint64_t *whole_of;
+  /* A whole unexpected message that maybe_detach left on its stream (no
+   * room): the per-origin count of such messages it is in, until it
+   * detaches, is matched or is freed. */
+  uint32_t *refused_of;
   /* The sender: the link's peer, or a relayed message's origin (stable
    * id); this process for a message to itself. */
   int origin;
