@@ -273,6 +273,11 @@ add_test(NAME test_relay_rdv_quic COMMAND test_relay_rdv)
 math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
 set_tests_properties(test_relay_rdv_quic PROPERTIES TIMEOUT ${t}
   ENVIRONMENT NEXAR_TRANSPORT=quic)
+# Relayed RPC messages above the credit (docs/topology.md section 10, rule 7).
+nexar_test(test_relay_rpc 60 test_relay_rpc.c)
+add_test(NAME test_relay_rpc_quic COMMAND test_relay_rpc)
+set_tests_properties(test_relay_rpc_quic PROPERTIES TIMEOUT ${t}
+  ENVIRONMENT NEXAR_TRANSPORT=quic)
 # The relay stress (issue 18 finding 1; docs/topology.md section 10):
 # random collective sequences over sparse topologies with minimal windows
 # at 7 processes, and relayed p2p. In the default run: every configuration

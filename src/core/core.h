@@ -63,9 +63,11 @@ struct nexar_req {
   /* A receive bound to a rendezvous message (p2p/rdv.c), linked in its
    * communicator's rdv list until its last byte is in: the message's
    * origin (stable id), its first part's seq, its length and the bytes of
-   * its later parts still to come. */
+   * its later parts still to come, and its lane (data, or RPC: p2p/rdv.c
+   * also takes relayed RPC messages in parts). */
   nexar__req_t *rdv_next;
   bool rdv_linked;
+  uint8_t rdv_lane;
   int rdv_origin;
   uint64_t rdv_seq, rdv_total, rdv_left;
   /* A collective's folding receive: payload is combined into buf (whole

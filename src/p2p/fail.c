@@ -74,8 +74,8 @@ void nexar__p2p_cancel(nexar__req_t *r, int rc) {
     nexar__p2p_sync_unlink(r);
     return;
   }
+  nexar__rdv_unlink(r); /* an RPC call's response in parts too */
   if (r->kind == NEXAR__REQ_RECV) {
-    nexar__rdv_unlink(r);
     if (r->msg) {
       r->msg->req = NULL; /* the rest of the message is discarded */
       r->msg = NULL;

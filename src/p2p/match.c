@@ -379,8 +379,7 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   m->req = r;
   r->msg = m;
   m->state = NEXAR__IM_MATCHED;
-  if (m->hdr.kind == NEXAR__KIND_P2P && m->hdr.step == NEXAR__P2P_RDV)
-    nexar__rdv_bound(m, r);
+  if (nexar__msg_parted(&m->hdr)) nexar__rdv_bound(m, r);
   if (m->hdr.kind == NEXAR__KIND_P2P &&
       (m->hdr.step == NEXAR__P2P_SYNC || m->hdr.step == NEXAR__P2P_RDV))
     nexar__p2p_ack_match(ctx, r->comm, m); /* RDV: the clear-to-send */
@@ -432,6 +431,10 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   }
   if (m->hdr.kind == NEXAR__KIND_MISMATCH) {
     nexar__p2p_on_notice(ctx, comm, m);
+    return;
+  }
+  if (m->hdr.kind == NEXAR__KIND_RPC && m->hdr.step == NEXAR__RPC_PART) {
+    nexar__rdv_on_part(ctx, m); /* as RDV_DATA: consumed at once */
     return;
   }
   if (m->hdr.kind == NEXAR__KIND_RPC) {

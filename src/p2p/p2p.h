@@ -248,11 +248,21 @@ bool nexar__rdv_wants(nexar_ctx_t *ctx, const nexar__req_t *req, bool relayed);
 /* Origin: sends the first part of |req| and links it to wait for the
  * clear-to-send; 0 or what nexar__p2p_emit returns. */
 int nexar__rdv_send(nexar_ctx_t *ctx, nexar__req_t *req);
+/* Whether RPC message |req| (|relayed|) goes in parts: a relayed RPC
+ * message above one credited frame's payload (docs/topology.md section
+ * 10, rule 7). */
+bool nexar__rdv_rpc_wants(nexar_ctx_t *ctx, const nexar__req_t *req,
+                          bool relayed);
+/* Origin: sends RPC message |req| as a credited first part and its later
+ * parts at once (copied); |req| completes. 0, or what nexar__p2p_emit
+ * returns for the first part (then |req| is untouched). */
+int nexar__rdv_rpc_send(nexar_ctx_t *ctx, nexar__req_t *req);
 /* Origin: the clear-to-send for |r| came: its later parts are copied out
  * (credited frames) and it completes. */
 void nexar__rdv_rest(nexar__req_t *r);
-/* Destination: receive |r| matched first part |m|: it waits in its
- * communicator's rdv list for the later parts. */
+/* Destination: receive |r| matched first part |m| (a P2P RDV, or an RPC
+ * message bound to its request or call): it waits in its communicator's
+ * rdv list for the later parts. */
 void nexar__rdv_bound(nexar__imsg_t *m, nexar__req_t *r);
 /* Destination: |r| leaves the rdv list (if in it). */
 void nexar__rdv_unlink(nexar__req_t *r);

@@ -44,6 +44,14 @@ bool nexar__rdv_wants(nexar_ctx_t *ctx, const nexar__req_t *req, bool relayed) {
          req->cap > part(ctx);
 }
 
+bool nexar__rdv_rpc_wants(nexar_ctx_t *ctx, const nexar__req_t *req,
+                          bool relayed) {
+  return relayed && ctx->topo.credit && req->kind == NEXAR__REQ_SEND &&
+         req->lane == NEXAR__LANE_RPC && req->hdr.kind == NEXAR__KIND_RPC &&
+         req->hdr.step != NEXAR__RPC_PART && !req->nsegs &&
+         req->cap > part(ctx);
+}
+
 /* Queues |n| bytes at payload offset |off| of send |r| (header |h|) as
  * one copied frame; a vectored send's are gathered into |tmp| first (room
  * for one part). */
@@ -100,14 +108,46 @@ void nexar__rdv_rest(nexar__req_t *r) {
   nexar__req_complete(r, rc < 0 ? rc : NEXAR_OK);
 }
 
+/* A relayed RPC message above one credited frame (rule 7): its first
+ * credited frame carries its header with the whole length in algo, and
+ * the rest follows at once in RPC PART frames of at most one credited
+ * frame each, sequenced on the RPC lane. No clear-to-send: the
+ * destination takes RPC messages in as they come (a request into a buffer
+ * of the announced size, a response into its pending call). All copied,
+ * so |req| completes here. */
+int nexar__rdv_rpc_send(nexar_ctx_t *ctx, nexar__req_t *req) {
+  uint64_t p = part(ctx);
+  nexar__hdr_t h = req->hdr;
+  h.algo = (uint32_t)req->cap; /* at most NEXAR_RPC_MAX_BYTES, 1 << 30 */
+  int rc = nexar__p2p_emit(ctx, req->peer, &h, NEXAR__LANE_RPC, req->buf, p,
+                           true, NULL, req->comm);
+  if (rc < 0) return rc;
+  for (uint64_t off = p; off < req->cap && rc == 0; off += p) {
+    nexar__hdr_t d = {.kind = NEXAR__KIND_RPC,
+                      .step = NEXAR__RPC_PART,
+                      .comm_id = h.comm_id,
+                      .src_rank = h.src_rank,
+                      .tag = h.tag,
+                      .coll_seq = h.seq,
+                      .count = off};
+    uint64_t n = req->cap - off < p ? req->cap - off : p;
+    rc = nexar__p2p_emit(ctx, req->peer, &d, NEXAR__LANE_RPC, req->buf + off, n,
+                         true, NULL, req->comm);
+  }
+  req->st.bytes = req->cap;
+  nexar__p2p_complete(req, rc < 0 ? rc : NEXAR_OK);
+  return 0;
+}
+
 /* ---- Destination ---- */
 
 void nexar__rdv_bound(nexar__imsg_t *m, nexar__req_t *r) {
   nexar_comm_t *comm = r->comm;
   r->rdv_origin = m->origin;
+  r->rdv_lane = m->hdr.lane;
   r->rdv_seq = m->hdr.seq;
-  r->rdv_total = m->hdr.count;
-  r->rdv_left = m->hdr.count - m->hdr.payload_len;
+  r->rdv_total = nexar__msg_bytes(&m->hdr);
+  r->rdv_left = r->rdv_total - m->hdr.payload_len;
   r->st.source = (int)m->hdr.src_rank;
   r->st.tag = (int)m->hdr.tag;
   r->rdv_next = comm->rdv;
@@ -147,7 +187,9 @@ bool nexar__rdv_first_in(nexar__req_t *r) {
 static nexar__req_t *waiting(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
   nexar_comm_t *comm = nexar__find_comm(ctx, m->hdr.comm_id);
   for (nexar__req_t *r = comm ? comm->rdv : NULL; r; r = r->rdv_next)
-    if (r->rdv_origin == m->origin && r->rdv_seq == m->hdr.coll_seq) return r;
+    if (r->rdv_origin == m->origin && r->rdv_lane == m->hdr.lane &&
+        r->rdv_seq == m->hdr.coll_seq)
+      return r;
   return NULL;
 }
 

@@ -206,8 +206,10 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
    * completes inside it, and an internal request is freed then. */
   nexar_comm_t *comm = req->comm;
   uint64_t bytes = req->lane == NEXAR__LANE_DATA ? req->cap : 0;
-  int rc = c && nexar__rdv_wants(ctx, req, c->peer != req->peer)
-               ? nexar__rdv_send(ctx, req)
+  bool relayed = c && c->peer != req->peer;
+  int rc = nexar__rdv_wants(ctx, req, relayed) ? nexar__rdv_send(ctx, req)
+           : nexar__rdv_rpc_wants(ctx, req, relayed)
+               ? nexar__rdv_rpc_send(ctx, req)
                : nexar__p2p_emit(ctx, req->peer, &req->hdr, req->lane, req->buf,
                                  req->cap, copy, req, comm);
   if (rc == 0 && comm && bytes)

@@ -394,16 +394,18 @@ static void on_request(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
   int caller_world = comm->world_ranks[h->src_rank];
   uint16_t fn = (uint16_t)h->tag;
   int status = NEXAR_OK;
-  /* Never trust the announced size: refuse before allocating. */
-  if (h->payload_len > (uint64_t)ctx->prm.rpc_max_bytes)
+  /* Never trust the announced size: refuse before allocating. A request
+   * relayed in parts announces its whole length (rule 7). */
+  uint64_t len = nexar__msg_bytes(h);
+  if (len > (uint64_t)ctx->prm.rpc_max_bytes)
     status = NEXAR_ERR_INVALID_ARG;
   else if (!reserve(&ctx->rpc, ctx->prm.rpc_queue))
     status = NEXAR_ERR_RPC_BUSY;
   nexar__rpc_item_t *it = NULL;
   if (status == NEXAR_OK) {
     it = calloc(1, sizeof(*it));
-    if (it && h->payload_len) it->data = malloc((size_t)h->payload_len);
-    if (!it || (h->payload_len && !it->data)) {
+    if (it && len) it->data = malloc((size_t)len);
+    if (!it || (len && !it->data)) {
       if (it) nexar__rpc_item_free(it);
       unreserve(&ctx->rpc);
       status = NEXAR_ERR_NOMEM;
@@ -414,7 +416,7 @@ static void on_request(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
                 "rank %d: rpc fn %u from rank %d (call %llu, %llu bytes) "
                 "refused: %s",
                 ctx->rank, fn, caller_world, (unsigned long long)h->coll_seq,
-                (unsigned long long)h->payload_len, nexar_err_name(status));
+                (unsigned long long)len, nexar_err_name(status));
     uint64_t id = h->coll_seq;
     nexar__p2p_discard(ctx, m);
     respond(ctx, comm, caller_world, fn, id, status, 0, NULL, 0);
@@ -426,7 +428,7 @@ static void on_request(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
   it->fn_id = fn;
   it->call_id = h->coll_seq;
   it->deadline = nexar__now() + h->count * 1000ull; /* bounded by wire.c */
-  it->len = (size_t)h->payload_len;
+  it->len = (size_t)len;
   nexar__req_t *r = &it->rx;
   r->kind = NEXAR__REQ_RECV;
   r->comm = comm;
@@ -435,7 +437,7 @@ static void on_request(nexar_ctx_t *ctx, nexar_comm_t *comm, nexar__imsg_t *m) {
   r->peer = caller_world;
   r->comm_peer = it->caller;
   r->buf = it->data;
-  r->cap = h->payload_len;
+  r->cap = len;
   nexar__p2p_bind(m, r);
 }
 
@@ -460,7 +462,7 @@ static void on_response(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     return;
   }
   r->st.rpc_code = code;
-  if (h->payload_len > r->cap) truncated(r, h->payload_len);
+  if (nexar__msg_bytes(h) > r->cap) truncated(r, nexar__msg_bytes(h));
   nexar__p2p_bind(m, r);
 }
 
@@ -491,6 +493,7 @@ void nexar__rpc_cancel(nexar__req_t *r, int rc) {
     r->msg->req = NULL; /* the rest of the response is discarded */
     r->msg = NULL;
   }
+  nexar__rdv_unlink(r); /* a response in parts: its later ones too */
   nexar__req_complete(r, rc);
 }
 

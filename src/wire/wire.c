@@ -88,7 +88,10 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
   if (!redop_valid(d.redop)) return fail(why, "redop");
   d.algo = nexar__get_u32(in + OFF_ALGO);
   bool hop_limit = d.kind == NEXAR__KIND_RELAY;
-  if (d.algo > 255 || (d.kind != NEXAR__KIND_COLL && !hop_limit && d.algo != 0))
+  /* An RPC first part's algo is its message's length (checked below). */
+  bool rpc_len = d.kind == NEXAR__KIND_RPC && d.step != NEXAR__RPC_PART;
+  if (!rpc_len && (d.algo > 255 ||
+                   (d.kind != NEXAR__KIND_COLL && !hop_limit && d.algo != 0)))
     return fail(why, "algo");
   /* A relay frame carries a whole message after its envelope. */
   uint64_t limit = max_payload;
@@ -141,9 +144,13 @@ int nexar__hdr_decode(nexar__hdr_t *h, const uint8_t *in, size_t len,
     if (d.tag > 0xffffu) return fail(why, "tag");
     if (d.lane != NEXAR__LANE_RPC) return fail(why, "lane");
     if (d.coll_op != NEXAR__COLL_NONE) return fail(why, "coll_op");
-    if (d.step > NEXAR__RPC_RESPONSE) return fail(why, "step");
+    if (d.step > NEXAR__RPC_PART) return fail(why, "step");
     if (d.step == NEXAR__RPC_REQUEST && d.count > NEXAR__RPC_BUDGET_MAX_US)
       return fail(why, "count");
+    if (d.step == NEXAR__RPC_PART && d.count > max_payload - d.payload_len)
+      return fail(why, "count");
+    if (d.algo && (d.algo <= d.payload_len || d.algo > max_payload))
+      return fail(why, "algo");
   }
   if (d.kind == NEXAR__KIND_P2P) {
     if (d.tag > NEXAR_TAG_MAX) return fail(why, "tag");

@@ -12,6 +12,7 @@
 #define NEXAR_WIRE_H
 
 #include <endian.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -87,8 +88,17 @@ enum nexar__ag_phase {
  * most NEXAR__RPC_BUDGET_MAX_US; the callee counts it from the header's
  * arrival), in a response the status (low 32 bits, a result code as int32:
  * 0 or a NEXAR_ERR_*) and the handler's return value (high 32 bits,
- * int32). */
-enum nexar__rpc_step { NEXAR__RPC_REQUEST = 0, NEXAR__RPC_RESPONSE = 1 };
+ * int32); algo: 0, or, for the first part of a relayed message above one
+ * credited relay frame (docs/topology.md section 10, rule 7), the whole
+ * payload's length (> payload_len), the rest following in PART messages.
+ * PART: a later part of such a message: tag = its function id, coll_seq =
+ * the RPC-lane seq of its first part, count = the payload's offset in the
+ * message (count + payload_len <= its length), algo 0. */
+enum nexar__rpc_step {
+  NEXAR__RPC_REQUEST = 0,
+  NEXAR__RPC_RESPONSE = 1,
+  NEXAR__RPC_PART = 2
+};
 /* The largest deadline budget a request carries: INT32_MAX ms. */
 #define NEXAR__RPC_BUDGET_MAX_US (2147483647ull * 1000ull)
 
@@ -171,12 +181,20 @@ typedef struct nexar__hdr {
  * (docs/topology.md section 10, rule 6). */
 #define NEXAR__COLL_STEP_CTS (1u << 31)
 
-/* The length of the message of header |h|: its payload, or for a
- * rendezvous first part (P2P RDV), the whole message's. */
+/* Whether header |h| is the first part of a message sent in parts: a
+ * rendezvous first part (P2P RDV), or an RPC message whose length is in
+ * algo (docs/topology.md section 10, rules 5 and 7). */
+static inline bool nexar__msg_parted(const nexar__hdr_t *h) {
+  return (h->kind == NEXAR__KIND_P2P && h->step == NEXAR__P2P_RDV) ||
+         (h->kind == NEXAR__KIND_RPC && h->step != NEXAR__RPC_PART && h->algo);
+}
+
+/* The length of the message of header |h|: its payload, or for a first
+ * part of a message sent in parts, the whole message's. */
 static inline uint64_t nexar__msg_bytes(const nexar__hdr_t *h) {
-  return h->kind == NEXAR__KIND_P2P && h->step == NEXAR__P2P_RDV
-             ? h->count
-             : h->payload_len;
+  return !nexar__msg_parted(h)        ? h->payload_len
+         : h->kind == NEXAR__KIND_P2P ? h->count
+                                      : h->algo;
 }
 
 /* Writes exactly NEXAR__HDR_BYTES bytes to |out|. */
