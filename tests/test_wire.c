@@ -500,8 +500,11 @@ static void test_hdr_rules(void **state) {
 }
 
 /* RPC headers: a function id fits 16 bits, the RPC lane, no collective
- * operation, step request or response, and a request carries its deadline
- * budget (microseconds, at most NEXAR__RPC_BUDGET_MAX_US), not a status. */
+ * operation, step request, response or part, and a request carries its
+ * deadline budget (microseconds, at most NEXAR__RPC_BUDGET_MAX_US), not a
+ * status. A first part of a message in parts (docs/topology.md section 10,
+ * rule 7) has its length in algo (above its payload, within the bound); a
+ * PART has algo 0 and its offset in count (its end within the bound). */
 static void test_hdr_rpc(void **state) {
   (void)state;
   uint8_t b[NEXAR__HDR_BYTES];
@@ -532,8 +535,9 @@ static void test_hdr_rpc(void **state) {
   const struct {
     int field;
     const char *why;
-  } cases[] = {{0, "tag"},     {1, "lane"}, {5, "lane"},
-               {2, "coll_op"}, {3, "step"}, {4, "count"}};
+  } cases[] = {{0, "tag"},  {1, "lane"},  {5, "lane"}, {2, "coll_op"},
+               {3, "step"}, {4, "count"}, {6, "algo"}, {7, "algo"},
+               {8, "algo"}, {9, "count"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     h = ok;
     switch (cases[i].field) {
@@ -550,16 +554,48 @@ static void test_hdr_rpc(void **state) {
         h.coll_op = 1;
         break;
       case 3:
-        h.step = NEXAR__RPC_RESPONSE + 1;
+        h.step = NEXAR__RPC_PART + 1;
+        break;
+      case 6: /* a first part's length must exceed its payload */
+        h.algo = (uint32_t)h.payload_len;
+        break;
+      case 7: /* a part carries no length */
+        h.step = NEXAR__RPC_PART;
+        h.count = 0;
+        h.algo = 5000;
+        break;
+      case 8: /* beyond the payload bound */
+        h.algo = 5001;
+        h.payload_len = 10;
+        break;
+      case 9: /* a part ending beyond the payload bound */
+        h.step = NEXAR__RPC_PART;
+        h.count = 4991;
+        h.payload_len = 10;
         break;
       default:
         h.count = NEXAR__RPC_BUDGET_MAX_US + 1; /* past INT32_MAX ms */
     }
     nexar__hdr_encode(&h, b);
-    assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, UINT64_MAX, &why),
+    assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 5000, &why),
                      NEXAR_ERR_PROTO);
     assert_string_equal(why, cases[i].why);
   }
+  /* A first part in parts gives its message's length; a part decodes. */
+  h = ok;
+  h.payload_len = 10;
+  h.algo = 5000;
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 5000, &why),
+                   NEXAR__HDR_BYTES);
+  assert_true(nexar__msg_parted(&d) && nexar__msg_bytes(&d) == 5000);
+  h.step = NEXAR__RPC_PART;
+  h.algo = 0;
+  h.count = 4990;
+  nexar__hdr_encode(&h, b);
+  assert_int_equal(nexar__hdr_decode(&d, b, sizeof b, 5000, &why),
+                   NEXAR__HDR_BYTES);
+  assert_true(!nexar__msg_parted(&d) && nexar__msg_bytes(&d) == 10);
   /* The payload bound applies to RPC like any kind. */
   h = ok;
   h.payload_len = 1001;
