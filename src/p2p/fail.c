@@ -184,6 +184,7 @@ void nexar__p2p_conn_teardown(nexar__link_t *c) {
     if (m->state == NEXAR__IM_UNEXPECTED && cm) nexar__p2p_unexp_remove(cm, m);
     if (m->state == NEXAR__IM_ORDER) nexar__p2p_reorder_remove(ctx, m);
     if (m->fwd) nexar__relay_in_gone(m);
+    nexar__rdv_cut(ctx, m, NEXAR_ERR_CLOSED);
     if (m->hash) gnutls_hash_deinit(m->hash, NULL);
     m->hash = NULL;
     if (m->req) {

@@ -721,7 +721,10 @@ void nexar__p2p_on_stream_close(nexar__link_t *c, nexar__imsg_t *m) {
   if (m->state == NEXAR__IM_DONE ||
       ((m->state == NEXAR__IM_FWD || m->state == NEXAR__IM_RELAY) && !m->fin)) {
     /* Delivered, or a frame in passing whose stream was cut: whatever it
-     * still feeds downstream is abandoned (relay.c). */
+     * still feeds downstream is abandoned (relay.c), and a later part cut
+     * short ends what waits for it. */
+    if (m->state == NEXAR__IM_DONE)
+      nexar__rdv_cut(c->ep->owner, m, NEXAR_ERR_PEER_FAILED);
     m->state = NEXAR__IM_DONE;
     imsg_free(m);
     return;

@@ -275,6 +275,9 @@ void nexar__rdv_on_part(nexar_ctx_t *ctx, nexar__imsg_t *m);
 /* Destination: |n| bytes at offset |off| of later part |m|'s payload. */
 void nexar__rdv_data(nexar_ctx_t *ctx, nexar__imsg_t *m, uint64_t off,
                      const uint8_t *d, size_t n);
+/* Destination: later part |m| lost its stream before its last byte: the
+ * receive or RPC message waiting for it ends with |err|. */
+void nexar__rdv_cut(nexar_ctx_t *ctx, nexar__imsg_t *m, int err);
 /* Destination: ends the receives waiting for the later parts of messages
  * from stable id |peer| with |err| (|why| their communicator's text). */
 void nexar__rdv_fail_peer(nexar_ctx_t *ctx, int peer, int err, const char *why);

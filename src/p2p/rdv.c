@@ -235,6 +235,22 @@ void nexar__rdv_on_part(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   nexar__p2p_discard(ctx, m);
 }
 
+void nexar__rdv_cut(nexar_ctx_t *ctx, nexar__imsg_t *m, int err) {
+  nexar__req_t *r = m->rdv && !m->fin ? waiting(ctx, m) : NULL;
+  if (!r) return;
+  nexar__rdv_unlink(r);
+  if (r->msg) r->msg->req = NULL;
+  r->msg = NULL;
+  if (!r->internal) /* an RPC request being taken in has no caller here */
+    nexar__comm_set_error(r->comm,
+                          "rank %d: part of message seq %llu from process %d "
+                          "relayed through rank %d was cut: its stream "
+                          "closed; the receive buffer is unspecified",
+                          r->comm->rank, (unsigned long long)r->rdv_seq,
+                          m->origin, m->conn ? m->conn->peer : -1);
+  nexar__req_complete(r, err);
+}
+
 void nexar__rdv_fail_peer(nexar_ctx_t *ctx, int peer, int err,
                           const char *why) {
   for (int i = -1; i < ctx->ncomms; i++) {
