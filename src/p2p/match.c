@@ -122,7 +122,7 @@ static bool finished(const nexar__imsg_t *m) {
 
 /* Takes |m| off its link (conn set): out of the link's list, and its
  * stream's credit back to the peer, which may open another stream. */
-static void link_release(nexar__imsg_t *m) {
+void nexar__p2p_link_release(nexar__imsg_t *m) {
   nexar__link_t *c = m->conn;
   if (m->aprev)
     m->aprev->anext = m->anext;
@@ -134,97 +134,24 @@ static void link_release(nexar__imsg_t *m) {
   if (m->e2e) nexar__credit_give_back(c->ep->owner, m);
 }
 
-/* |m| is no longer an unexpected message refused by maybe_detach. */
-static void unrefuse(nexar__imsg_t *m) {
-  if (m->refused_of) (*m->refused_of)--;
-  m->refused_of = NULL;
-}
-
 static void imsg_free(nexar__imsg_t *m) {
-  unrefuse(m);
+  nexar__p2p_unrefuse(m);
   if (m->fwd) nexar__relay_in_gone(m);
   if (m->hash) gnutls_hash_deinit(m->hash, NULL);
   m->hash = NULL;
-  if (m->conn) link_release(m); /* delivered */
+  if (m->conn) nexar__p2p_link_release(m); /* delivered */
   if (m->held) (*m->held)--;
   if (m->whole_of) *m->whole_of -= m->whole;
   free(m->buf);
   free(m);
 }
 
-/* On a sparse topology, an unexpected message that has arrived whole (at
- * most the eager size, or relayed under end-to-end credit) gives its
- * stream's credit back at once and waits unattached, like a message to
- * self, so that a later operation's messages cannot hold the credit of a
- * link an earlier one needs (docs/topology.md section 10, cycle 1). Per
- * origin, those not let in whole by maybe_take_whole detach while their
- * bytes (payload and record) stay within NEXAR_RELAY_CREDIT_BYTES, then
- * NEXAR_MAX_STREAMS more by count: a count alone let a collective running
- * ahead of a late rank (a ring allgather sends its right neighbour n - 1
- * messages before it needs one back) hold the last link's data streams.
- * One refused keeps its stream, counted in topo.refused, until it is
- * matched or room comes back (redetach).
- * Only where the transport forgets a message at done_in
- * (NEXAR__TP_DONE_FORGETS). */
-static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
-  const nexar__link_t *c = m->conn;
-  return c && ctx->topo.detached && m->origin >= 0 && m->origin < ctx->topo.n &&
-         (c->tp->caps & NEXAR__TP_DONE_FORGETS);
-}
-
-static void maybe_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  nexar__topo_t *t = &ctx->topo;
-  if (!detachable(ctx, m) || m->state != NEXAR__IM_UNEXPECTED || !m->fin ||
-      m->got != m->hdr.payload_len || m->hash)
-    return;
-  /* A collective's clear-to-send is empty, and its origin cannot finish
-   * the call without this process, so it is not counted (at most one per
-   * transfer of the calls that origin has started and this one not). */
-  bool cts = m->hdr.kind == NEXAR__KIND_COLL && !m->hdr.payload_len &&
-             (m->hdr.step & NEXAR__COLL_STEP_CTS);
-  if (!m->whole && !cts) { /* else counted in bytes (maybe_take_whole) */
-    uint64_t cost = m->hdr.payload_len + sizeof(*m);
-    if (t->detached_bytes[m->origin] + cost <=
-        (uint64_t)ctx->prm.relay_credit_bytes) {
-      m->whole = cost;
-      m->whole_of = &t->detached_bytes[m->origin];
-      *m->whole_of += cost;
-    } else if (t->detached[m->origin] < (uint32_t)ctx->prm.max_streams) {
-      m->held = &t->detached[m->origin];
-      (*m->held)++;
-    } else {
-      if (!m->refused_of) (*(m->refused_of = &t->refused[m->origin]))++;
-      return;
-    }
-  }
-  unrefuse(m);
-  link_release(m);
-  m->conn = NULL;
-}
-
 static void maybe_free(nexar__imsg_t *m) {
   if (m->state == NEXAR__IM_DONE && finished(m)) imsg_free(m);
 }
 
-/* Room for |origin|'s detached messages came back: its unexpected
- * messages that maybe_detach refused, in arrival order per communicator,
- * detach now where they fit (docs/topology.md section 10, rule 3). The
- * walk ends when it has seen as many as are refused. */
-static void redetach(nexar_ctx_t *ctx, int origin) {
-  uint32_t left = ctx->topo.refused[origin];
-  for (int i = -1; i < ctx->ncomms && left; i++) {
-    nexar_comm_t *comm = i < 0 ? ctx->world_comm : ctx->comms[i];
-    if (!comm || (i >= 0 && comm == ctx->world_comm)) continue;
-    for (nexar__imsg_t *m = comm->unexp; m && left; m = m->next) {
-      if (!m->refused_of || m->origin != origin) continue;
-      left--;
-      maybe_detach(ctx, m);
-    }
-  }
-}
-
 static void deliver(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  /* A detached message (maybe_detach) gives its origin's room back. */
+  /* A detached message (nexar__p2p_detach) gives its origin's room back. */
   int origin = m->origin;
   bool room = !m->conn &&
               (m->held || (ctx->topo.detached_bytes &&
@@ -251,7 +178,7 @@ static void deliver(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     nexar__p2p_recv_end(r, &m->hdr);
   }
   maybe_free(m);
-  if (room && ctx->topo.refused[origin]) redetach(ctx, origin);
+  if (room && ctx->topo.refused[origin]) nexar__p2p_redetach(ctx, origin);
 }
 
 void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h) {
@@ -311,7 +238,7 @@ static void copy_in(nexar__imsg_t *m, uint64_t off, const uint8_t *d,
 
 /* Lets the rest of |m| arrive and drops it (credit is returned as for a
  * delivered message). */
-static void open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+void nexar__p2p_open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   if (m->conn && !m->credited) {
     /* Open the stream window for the rest of the message. ngtcp2 only
      * announces a window increase of at least half the stream window
@@ -328,43 +255,20 @@ static void open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   }
 }
 
-/* On a sparse topology, an unexpected message above the eager size (a
- * later operation's, say) would hold its stream, and so a share of the
- * link's credit that relayed frames of earlier operations need, until a
- * receive matches it (docs/topology.md section 10, cycle 1): while the
- * origin's unexpected bytes taken this way stay within
- * NEXAR_RELAY_CREDIT_BYTES, its window opens to the whole message, which
- * then detaches from its stream like a small one (maybe_detach). */
-static void maybe_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  uint64_t len = m->hdr.payload_len;
-  if (len <= (uint64_t)ctx->prm.eager_bytes || !detachable(ctx, m) ||
-      ctx->topo.whole[m->origin] + len > (uint64_t)ctx->prm.relay_credit_bytes)
-    return;
-  if (m->buf && !m->credited) { /* a prefix that waited (reorder) */
-    uint8_t *b = realloc(m->buf, len);
-    if (!b) return;
-    m->buf = b;
-  }
-  m->whole = len;
-  m->whole_of = &ctx->topo.whole[m->origin];
-  *m->whole_of += len;
-  open_window(ctx, m);
-}
-
 static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  unrefuse(m);
+  nexar__p2p_unrefuse(m);
   m->req = NULL;
   m->state = NEXAR__IM_MATCHED;
   free(m->buf);
   m->buf = NULL;
   m->buf_len = 0;
-  open_window(ctx, m);
+  nexar__p2p_open_window(ctx, m);
   if (m->got == m->hdr.payload_len) deliver(ctx, m);
 }
 
 static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   nexar_ctx_t *ctx = r->comm->ctx;
-  unrefuse(m);
+  nexar__p2p_unrefuse(m);
   if (r->is_coll && (!ctx->hooks->coll_same_call(&m->hdr, &r->hdr) ||
                      m->hdr.payload_len != r->cap)) {
     nexar__hdr_t h = m->hdr, mine = r->hdr;
@@ -387,7 +291,7 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
   free(m->buf);
   m->buf = NULL;
   m->buf_len = 0;
-  open_window(ctx, m);
+  nexar__p2p_open_window(ctx, m);
   if (m->got == m->hdr.payload_len) deliver(ctx, m);
 }
 
@@ -475,8 +379,8 @@ static void on_header(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   else
     comm->unexp = m;
   comm->unexp_tail = m;
-  maybe_take_whole(ctx, m);
-  maybe_detach(ctx, m);
+  nexar__p2p_take_whole(ctx, m);
+  nexar__p2p_detach(ctx, m);
 }
 
 void nexar__p2p_screen_early(nexar_comm_t *comm, const nexar__hdr_t *mine) {
@@ -706,7 +610,7 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
   if (m->state == NEXAR__IM_MATCHED && m->got == m->hdr.payload_len)
     deliver(ctx, m);
   else if (fin && m->state == NEXAR__IM_UNEXPECTED)
-    maybe_detach(ctx, m);
+    nexar__p2p_detach(ctx, m);
   else if (fin)
     maybe_free(m);
 }

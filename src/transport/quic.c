@@ -493,7 +493,7 @@ static void quic_attach_in(nexar__link_t *c, int64_t sid, nexar__imsg_t *m) {
 /* A delivered message: a stream not closed yet forgets it (a
  * unidirectional one, which ngtcp2 0.12 never reports closed, or a
  * bidirectional one whose message has arrived whole and leaves it early,
- * p2p/match.c maybe_detach: its later close finds no message); the
+ * p2p/detach.c nexar__p2p_detach: its later close finds no message); the
  * stream's credit goes back to the peer a quarter of the window at a
  * time, so the peer keeps at least three quarters of its credit and credit
  * rides on few packets. */

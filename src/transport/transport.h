@@ -200,17 +200,17 @@ struct nexar__imsg {
   bool stream_closed;
   bool credited; /* stream window extended to the whole message */
   /* A whole unexpected message detached from its stream by count (conn
-   * NULL, credit returned; p2p/match.c): the per-origin count it holds. */
+   * NULL, credit returned; p2p/detach.c): the per-origin count it holds. */
   uint32_t *held;
   /* A relayed message whose origin holds end-to-end credit for it: the
    * frame's bytes, given back when it leaves the link (p2p/credit.c). */
   uint64_t e2e;
-  /* An unexpected message above the eager size let in whole (p2p/match.c
-   * maybe_take_whole), or one of at most the eager size detached by bytes
-   * (maybe_detach): its bytes, counted in *whole_of until it is freed. */
+  /* An unexpected message above the eager size let in whole (p2p/detach.c
+   * nexar__p2p_take_whole), or one of at most the eager size detached by bytes
+   * (nexar__p2p_detach): its bytes, counted in *whole_of until it is freed. */
   uint64_t whole;
   uint64_t *whole_of;
-  /* A whole unexpected message that maybe_detach left on its stream (no
+  /* A whole unexpected message that nexar__p2p_detach left on its stream (no
    * room): the per-origin count of such messages it is in, until it
    * detaches, is matched or is freed. */
   uint32_t *refused_of;
