@@ -179,6 +179,14 @@ void nt_fail_rc(const char *file, int line, const char *expr, int rc,
     }                                                        \
   } while (0)
 
+/* The relay tests' ring (test_relay_credit, test_relay_rdv, test_relay_rpc):
+ * 5 or more processes on kregular:2, so messages two hops away are relayed,
+ * with two data streams per link and the smallest eager and relay windows
+ * (docs/topology.md section 10). Environment lines for nt_opts_t.env. */
+#define NT_RELAY_RING                                                        \
+  "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\n" \
+  "NEXAR_RELAY_WINDOW_BYTES=1024\n"
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,8 +7,11 @@
 #ifndef NEXAR_TESTS_LOAD_THREAD_H
 #define NEXAR_TESTS_LOAD_THREAD_H
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "harness.h"
 #include "nexar.h"
 
 typedef struct nt_load {
@@ -36,6 +39,33 @@ static inline void *nt_load_main(void *arg) {
   free(v);
   __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
   return NULL;
+}
+
+/* Registers the echo handler |fn| on world |w| (rank |r| of 2), waits for
+ * the other rank's, and starts load |l| on a duplicate of |w| on thread
+ * |th|. 0, or 1 after reporting a failure (harness.h). */
+static inline int nt_load_start(nexar_comm_t *w, int r, int fn, nt_load_t *l,
+                                pthread_t *th) {
+  l->rank = r;
+  NT_OKC(w, nexar_comm_dup(w, &l->comm));
+  NT_OKC(w, nexar_rpc_register(w, fn, nt_rpc_echo, NULL));
+  NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
+  NT_CHECK(pthread_create(th, NULL, nt_load_main, l) == 0);
+  return 0;
+}
+
+/* Call |i| of rank |r|: |n| bytes of |req| (already filled) to the other
+ * rank's echo handler |fn|, checked bit for bit in |resp|. 0, or 1 after
+ * reporting a failure. */
+static inline int nt_echo_check(nexar_comm_t *w, int r, int fn, int i,
+                                const uint8_t *req, uint8_t *resp, size_t n) {
+  size_t got = 0;
+  memset(resp, 0, n);
+  NT_OKC(w, nexar_rpc_call(w, 1 - r, fn, req, n, resp, n, &got, 30000));
+  NT_CHECKF(got == n && memcmp(req, resp, n) == 0,
+            "rank %d: call %d echoed %zu of %zu bytes, or other bytes", r, i,
+            got, n);
+  return 0;
 }
 
 #endif

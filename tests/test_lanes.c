@@ -156,21 +156,14 @@ static int slice_worker(int index, void *arg) {
   nexar_comm_t *w;
   int r;
   NT_OK(nt_join_world(&ctx, &w, &r, NULL));
-  nt_load_t l = {.count = LOAD_COUNT, .rounds = LOAD_ROUNDS, .rank = r};
-  NT_OKC(w, nexar_comm_dup(w, &l.comm));
-  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL));
-  NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
-  static uint8_t req[CALL_MAX], resp[CALL_MAX];
+  nt_load_t l = {.count = LOAD_COUNT, .rounds = LOAD_ROUNDS};
   pthread_t th;
-  NT_CHECK(pthread_create(&th, NULL, nt_load_main, &l) == 0);
+  if (nt_load_start(w, r, FN_ECHO, &l, &th)) return 1;
+  static uint8_t req[CALL_MAX], resp[CALL_MAX];
   for (int i = 0; i < CALLS; i++) {
-    size_t n = 1 + ((size_t)i * 7919u) % CALL_MAX, got = 0;
+    size_t n = 1 + ((size_t)i * 7919u) % CALL_MAX;
     for (size_t k = 0; k < n; k++) req[k] = pat(k + (size_t)i + (size_t)r);
-    memset(resp, 0, n);
-    NT_OKC(w, nexar_rpc_call(w, 1 - r, FN_ECHO, req, n, resp, n, &got, 30000));
-    NT_CHECKF(got == n && memcmp(req, resp, n) == 0,
-              "rank %d: call %d echoed %zu of %zu bytes, or other bytes", r, i,
-              got, n);
+    if (nt_echo_check(w, r, FN_ECHO, i, req, resp, n)) return 1;
     if (i % 4 == 0) NT_OKC(w, nexar_barrier(w));
   }
   pthread_join(th, NULL);

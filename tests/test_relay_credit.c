@@ -156,9 +156,7 @@ static int worker(int index, void *arg) {
   return 0;
 }
 
-#define RING                                                                 \
-  "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\n" \
-  "NEXAR_RELAY_WINDOW_BYTES=1024\n"
+#define RING NT_RELAY_RING
 
 int main(void) {
   nt_opts_t whole = {.world_size = 5,

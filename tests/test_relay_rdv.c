@@ -147,9 +147,7 @@ static int worker_v(int index, void *arg) {
   return 0;
 }
 
-#define RING                                                                 \
-  "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\nNEXAR_EAGER_BYTES=1024\n" \
-  "NEXAR_RELAY_WINDOW_BYTES=1024\nNEXAR_RELAY_CREDIT_BYTES=4096\n"
+#define RING NT_RELAY_RING "NEXAR_RELAY_CREDIT_BYTES=4096\n"
 
 int main(void) {
   nt_opts_t o = {.world_size = 5,

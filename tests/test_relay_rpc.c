@@ -96,10 +96,8 @@ static int worker(int index, void *arg) {
   return 0;
 }
 
-#define RING                                                \
-  "NEXAR_TOPOLOGY=kregular:2\nNEXAR_MAX_STREAMS=4\n"        \
-  "NEXAR_EAGER_BYTES=1024\nNEXAR_RELAY_WINDOW_BYTES=1024\n" \
-  "NEXAR_RELAY_CREDIT_BYTES=4096\nNEXAR_OP_TIMEOUT_MS=20000\n"
+#define RING \
+  NT_RELAY_RING "NEXAR_RELAY_CREDIT_BYTES=4096\nNEXAR_OP_TIMEOUT_MS=20000\n"
 
 int main(void) {
   nt_opts_t o = {.world_size = 5, .timeout_ms = 60000, .env = RING};

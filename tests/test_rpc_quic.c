@@ -46,23 +46,15 @@ static int worker(int index, void *arg) {
   nexar_comm_t *w;
   int r;
   NT_OK(nt_join_world(&ctx, &w, &r, NULL));
-  nt_load_t l = {.count = LOAD_COUNT, .rounds = LOAD_ROUNDS, .rank = r};
-  NT_OKC(w, nexar_comm_dup(w, &l.comm));
-  NT_OKC(w, nexar_rpc_register(w, FN_ECHO, nt_rpc_echo, NULL));
-  NT_OKC(w, nexar_barrier(w)); /* both handlers registered */
-  static uint8_t req[CALL_MAX], resp[CALL_MAX];
+  nt_load_t l = {.count = LOAD_COUNT, .rounds = LOAD_ROUNDS};
   pthread_t th;
-  NT_CHECK(pthread_create(&th, NULL, nt_load_main, &l) == 0);
+  if (nt_load_start(w, r, FN_ECHO, &l, &th)) return 1;
+  static uint8_t req[CALL_MAX], resp[CALL_MAX];
   int calls = 0;
   while (!__atomic_load_n(&l.done, __ATOMIC_ACQUIRE)) {
     size_t n = calls % 4 ? 8 : 1 + ((size_t)calls * 7919u) % CALL_MAX;
-    size_t got = 0;
     for (size_t k = 0; k < n; k++) req[k] = pat(k + (size_t)calls + (size_t)r);
-    memset(resp, 0, n);
-    NT_OKC(w, nexar_rpc_call(w, 1 - r, FN_ECHO, req, n, resp, n, &got, 30000));
-    NT_CHECKF(got == n && memcmp(req, resp, n) == 0,
-              "rank %d: call %d echoed %zu of %zu bytes, or other bytes", r,
-              calls, got, n);
+    if (nt_echo_check(w, r, FN_ECHO, calls, req, resp, n)) return 1;
     calls++;
   }
   pthread_join(th, NULL);
