@@ -273,6 +273,13 @@ add_test(NAME test_relay_rdv_quic COMMAND test_relay_rdv)
 math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
 set_tests_properties(test_relay_rdv_quic PROPERTIES TIMEOUT ${t}
   ENVIRONMENT NEXAR_TRANSPORT=quic)
+# Settings every member shares (docs/configuration.md): one rank with its
+# own eager size, credit and segment size adopts rank 0's; a relayed
+# workload runs bit for bit over shared memory and QUIC.
+nexar_test(test_job_settings 60 test_job_settings.c)
+add_test(NAME test_job_settings_quic COMMAND test_job_settings)
+set_tests_properties(test_job_settings_quic PROPERTIES TIMEOUT ${t}
+  ENVIRONMENT NEXAR_TRANSPORT=quic)
 # Relayed RPC messages above the credit (docs/topology.md section 10, rule 7).
 nexar_test(test_relay_rpc 60 test_relay_rpc.c)
 add_test(NAME test_relay_rpc_quic COMMAND test_relay_rpc)
