@@ -15,9 +15,15 @@
  * rank and an alltoall of 700 int64 per pair (steps above the eager size,
  * relayed, cut into credited pieces), then a 20000-byte message from
  * every rank to the rank two hops ahead, unexpected when it arrives, all
- * checked bit for bit. NEXAR_TRANSPORT=quic (ctest test_job_settings_quic)
- * runs the same over QUIC.
+ * checked bit for bit. Case 3: rank 3 differs, point-to-point only: four
+ * 20000-byte messages from every rank to the rank two hops ahead (rank 3
+ * relays rank 2's to rank 4), received last first after a barrier.
+ * NEXAR_TRANSPORT=quic (ctest test_job_settings_quic) runs the same over
+ * QUIC. Before (main at 79e8098) cases 1 and 2 failed with a false
+ * NEXAR_ERR_MISMATCH ("rank 3 sent 8192 bytes in step 0, rank 4 expected
+ * 4096") and case 3 hung until the 10 s op deadline.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -28,9 +34,11 @@
 #define N_AG 900
 #define N_A2A 700
 #define LEN 20000
+#define NMSG 4
 
 static int worker(int index, void *arg) {
-  int odd = *(int *)arg; /* the rank whose settings differ */
+  int odd = *(int *)arg % 10; /* the rank whose settings differ */
+  bool p2p_only = *(int *)arg >= 10;
   if (index == odd) {
     setenv("NEXAR_EAGER_BYTES", "8192", 1);
     setenv("NEXAR_RELAY_CREDIT_BYTES", "65536", 1);
@@ -43,6 +51,7 @@ static int worker(int index, void *arg) {
   NT_OK(nt_join_world(&ctx, &world, &rank, &size));
   static int64_t in[N_AR], out[N_AR], ag[5 * N_AG], a2a[2][5 * N_A2A];
   for (int i = 0; i < N_AR; i++) in[i] = (int64_t)rank * 1000003 + i;
+  if (p2p_only) goto p2p;
   NT_OKC(world, nexar_allreduce(world, in, out, N_AR, NEXAR_INT64, NEXAR_SUM));
   for (int i = 0; i < N_AR; i++)
     NT_CHECKF(out[i] == (int64_t)10 * 1000003 + (int64_t)size * i,
@@ -58,17 +67,23 @@ static int worker(int index, void *arg) {
     for (int i = 0; i < N_A2A; i++)
       NT_CHECKF(a2a[1][r * N_A2A + i] == r * 100000 + rank * N_A2A + i,
                 "alltoall block from %d element %d differs", r, i);
-  static uint8_t msg[2][LEN];
-  nexar_req_t *req;
-  nt_fill(msg[0], LEN, (unsigned)rank);
-  NT_OKC(world, nexar_isend(world, msg[0], LEN, NEXAR_BYTE, (rank + 2) % size,
-                            7, &req));
+p2p:;
+  /* NMSG messages to the rank two hops ahead, received last first. */
+  static uint8_t msg[2][NMSG][LEN];
+  nexar_req_t *req[NMSG];
+  for (int i = 0; i < NMSG; i++) {
+    nt_fill(msg[0][i], LEN, (unsigned)(rank * 10 + i));
+    NT_OKC(world, nexar_isend(world, msg[0][i], LEN, NEXAR_BYTE,
+                              (rank + 2) % size, i, &req[i]));
+  }
   NT_OKC(world, nexar_barrier(world)); /* every message sent before a recv */
   int from = (rank + size - 2) % size;
-  NT_OKC(world, nexar_recv(world, msg[1], LEN, NEXAR_BYTE, from, 7, NULL));
-  NT_CHECKF(nt_check_fill(msg[1], LEN, (unsigned)from) == LEN,
-            "the message from rank %d differs", from);
-  NT_OKC(world, nexar_waitall(1, &req, NULL));
+  for (int i = NMSG - 1; i >= 0; i--) {
+    NT_OKC(world, nexar_recv(world, msg[1][i], LEN, NEXAR_BYTE, from, i, NULL));
+    NT_CHECKF(nt_check_fill(msg[1][i], LEN, (unsigned)(from * 10 + i)) == LEN,
+              "message %d from rank %d differs", i, from);
+  }
+  NT_OKC(world, nexar_waitall(NMSG, req, NULL));
   NT_OKC(world, nexar_barrier(world));
   NT_OK(nexar_finalize(ctx));
   return 0;
@@ -83,5 +98,6 @@ int main(void) {
                  "NEXAR_OP_TIMEOUT_MS=10000"};
   int fails = nt_run_case(&o, worker, 3, "rank3_differs");
   fails += nt_run_case(&o, worker, 0, "rank0_differs");
+  fails += nt_run_case(&o, worker, 13, "rank3_differs_p2p");
   return fails ? 1 : 0;
 }

@@ -1,5 +1,7 @@
 # The test list: one line per test (name, timeout in seconds, sources).
 nexar_test(test_wire 60 test_wire.c)
+# The job section of HELLO, WELCOME and JOIN (docs/wire-protocol.md 6.8).
+nexar_test(test_wire_job 60 test_wire_job.c)
 # Decoders of untrusted seed and control input (seed streams, FAILED,
 # AGREE, MISMATCH) in the default build: the fuzz corpora (tests/corpus/seed,
 # tests/corpus/ctl) checked against exact expected results and replayed
