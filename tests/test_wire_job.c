@@ -2,7 +2,8 @@
  * The job section (docs/wire-protocol.md section 6.8) at the end of HELLO,
  * WELCOME and JOIN: round trips with and without the host section or
  * extension before it, and every malformed form refused (each length
- * between, a bad mark or count, a value of 0 or above the bound).
+ * between, a bad mark or count, a value of 0 or above the bound); and
+ * how a member adopts the job's values (nexar__params_job_adopt).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/param.h"
 #include "wire/wire_int.h"
 
 static uint8_t buf[1 << 16];
@@ -204,11 +206,51 @@ static void test_join_job(void **state) {
   }
 }
 
+static void test_adopt(void **state) {
+  (void)state;
+  static nexar__params_t p, keep;
+  char err[256];
+  assert_int_equal(nexar__params_load(&p, NULL, err, sizeof err), 0);
+  p.relay_window_bytes = 2048;
+  keep = p;
+  /* Nothing to adopt. */
+  nexar__job_t none = {0};
+  assert_int_equal(nexar__params_job_adopt(&p, &none, 3, 0, err, sizeof err),
+                   0);
+  assert_memory_equal(&p, &keep, sizeof p);
+  /* Out of a setting's range (within the wire's bounds): refused, naming
+   * it, nothing changed. */
+  nexar__job_t bad = job;
+  bad.v[0] = 1u << 25; /* NEXAR_EAGER_BYTES is at most 2^24 */
+  assert_int_equal(nexar__params_job_adopt(&p, &bad, 3, 0, err, sizeof err),
+                   NEXAR_ERR_PROTO);
+  assert_non_null(strstr(err, "NEXAR_EAGER_BYTES=33554432"));
+  bad = job;
+  bad.v[2] = 1024; /* NEXAR_SEG_BYTES is at least 4096 */
+  assert_int_equal(nexar__params_job_adopt(&p, &bad, 3, 0, err, sizeof err),
+                   NEXAR_ERR_PROTO);
+  assert_non_null(strstr(err, "NEXAR_SEG_BYTES"));
+  assert_memory_equal(&p, &keep, sizeof p);
+  /* Adopted; the relay window raised to the eager size. */
+  nexar__job_t j = {NEXAR__JOB_VALUES, {8192, 65536, 1 << 20}};
+  assert_int_equal(nexar__params_job_adopt(&p, &j, 3, 0, err, sizeof err), 0);
+  assert_int_equal(p.eager_bytes, 8192);
+  assert_int_equal(p.relay_credit_bytes, 65536);
+  assert_int_equal(p.seg_bytes, 1 << 20);
+  assert_int_equal(p.relay_window_bytes, 8192);
+  /* What a HELLO carries is what was adopted. */
+  nexar__job_t got;
+  nexar__params_job_get(&p, &got);
+  assert_int_equal(got.n, NEXAR__JOB_VALUES);
+  assert_memory_equal(got.v, j.v, sizeof j.v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hello_job),
       cmocka_unit_test(test_welcome_job),
       cmocka_unit_test(test_join_job),
+      cmocka_unit_test(test_adopt),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
