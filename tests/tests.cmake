@@ -268,7 +268,8 @@ nexar_test(test_mixed 90 test_mixed.c)
 # messages above the eager size, from a relayed origin and a neighbour,
 # received in reverse order on a ring with two data streams per link (hung
 # before they were let in whole); a send waiting for credit ends at its op
-# deadline.
+# deadline; refused messages, small or above the eager size, let in when
+# their origin's room comes back.
 nexar_test(test_relay_credit 90 test_relay_credit.c)
 nexar_test(test_relay_rdv 60 test_relay_rdv.c)
 add_test(NAME test_relay_rdv_quic COMMAND test_relay_rdv)
