@@ -41,7 +41,8 @@ message(STATUS "nexar: libFuzzer harnesses with ${NEXAR_CLANG}")
 set(_wire ${PROJECT_SOURCE_DIR}/src/wire/wire.c
           ${PROJECT_SOURCE_DIR}/src/wire/wire_elastic.c
           ${PROJECT_SOURCE_DIR}/src/wire/wire_ctl.c
-          ${PROJECT_SOURCE_DIR}/src/wire/wire_inspect.c)
+          ${PROJECT_SOURCE_DIR}/src/wire/wire_inspect.c
+          ${PROJECT_SOURCE_DIR}/src/wire/wire_job.c)
 # fuzz_wire: header, seed frame header, each seed body decoder.
 # fuzz_seed: the seed exchange as each side reads it (frame splitting,
 # HELLO/ADMIT at the seed, PROOF/WELCOME/JOIN/ADMITTED/REJECT at a worker).

@@ -13,7 +13,10 @@
  * every rank with nobody leaving. The processes sit on fake hosts
  * (NEXAR_HOST_KEY: ranks 0, 2 and the second joiner on one, 1 and 3 on
  * another, the first joiner alone), so every collective is two-level
- * (docs/communicators.md) before and after each change.
+ * (docs/communicators.md) before and after each change. The joiners set
+ * their own NEXAR_SEG_BYTES and NEXAR_EAGER_BYTES and adopt the job's (rank
+ * 0's, in JOIN; docs/configuration.md): before, the 1.6 MB allreduce's
+ * segments differed.
  *
  * noseed: the seed of a world of 3 is not elastic and exits once the world
  * is formed. The first checkpoint learns it at once (its closed port), a
@@ -208,6 +211,10 @@ static int grow_worker(int index, void *arg) {
     NT_CHECK(wait_go(go_join[0]) == 0);
     unsetenv("NEXAR_RANK");
     setenv("NEXAR_JOIN", "1", 1);
+    /* Settings every member shares, other than the members': the joiner
+     * adopts theirs (JOIN), or the ring allreduce's segments differ. */
+    setenv("NEXAR_SEG_BYTES", "65536", 1);
+    setenv("NEXAR_EAGER_BYTES", "4096", 1);
     NT_OK(nt_join(&ctx));
     w = nexar_comm_world(ctx);
     NT_OK(nexar_comm_rank(w, &r));

@@ -43,6 +43,16 @@
  *    must detach by the bytes that came back for it to arrive. Before,
  *    nothing looked at them again and the receive ended at its op
  *    deadline. Over shared memory and QUIC.
+ * 5. A message above the eager size not let in whole is let in once room
+ *    comes back: with NEXAR_RELAY_CREDIT_BYTES=4096, rank 1 sends its
+ *    neighbour rank 2 4 messages of 2000 bytes. The 1st and 2nd are let
+ *    in whole (topo.whole), the 3rd and 4th are not and hold link
+ *    1 -> 2's two data streams at the eager size; rank 1 then tells rank
+ *    0, which sends rank 2 a message through rank 1, queued behind them.
+ *    Rank 2 probes the 4th, receives the 1st and 2nd, then rank 0's
+ *    message: the 3rd and 4th must be let in whole by the bytes that
+ *    came back for it to pass. Before, nothing looked at them again and
+ *    the receive ended at its op deadline. Over shared memory and QUIC.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +67,7 @@
 #define NSMALL 8 /* case 2 */
 #define SMALL 100
 #define NREFUSED 9 /* case 3 */
+#define NLARGE 4   /* case 4 */
 
 static int worker(int index, void *arg) {
   int c = *(int *)arg;
@@ -140,6 +151,35 @@ static int worker(int index, void *arg) {
       NT_CHECKF(nt_check_fill(small[i], SMALL, (unsigned)(200 + i)) == SMALL,
                 "message %d from rank 1 differs", i);
     }
+  } else if (c == 4 && rank == 1) {
+    for (int i = 0; i < NLARGE; i++) {
+      nt_fill(buf[1][i], LEN, (unsigned)(300 + i));
+      NT_OKC(world, nexar_isend(world, buf[1][i], LEN, NEXAR_BYTE, 2, 30 + i,
+                                &reqs[i]));
+    }
+    NT_OKC(world, nexar_send(world, buf[1][0], 1, NEXAR_BYTE, 0, 99));
+    NT_OKC(world, nexar_waitall(NLARGE, reqs, NULL));
+  } else if (c == 4 && rank == 0) { /* after rank 1's: queued behind them */
+    NT_OKC(world, nexar_recv(world, buf[0][0], 1, NEXAR_BYTE, 1, 99, NULL));
+    nt_fill(buf[0][1], SMALL, 8);
+    NT_OKC(world, nexar_send(world, buf[0][1], SMALL, NEXAR_BYTE, 2, 1));
+  } else if (c == 4 && rank == 2) {
+    /* The 1st and 2nd, rank 0's, the 3rd and 4th. */
+    NT_OKC(world, nexar_probe(world, 1, 30 + NLARGE - 1, NULL));
+    for (int k = 0; k < NLARGE + 1; k++) {
+      int i = k < 2 ? k : k - 1;
+      if (k == 2) {
+        NT_OKC(world,
+               nexar_recv(world, buf[0][0], SMALL, NEXAR_BYTE, 0, 1, NULL));
+        NT_CHECKF(nt_check_fill(buf[0][0], SMALL, 8) == SMALL,
+                  "the relayed message from rank 0 differs");
+        continue;
+      }
+      NT_OKC(world,
+             nexar_recv(world, buf[1][i], LEN, NEXAR_BYTE, 1, 30 + i, NULL));
+      NT_CHECKF(nt_check_fill(buf[1][i], LEN, (unsigned)(300 + i)) == LEN,
+                "message %d from rank 1 differs", i);
+    }
   } else if (c == 1 && rank == 0) {
     for (int i = 0; i < nmsg; i++)
       NT_OKC(world,
@@ -183,6 +223,15 @@ int main(void) {
   refused_quic.env = RING
       "NEXAR_RELAY_CREDIT_BYTES=1760\nNEXAR_OP_TIMEOUT_MS=5000\n"
       "NEXAR_TRANSPORT=quic";
+  nt_opts_t large = {.world_size = 5,
+                     .timeout_ms = 60000,
+                     .env = RING
+                     "NEXAR_RELAY_CREDIT_BYTES=4096\n"
+                     "NEXAR_OP_TIMEOUT_MS=5000"};
+  nt_opts_t large_quic = large;
+  large_quic.env = RING
+      "NEXAR_RELAY_CREDIT_BYTES=4096\nNEXAR_OP_TIMEOUT_MS=5000\n"
+      "NEXAR_TRANSPORT=quic";
   int fails = nt_run_case(&whole, worker, 0, "unexpected_whole_reverse");
   fails += nt_run_case(&wait, worker, 1, "credit_wait_deadline");
   fails += nt_run_case(&small, worker, 2, "unexpected_small_over_count");
@@ -190,5 +239,7 @@ int main(void) {
       nt_run_case(&small_quic, worker, 2, "unexpected_small_over_count_quic");
   fails += nt_run_case(&refused, worker, 3, "refused_detach_on_room");
   fails += nt_run_case(&refused_quic, worker, 3, "refused_detach_on_room_quic");
+  fails += nt_run_case(&large, worker, 4, "large_whole_on_room");
+  fails += nt_run_case(&large_quic, worker, 4, "large_whole_on_room_quic");
   return fails ? 1 : 0;
 }

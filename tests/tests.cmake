@@ -1,5 +1,7 @@
 # The test list: one line per test (name, timeout in seconds, sources).
 nexar_test(test_wire 60 test_wire.c)
+# The job section of HELLO, WELCOME and JOIN (docs/wire-protocol.md 6.8).
+nexar_test(test_wire_job 60 test_wire_job.c)
 # Decoders of untrusted seed and control input (seed streams, FAILED,
 # AGREE, MISMATCH) in the default build: the fuzz corpora (tests/corpus/seed,
 # tests/corpus/ctl) checked against exact expected results and replayed
@@ -266,12 +268,20 @@ nexar_test(test_mixed 90 test_mixed.c)
 # messages above the eager size, from a relayed origin and a neighbour,
 # received in reverse order on a ring with two data streams per link (hung
 # before they were let in whole); a send waiting for credit ends at its op
-# deadline.
+# deadline; refused messages, small or above the eager size, let in when
+# their origin's room comes back.
 nexar_test(test_relay_credit 90 test_relay_credit.c)
 nexar_test(test_relay_rdv 60 test_relay_rdv.c)
 add_test(NAME test_relay_rdv_quic COMMAND test_relay_rdv)
 math(EXPR t "60 * ${NEXAR_TEST_TIMEOUT_MULTIPLIER}")
 set_tests_properties(test_relay_rdv_quic PROPERTIES TIMEOUT ${t}
+  ENVIRONMENT NEXAR_TRANSPORT=quic)
+# Settings every member shares (docs/configuration.md): one rank with its
+# own eager size, credit and segment size adopts rank 0's; a relayed
+# workload runs bit for bit over shared memory and QUIC.
+nexar_test(test_job_settings 60 test_job_settings.c)
+add_test(NAME test_job_settings_quic COMMAND test_job_settings)
+set_tests_properties(test_job_settings_quic PROPERTIES TIMEOUT ${t}
   ENVIRONMENT NEXAR_TRANSPORT=quic)
 # Relayed RPC messages above the credit (docs/topology.md section 10, rule 7).
 nexar_test(test_relay_rpc 60 test_relay_rpc.c)

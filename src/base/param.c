@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "nexar.h"
 #include "base/base.h"
+#include "wire/wire.h"
 
 static const char *keep_str(nexar__params_t *p, const char *s) {
   size_t n = strlen(s) + 1;
@@ -359,6 +360,85 @@ int nexar__params_check(const nexar__params_t *p, char *err, size_t errlen) {
                   "1 (unset it to turn the log off)", err, errlen);
   if (rc < 0) return rc;
   return nexar__log_check(err, errlen);
+}
+
+/* ---- Settings the job shares (NEXAR__PARAM_JOB). */
+
+#define JOB_COUNT(f, env) +1
+_Static_assert(0 NEXAR__PARAM_JOB(JOB_COUNT) == NEXAR__JOB_VALUES,
+               "the job section carries every setting the job shares");
+#undef JOB_COUNT
+
+/* The range of setting |env| in the table. */
+static void param_range(const char *env, int64_t *lo, int64_t *hi) {
+#define RANGE(type, f, name, def, l, h, help) \
+  if (!strcmp(env, name)) {                   \
+    *lo = (int64_t)(l);                       \
+    *hi = (int64_t)(h);                       \
+  }
+  NEXAR__PARAM_TABLE(RANGE)
+#undef RANGE
+}
+
+void nexar__params_job_get(const nexar__params_t *p, nexar__job_t *job) {
+  uint32_t i = 0;
+  job->n = NEXAR__JOB_VALUES;
+#define GET(f, env) job->v[i++] = (uint64_t)p->f;
+  NEXAR__PARAM_JOB(GET)
+#undef GET
+}
+
+int nexar__params_job_adopt(nexar__params_t *p, const nexar__job_t *job,
+                            int rank, int from, char *err, size_t errlen) {
+  if (!job->n) return NEXAR_OK;
+  static const char *const names[] = {
+#define NAME(f, env) env,
+      NEXAR__PARAM_JOB(NAME)
+#undef NAME
+  };
+  for (uint32_t i = 0; i < NEXAR__JOB_VALUES; i++) {
+    int64_t lo = 0, hi = 0;
+    param_range(names[i], &lo, &hi);
+    if (job->v[i] < (uint64_t)lo || job->v[i] > (uint64_t)hi) {
+      snprintf(err, errlen,
+               "the job's %s=%llu (rank %d's, from the seed) is outside [%lld, "
+               "%lld]",
+               names[i], (unsigned long long)job->v[i], from, (long long)lo,
+               (long long)hi);
+      return NEXAR_ERR_PROTO;
+    }
+  }
+  nexar__params_t mine = *p;
+  uint32_t i = 0;
+#define ADOPT(f, env)                                                       \
+  if ((uint64_t)p->f != job->v[i]) {                                        \
+    NEXAR__INFO(NEXAR__SUB_ENV,                                             \
+                "rank %d: %s=%lld replaced by the job's %llu (rank %d's): " \
+                "every member uses one value",                              \
+                rank, env, (long long)p->f, (unsigned long long)job->v[i],  \
+                from);                                                      \
+    p->f = (int64_t)job->v[i];                                              \
+  }                                                                         \
+  i++;
+  NEXAR__PARAM_JOB(ADOPT)
+#undef ADOPT
+  if (p->relay_window_bytes < p->eager_bytes) { /* a relay's own bound */
+    NEXAR__INFO(NEXAR__SUB_ENV,
+                "rank %d: NEXAR_RELAY_WINDOW_BYTES=%lld raised to the job's "
+                "NEXAR_EAGER_BYTES=%lld (it must be at least that)",
+                rank, (long long)p->relay_window_bytes,
+                (long long)p->eager_bytes);
+    p->relay_window_bytes = p->eager_bytes;
+  }
+  char why[256];
+  if (nexar__params_check(p, why, sizeof(why)) < 0) {
+    snprintf(err, errlen,
+             "with the settings every member shares set to rank %d's: %s", from,
+             why);
+    *p = mine;
+    return NEXAR_ERR_INVALID_ARG;
+  }
+  return NEXAR_OK;
 }
 
 void nexar__params_dump(const nexar__params_t *p) {

@@ -242,6 +242,37 @@ typedef struct nexar__params {
   size_t strused;
 } nexar__params_t;
 
+/*
+ * The settings every member of a job must share, X(field, env), in the
+ * order of the job section's values (wire.h nexar__job_t;
+ * docs/configuration.md, "Settings the job shares"): both ends of a
+ * transfer cut and number it by them (collective steps, clear-to-send,
+ * rendezvous and RPC parts, pipeline segments) and a destination bounds
+ * what its origins send by its own (docs/topology.md section 10). Rank
+ * 0's values travel in the roster; every member adopts them.
+ */
+#define NEXAR__PARAM_JOB(X)                         \
+  X(eager_bytes, "NEXAR_EAGER_BYTES")               \
+  X(relay_credit_bytes, "NEXAR_RELAY_CREDIT_BYTES") \
+  X(seg_bytes, "NEXAR_SEG_BYTES")
+
+struct nexar__job;
+/* |p|'s values of the settings the job shares, into |job| (n set). */
+void nexar__params_job_get(const nexar__params_t *p, struct nexar__job *job);
+/*
+ * Adopts the job's values |job| (as decoded: count and wire bounds
+ * checked; n 0 changes nothing), those of rank |from|, on this process of
+ * rank |rank|: every setting of NEXAR__PARAM_JOB whose value differs is
+ * replaced and logged at INFO, naming the setting, both values and both
+ * ranks. Returns NEXAR_OK; NEXAR_ERR_PROTO with |err| naming the setting
+ * when a value is outside its range (nothing is changed then); or
+ * NEXAR_ERR_INVALID_ARG when nexar__params_check refuses the result (|err|
+ * says which value came from the job). Not thread-safe: called once, at
+ * formation, before any link to a peer.
+ */
+int nexar__params_job_adopt(nexar__params_t *p, const struct nexar__job *job,
+                            int rank, int from, char *err, size_t errlen);
+
 /* Smallest NEXAR_UDP_PAYLOAD other than 0: QUIC's minimum datagram size. */
 #define NEXAR__UDP_PAYLOAD_MIN 1200
 

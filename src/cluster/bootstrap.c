@@ -134,6 +134,7 @@ static int send_hello(nexar_ctx_t *ctx, nexar__link_t *c,
   memcpy(h.cert, ctx->ep.id.cert, ctx->ep.id.cert_len);
   h.cert_len = ctx->ep.id.cert_len;
   snprintf(h.topo, sizeof(h.topo), "%s", ctx->topo.name);
+  nexar__params_job_get(&ctx->prm, &h.job); /* rank 0's become the job's */
   h.pid = ctx->host.pid;
   h.host_key = ctx->host.key;
   memcpy(h.nonce, ctx->host.nonce, NEXAR__NONCE_BYTES);
@@ -258,7 +259,11 @@ static int on_welcome(nexar_ctx_t *ctx, nexar__link_t *c, const uint8_t *body,
                        ctx->ep.id.fingerprint, NEXAR__FP_BYTES))
     return NEXAR_ERR_PROTO;
   char err[NEXAR__ERRMSG_MAX];
-  int rc = nexar__topo_init(ctx, ctx->world, err, sizeof(err));
+  /* Rank 0's values of the settings every member shares, before anything
+   * uses them (links, topology, credit). */
+  int rc = nexar__params_job_adopt(&ctx->prm, &w.job, ctx->rank, 0, err,
+                                   sizeof(err));
+  if (rc == 0) rc = nexar__topo_init(ctx, ctx->world, err, sizeof(err));
   if (rc == 0) rc = roster_keys(ctx, &w, err, sizeof(err));
   if (rc < 0) {
     nexar__link_close(c, NEXAR__CLOSE_OK, "welcome received");

@@ -88,7 +88,10 @@ int nexar__elastic_on_join(nexar_ctx_t *ctx, const uint8_t *body, size_t len) {
   }
   ctx->rank = (int)j.id;
   char err[NEXAR__ERRMSG_MAX];
-  int rc = nexar__topo_init(ctx, (int)j.nids, err, sizeof(err));
+  /* The job's settings, those of the first world's rank 0 (id 0). */
+  int rc = nexar__params_job_adopt(&ctx->prm, &j.job, (int)j.id, 0, err,
+                                   sizeof(err));
+  if (rc == 0) rc = nexar__topo_init(ctx, (int)j.nids, err, sizeof(err));
   if (rc < 0) {
     NEXAR__INFO(NEXAR__SUB_BOOTSTRAP, "id %u: %s", j.id, err);
     return rc;

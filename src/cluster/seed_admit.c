@@ -84,7 +84,7 @@ static int admit(nexar__seedc_t *s, int slot, const nexar__seed_admit_t *a,
       nexar__seedc_realloc(s, NULL, (size_t)(n + room + 1) * sizeof(uint32_t));
   uint8_t *frame = NULL;
   size_t cap = NEXAR__SEED_FRAME_HDR + 24 + (size_t)(s->nids + room) * 96 +
-               4 * (size_t)(n + room);
+               4 * (size_t)(n + room) + 64; /* and the job section */
   if (!j || !jslot || !members ||
       nexar__seedc_grow(s, &s->ids, &s->ids_cap, (size_t)(s->nids + room),
                         sizeof(*s->ids)) < 0 ||
@@ -129,7 +129,8 @@ static int admit(nexar__seedc_t *s, int slot, const nexar__seed_admit_t *a,
                            .nids = (uint32_t)(s->nids + k),
                            .comm_id = a->comm_id,
                            .epoch = a->epoch,
-                           .nmembers = (uint32_t)(n + k)};
+                           .nmembers = (uint32_t)(n + k),
+                           .job = s->job};
   s->nids += k;
   s->current = n + k;
   if (k) {

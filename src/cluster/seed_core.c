@@ -233,6 +233,7 @@ void nexar__seedc_record(nexar__seedc_t *s, int slot,
   w->e.host.pid = h->pid;
   memcpy(w->e.host.nonce, h->nonce, NEXAR__NONCE_BYTES);
   memcpy(w->host, h->host, sizeof(w->host));
+  w->job = h->job;
 }
 
 /* ---- Formation. */
@@ -248,7 +249,7 @@ static int encode_roster(nexar__seedc_t *s, nexar__roster_entry_t *roster,
   bool certs = strcmp(s->topo, "full") != 0;
   const uint8_t **der = NULL;
   uint16_t *der_len = NULL;
-  size_t cap = 16 + (size_t)s->world * 96;
+  size_t cap = 16 + (size_t)s->world * 96 + 64;
   int rc = NEXAR_ERR_NOMEM;
   if (certs) {
     der = nexar__seedc_realloc(s, NULL, (size_t)s->world * sizeof(*der));
@@ -267,8 +268,10 @@ static int encode_roster(nexar__seedc_t *s, nexar__roster_entry_t *roster,
   }
   s->wf = nexar__seedc_realloc(s, NULL, cap);
   if (!s->wf) goto out;
-  int n = nexar__seed_welcome_encode_certs(0, (uint32_t)s->world, roster, der,
-                                           der_len, s->wf, cap);
+  /* Rank 0's settings become the job's (docs/configuration.md). */
+  s->job = s->w[owner[0]].job;
+  int n = nexar__seed_welcome_encode_job(0, (uint32_t)s->world, roster, der,
+                                         der_len, &s->job, s->wf, cap);
   if (n < 0) {
     rc = NEXAR_ERR_INTERNAL;
     goto out;

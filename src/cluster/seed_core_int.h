@@ -39,6 +39,7 @@ typedef struct nexar__seedc_worker {
   uint8_t *cert; /* its certificate, kept on sparse topologies only */
   uint16_t cert_len;
   char host[NEXAR__HOST_MAX + 1];
+  nexar__job_t job; /* its settings the job shares (HELLO) */
 } nexar__seedc_worker_t;
 
 /* A queued frame: head bytes in s->ob at |off|. */
@@ -66,7 +67,8 @@ struct nexar__seedc {
   size_t w_cap;
   int *req;
   char topo[NEXAR__TOPO_MAX + 1]; /* every worker's NEXAR_TOPOLOGY */
-  nexar__seed_hello_t hello;      /* the HELLO being read */
+  nexar__job_t job; /* the job's settings: rank 0's, in WELCOME and JOIN */
+  nexar__seed_hello_t hello; /* the HELLO being read */
   bool formed;
   uint8_t *wf; /* the WELCOME frame, encoded once (rank 0) */
   size_t wf_len;

@@ -228,8 +228,9 @@ typedef struct nexar__topo {
    * then how many more, at most NEXAR_MAX_STREAMS. */
   uint64_t *detached_bytes;
   uint32_t *detached;
-  /* Per origin: whole unexpected messages refused by maybe_detach, still
-   * on their streams; looked at again when room comes back. */
+  /* Per origin: unexpected messages refused by nexar__p2p_detach or
+   * nexar__p2p_take_whole (p2p/detach.c), still on their streams; looked
+   * at again when room comes back. */
   uint32_t *refused;
   /* Per destination and lane (data, RPC): the end-to-end credit of
    * relayed frames, [id * 2 + (lane == RPC)] (p2p/credit.c). */

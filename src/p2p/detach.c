@@ -65,10 +65,12 @@ void nexar__p2p_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   m->conn = NULL;
 }
 
-/* Room for |origin|'s detached messages came back: its unexpected
- * messages that nexar__p2p_detach refused, in arrival order per communicator,
- * detach now where they fit (docs/topology.md section 10, rule 3). The
- * walk ends when it has seen as many as are refused. */
+/* Room for |origin|'s unexpected messages came back (one detached or let
+ * in whole was freed): its messages that nexar__p2p_detach or
+ * nexar__p2p_take_whole refused, in arrival order per communicator, are let
+ * in whole and detach now where they fit, as on arrival (docs/topology.md
+ * section 10, rule 3). The walk ends when it has seen as many as are
+ * refused. */
 void nexar__p2p_redetach(nexar_ctx_t *ctx, int origin) {
   uint32_t left = ctx->topo.refused[origin];
   for (int i = -1; i < ctx->ncomms && left; i++) {
@@ -77,6 +79,7 @@ void nexar__p2p_redetach(nexar_ctx_t *ctx, int origin) {
     for (nexar__imsg_t *m = comm->unexp; m && left; m = m->next) {
       if (!m->refused_of || m->origin != origin) continue;
       left--;
+      nexar__p2p_take_whole(ctx, m);
       nexar__p2p_detach(ctx, m);
     }
   }
@@ -88,17 +91,25 @@ void nexar__p2p_redetach(nexar_ctx_t *ctx, int origin) {
  * receive matches it (docs/topology.md section 10, cycle 1): while the
  * origin's unexpected bytes taken this way stay within
  * NEXAR_RELAY_CREDIT_BYTES, its window opens to the whole message, which
- * then detaches from its stream like a small one (nexar__p2p_detach). */
+ * then detaches from its stream like a small one (nexar__p2p_detach). One
+ * that does not fit is counted as refused, as nexar__p2p_detach counts
+ * its own, and let in when room comes back (nexar__p2p_redetach). */
 void nexar__p2p_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   uint64_t len = m->hdr.payload_len;
-  if (len <= (uint64_t)ctx->prm.eager_bytes || !detachable(ctx, m) ||
-      ctx->topo.whole[m->origin] + len > (uint64_t)ctx->prm.relay_credit_bytes)
+  if (len <= (uint64_t)ctx->prm.eager_bytes || m->whole_of ||
+      !detachable(ctx, m))
     return;
+  if (ctx->topo.whole[m->origin] + len >
+      (uint64_t)ctx->prm.relay_credit_bytes) {
+    if (!m->refused_of) (*(m->refused_of = &ctx->topo.refused[m->origin]))++;
+    return;
+  }
   if (m->buf && !m->credited) { /* a prefix that waited (reorder) */
     uint8_t *b = realloc(m->buf, len);
     if (!b) return;
     m->buf = b;
   }
+  nexar__p2p_unrefuse(m);
   m->whole = len;
   m->whole_of = &ctx->topo.whole[m->origin];
   *m->whole_of += len;

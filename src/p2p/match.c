@@ -146,16 +146,23 @@ static void imsg_free(nexar__imsg_t *m) {
   free(m);
 }
 
-static void maybe_free(nexar__imsg_t *m) {
-  if (m->state == NEXAR__IM_DONE && finished(m)) imsg_free(m);
+static bool maybe_free(nexar__imsg_t *m) {
+  if (m->state != NEXAR__IM_DONE || !finished(m)) return false;
+  imsg_free(m);
+  return true;
+}
+
+/* Frees |m| once done; a message detached or let in whole (rule 3) gives
+ * its origin's room back, and that origin's refused messages are looked at
+ * again (nothing is walked while none is refused). */
+static void free_done(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  int origin = m->origin;
+  bool room = m->held || m->whole_of;
+  if (maybe_free(m) && room && ctx->topo.refused[origin])
+    nexar__p2p_redetach(ctx, origin);
 }
 
 static void deliver(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  /* A detached message (nexar__p2p_detach) gives its origin's room back. */
-  int origin = m->origin;
-  bool room = !m->conn &&
-              (m->held || (ctx->topo.detached_bytes &&
-                           m->whole_of == &ctx->topo.detached_bytes[origin]));
   nexar__req_t *r = m->req;
   m->req = NULL;
   m->state = NEXAR__IM_DONE;
@@ -177,8 +184,7 @@ static void deliver(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   } else if (r && !nexar__rdv_first_in(r)) {
     nexar__p2p_recv_end(r, &m->hdr);
   }
-  maybe_free(m);
-  if (room && ctx->topo.refused[origin]) nexar__p2p_redetach(ctx, origin);
+  free_done(ctx, m);
 }
 
 void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h) {
@@ -612,7 +618,7 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
   else if (fin && m->state == NEXAR__IM_UNEXPECTED)
     nexar__p2p_detach(ctx, m);
   else if (fin)
-    maybe_free(m);
+    free_done(ctx, m);
 }
 
 void nexar__imsg_release(nexar__imsg_t *m) {

@@ -463,8 +463,11 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
   if (h->host_key ? !h->cert_len
                   : memcmp(h->nonce, no_nonce, NEXAR__NONCE_BYTES) != 0)
     return NEXAR_ERR_INVALID_ARG;
+  int job = nexar__wire_job_len(&h->job);
+  if (job < 0 || (job && !h->cert_len)) return NEXAR_ERR_INVALID_ARG;
   size_t ext = h->cert_len ? HELLO_EXT_FIXED + h->cert_len + topo_len : 0;
   if (h->host_key) ext += HELLO_HOST_BYTES;
+  ext += (size_t)job;
 
   n = nexar__wire_frame_begin(out, cap, NEXAR__SEED_HELLO,
                               HELLO_FIXED + host_len + ext);
@@ -500,7 +503,9 @@ int nexar__seed_hello_encode(const nexar__seed_hello_t *h, uint8_t *out,
   if (h->host_key) {
     nexar__put_u64(p, h->host_key);
     memcpy(p + 8, h->nonce, NEXAR__NONCE_BYTES);
+    p += HELLO_HOST_BYTES;
   }
+  if (job) nexar__wire_job_put(p, &h->job);
   return n;
 }
 
@@ -547,7 +552,8 @@ int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
   if (rest) {
     /* Identity extension: u16 cert_len (1..CERT_MAX), the certificate,
      * u8 topo_len (0..TOPO_MAX), the topology; then the host extension
-     * (u64 key, non-zero; nonce) or nothing. */
+     * (u64 key, non-zero; nonce) or nothing; then the job extension or
+     * nothing. */
     if (rest < HELLO_EXT_FIXED) return NEXAR_ERR_PROTO;
     size_t cl = nexar__get_u16(p);
     if (cl < 1 || cl > NEXAR__CERT_MAX || rest < HELLO_EXT_FIXED + cl)
@@ -555,10 +561,12 @@ int nexar__seed_hello_decode(nexar__seed_hello_t *h, const uint8_t *body,
     size_t tl = p[2 + cl], id_len = HELLO_EXT_FIXED + cl + tl;
     if (tl > NEXAR__TOPO_MAX || rest < id_len || !printable(p + 3 + cl, tl))
       return NEXAR_ERR_PROTO;
-    if (rest != id_len) {
+    int64_t hx = nexar__wire_job_split(p + id_len, rest - id_len,
+                                       HELLO_HOST_BYTES, &d.job);
+    if (hx < 0) return NEXAR_ERR_PROTO;
+    if (hx) {
       const uint8_t *x = p + id_len;
-      if (rest != id_len + HELLO_HOST_BYTES || nexar__get_u64(x) == 0)
-        return NEXAR_ERR_PROTO;
+      if (nexar__get_u64(x) == 0) return NEXAR_ERR_PROTO;
       d.host_key = nexar__get_u64(x);
       memcpy(d.nonce, x + 8, NEXAR__NONCE_BYTES);
     }
@@ -583,11 +591,22 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
                                      const uint8_t *const *certs,
                                      const uint16_t *cert_len, uint8_t *out,
                                      size_t cap) {
+  return nexar__seed_welcome_encode_job(rank, world_size, entries, certs,
+                                        cert_len, NULL, out, cap);
+}
+
+int nexar__seed_welcome_encode_job(uint32_t rank, uint32_t world_size,
+                                   const nexar__roster_entry_t *entries,
+                                   const uint8_t *const *certs,
+                                   const uint16_t *cert_len,
+                                   const nexar__job_t *job, uint8_t *out,
+                                   size_t cap) {
   uint64_t body_len;
   uint8_t *p;
-  int n;
+  int n, jl = nexar__wire_job_len(job);
 
-  if (world_size < 1 || rank >= world_size || !entries || (!certs != !cert_len))
+  if (world_size < 1 || rank >= world_size || !entries ||
+      (!certs != !cert_len) || jl < 0)
     return NEXAR_ERR_INVALID_ARG;
   body_len = WELCOME_FIXED + (uint64_t)world_size * ENTRY_BYTES;
   if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
@@ -599,6 +618,7 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
   }
   int hosts = nexar__wire_hosts_sent(entries, world_size, sizeof(*entries));
   if (hosts) body_len += 2u + (uint64_t)world_size * HOST_BYTES;
+  body_len += (uint64_t)jl;
   if (body_len > NEXAR__SEED_MAX_BODY) return NEXAR_ERR_INVALID_ARG;
   for (uint32_t i = 0; i < world_size; i++)
     if (!nexar__wire_waddr_valid(&entries[i].addr))
@@ -619,7 +639,9 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
   if (hosts) {
     nexar__put_u16(p, HOST_MARK);
     nexar__wire_hosts_put(p + 2, entries, world_size, sizeof(*entries));
+    p += 2u + (size_t)world_size * HOST_BYTES;
   }
+  if (jl) nexar__wire_job_put(p, job);
   return n;
 }
 
@@ -637,7 +659,8 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
   /* Optional certificate section: exactly world_size (u16 length, DER)
    * entries, each at most NEXAR__CERT_MAX bytes. */
   uint64_t o = fixed;
-  if (o + 2 <= len && nexar__get_u16(body + o) != HOST_MARK) {
+  if (o + 2 <= len && nexar__get_u16(body + o) != HOST_MARK &&
+      nexar__get_u16(body + o) != JOB_MARK) {
     for (uint32_t i = 0; i < world_size; i++) {
       if (o + 2 > len) return NEXAR_ERR_PROTO;
       uint16_t cl = nexar__get_u16(body + o);
@@ -645,11 +668,15 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
       o += 2u + cl;
     }
   }
-  /* Optional host section, ending with the body. */
+  /* Optional host section, then the optional job section, ending with the
+   * body. */
   const uint8_t *hosts = NULL;
-  if (o != len) {
-    if (len - o != 2u + (uint64_t)world_size * HOST_BYTES ||
-        nexar__get_u16(body + o) != HOST_MARK ||
+  nexar__job_t job;
+  int64_t hl = nexar__wire_job_split(
+      body + o, len - o, 2u + (size_t)world_size * HOST_BYTES, &job);
+  if (hl < 0) return NEXAR_ERR_PROTO;
+  if (hl) {
+    if (nexar__get_u16(body + o) != HOST_MARK ||
         !nexar__wire_hosts_known(body + o + 2, world_size))
       return NEXAR_ERR_PROTO;
     hosts = body + o + 2;
@@ -664,6 +691,7 @@ int nexar__seed_welcome_decode(nexar__seed_welcome_t *w, const uint8_t *body,
   w->certs = o > fixed ? body + fixed : NULL;
   w->certs_len = (size_t)(o - fixed);
   w->hosts = hosts;
+  w->job = job;
   return 0;
 }
 

@@ -343,6 +343,17 @@ typedef struct nexar__waddr {
   uint8_t ip[16]; /* IPv4 uses the first 4 bytes */
 } nexar__waddr_t;
 
+/* The job's settings (docs/wire-protocol.md section 6.8): values every
+ * member must share, in the order of nexar__job_names (base/param.h lists
+ * which settings they are; the wire only bounds them). A HELLO carries the
+ * worker's own, WELCOME and JOIN the job's, which every member adopts. */
+#define NEXAR__JOB_VALUES 3u
+#define NEXAR__JOB_VALUE_MAX (1ull << 30)
+typedef struct nexar__job {
+  uint8_t n;                     /* 0: absent, else NEXAR__JOB_VALUES */
+  uint64_t v[NEXAR__JOB_VALUES]; /* each 1 .. NEXAR__JOB_VALUE_MAX */
+} nexar__job_t;
+
 typedef struct nexar__seed_hello {
   uint8_t proof[NEXAR__MAC_BYTES];
   int32_t rank;       /* requested rank, or -1 */
@@ -363,6 +374,8 @@ typedef struct nexar__seed_hello {
    * absent): host key (non-zero when sent) and shared-memory nonce. */
   uint64_t host_key;
   uint8_t nonce[NEXAR__NONCE_BYTES];
+  /* Job extension (optional, last; n 0 when absent): its settings. */
+  nexar__job_t job;
 } nexar__seed_hello_t;
 
 typedef struct nexar__roster_entry {
@@ -385,6 +398,8 @@ typedef struct nexar__seed_welcome {
   /* Host section (optional, after the certificates): world_size host ids,
    * read by nexar__welcome_entry(); NULL when absent. */
   const uint8_t *hosts;
+  /* Job section (optional, last): the job's settings; n 0 when absent. */
+  nexar__job_t job;
 } nexar__seed_welcome_t;
 
 typedef struct nexar__seed_reject {
@@ -428,6 +443,7 @@ typedef struct nexar__seed_join {
   const uint8_t *entries; /* nids roster entries (nexar__join_entry) */
   const uint8_t *members; /* nmembers ids in rank order (nexar__id_at) */
   const uint8_t *hosts;   /* host section: nids host ids, or NULL */
+  nexar__job_t job;       /* job section (optional, last): n 0 if absent */
 } nexar__seed_join_t;
 
 /* STATE (live inspection): what one rank is doing. Names, sizes, ranks
@@ -520,6 +536,15 @@ int nexar__seed_welcome_encode_certs(uint32_t rank, uint32_t world_size,
                                      const uint8_t *const *certs,
                                      const uint16_t *cert_len, uint8_t *out,
                                      size_t cap);
+/* As nexar__seed_welcome_encode_certs, followed by the job section when
+ * |job| is not NULL and job->n is not 0 (NEXAR_ERR_INVALID_ARG when it is
+ * not valid: n other than NEXAR__JOB_VALUES, a value out of bounds). */
+int nexar__seed_welcome_encode_job(uint32_t rank, uint32_t world_size,
+                                   const nexar__roster_entry_t *entries,
+                                   const uint8_t *const *certs,
+                                   const uint16_t *cert_len,
+                                   const nexar__job_t *job, uint8_t *out,
+                                   size_t cap);
 int nexar__seed_reject_encode(int32_t code, const char *reason, uint8_t *out,
                               size_t cap);
 /* |a->ids| is ignored: the ids come from |ids| (a->nstay of them). */

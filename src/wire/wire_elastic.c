@@ -146,10 +146,12 @@ int nexar__seed_join_encode(const nexar__seed_join_t *j,
   for (uint32_t i = 0; i < j->nids; i++)
     if (!nexar__wire_waddr_valid(&roster[i].addr)) return NEXAR_ERR_INVALID_ARG;
   int hosts = nexar__wire_hosts_sent(roster, j->nids, sizeof(*roster));
-  n = nexar__wire_frame_begin(out, cap, NEXAR__SEED_JOIN,
-                              JOIN_FIXED + (size_t)j->nids * ENTRY_BYTES +
-                                  4u * (size_t)j->nmembers +
-                                  (hosts ? (size_t)j->nids * HOST_BYTES : 0));
+  int jl = nexar__wire_job_len(&j->job);
+  if (jl < 0) return jl;
+  n = nexar__wire_frame_begin(
+      out, cap, NEXAR__SEED_JOIN,
+      JOIN_FIXED + (size_t)j->nids * ENTRY_BYTES + 4u * (size_t)j->nmembers +
+          (hosts ? (size_t)j->nids * HOST_BYTES : 0) + (size_t)jl);
   if (n < 0) return n;
   p = out + NEXAR__SEED_FRAME_HDR;
   nexar__put_u32(p, j->id);
@@ -165,9 +167,12 @@ int nexar__seed_join_encode(const nexar__seed_join_t *j,
   if (!nexar__wire_ids_valid(p, j->nmembers, j->nids) ||
       !ids_have(p, j->nmembers, j->id))
     return NEXAR_ERR_INVALID_ARG;
-  if (hosts)
-    nexar__wire_hosts_put(p + 4u * (size_t)j->nmembers, roster, j->nids,
-                          sizeof(*roster));
+  p += 4u * (size_t)j->nmembers;
+  if (hosts) {
+    nexar__wire_hosts_put(p, roster, j->nids, sizeof(*roster));
+    p += (size_t)j->nids * HOST_BYTES;
+  }
+  if (jl) nexar__wire_job_put(p, &j->job);
   return n;
 }
 
@@ -188,9 +193,12 @@ int nexar__seed_join_decode(nexar__seed_join_t *j, const uint8_t *body,
     return NEXAR_ERR_PROTO;
   size_t base =
       JOIN_FIXED + (size_t)d.nids * ENTRY_BYTES + 4u * (size_t)d.nmembers;
-  d.hosts = len > base ? body + base : NULL;
-  if (len != base && (len != base + (size_t)d.nids * HOST_BYTES ||
-                      !nexar__wire_hosts_known(d.hosts, d.nids)))
+  if (len < base) return NEXAR_ERR_PROTO;
+  /* Then an optional host section (no mark) and an optional job section. */
+  int64_t hl = nexar__wire_job_split(body + base, len - base,
+                                     (size_t)d.nids * HOST_BYTES, &d.job);
+  d.hosts = hl > 0 ? body + base : NULL;
+  if (hl < 0 || (hl && !nexar__wire_hosts_known(d.hosts, d.nids)))
     return NEXAR_ERR_PROTO;
   d.entries = body + JOIN_FIXED;
   d.members = d.entries + (size_t)d.nids * ENTRY_BYTES;

@@ -37,9 +37,30 @@
 #define ADMITTED_FIXED 8u
 #define JOINER_BYTES (4u + ENTRY_BYTES)
 #define JOIN_FIXED 24u
+/* The job section (HELLO, WELCOME, JOIN): u16 JOB_MARK, u8 n, n u64. Its
+ * length tells it from the host section or extension before it (no host
+ * section of any world size is that long). */
+#define JOB_MARK 0xfffeu
+#define JOB_BYTES (3u + 8u * NEXAR__JOB_VALUES)
+_Static_assert(JOB_BYTES % HOST_BYTES != 0 &&
+                   (JOB_BYTES - 2u) % HOST_BYTES != 0 &&
+                   JOB_BYTES != HELLO_HOST_BYTES,
+               "a job section is told from a host section by its length");
 
 int nexar__wire_frame_begin(uint8_t *out, size_t cap, uint8_t type,
                             size_t body_len);
+/* Job sections (wire_job.c). Length of |job|'s section: 0 when absent
+ * (NULL or n 0), JOB_BYTES when valid, NEXAR_ERR_INVALID_ARG otherwise. */
+int nexar__wire_job_len(const nexar__job_t *job);
+/* Writes the JOB_BYTES of |job|'s section (valid, present) at |p|. */
+void nexar__wire_job_put(uint8_t *p, const nexar__job_t *job);
+/* The |r| bytes at |p| that end a body: nothing, an optional section of
+ * |sect| bytes, a job section, or both in that order. Reads the job
+ * section into |job| (n 0 without one) and returns the length of the
+ * other section (0 or |sect|), or NEXAR_ERR_PROTO (another length, a bad
+ * mark, count or value). */
+int64_t nexar__wire_job_split(const uint8_t *p, size_t r, size_t sect,
+                              nexar__job_t *job);
 int nexar__wire_waddr_valid(const nexar__waddr_t *a);
 int nexar__wire_hosts_known(const uint8_t *sec, uint32_t n);
 int nexar__wire_hosts_sent(const nexar__roster_entry_t *e, uint32_t n,
