@@ -47,12 +47,11 @@ static void charge(nexar__imsg_t *m, uint64_t *of, uint64_t cost) {
 }
 
 /* The counter that |cost| more bytes of unexpected message fit in: the
- * origin's own |mine| within NEXAR_RELAY_CREDIT_BYTES (when |mine| is
- * not NULL), else the process-wide one beyond the per-origin bounds
- * within NEXAR_UNEXPECTED_BYTES; NULL when neither has room. */
+ * origin's own |mine| within NEXAR_RELAY_CREDIT_BYTES, else the
+ * process-wide one beyond the per-origin bounds within
+ * NEXAR_UNEXPECTED_BYTES; NULL when neither has room. */
 static uint64_t *room(nexar_ctx_t *ctx, uint64_t *mine, uint64_t cost) {
-  if (mine && *mine + cost <= (uint64_t)ctx->prm.relay_credit_bytes)
-    return mine;
+  if (*mine + cost <= (uint64_t)ctx->prm.relay_credit_bytes) return mine;
   uint64_t *all = &ctx->topo.beyond_bytes;
   return *all + cost <= (uint64_t)ctx->prm.unexpected_bytes ? all : NULL;
 }
