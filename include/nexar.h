@@ -39,7 +39,7 @@ typedef enum nexar_result {
   NEXAR_INPROGRESS = 1,           /* non-blocking operation not finished */
   NEXAR_ERR_INVALID_ARG = -1,     /* bad argument; the call had no effect */
   NEXAR_ERR_INVALID_USAGE = -2,   /* wrong call order or state */
-  NEXAR_ERR_NOMEM = -3,           /* allocation failed */
+  NEXAR_ERR_NOMEM = -3,           /* allocation failed or memory bound hit */
   NEXAR_ERR_TIMEOUT = -4,         /* deadline passed */
   NEXAR_ERR_PEER_FAILED = -5,     /* a peer is dead or unreachable */
   NEXAR_ERR_REVOKED = -6,         /* communicator revoked by another member */
@@ -522,7 +522,10 @@ NEXAR_EXTERN int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
  * Returns NEXAR_OK; NEXAR_ERR_TRUNCATE when the message is longer than the
  * buffer (the first count elements are stored, status->bytes holds the
  * message length); NEXAR_ERR_INVALID_ARG; NEXAR_ERR_TIMEOUT;
- * NEXAR_ERR_PEER_FAILED; NEXAR_ERR_CLOSED.
+ * NEXAR_ERR_PEER_FAILED; NEXAR_ERR_CLOSED; NEXAR_ERR_NOMEM when, on a sparse
+ * topology, this process's unexpected messages beyond the per-origin bounds
+ * reached NEXAR_UNEXPECTED_BYTES while it waited (any receive, probe or
+ * collective waiting then ends so; docs/topology.md section 10, rule 3).
  */
 NEXAR_EXTERN int nexar_recv(nexar_comm_t *comm, void *buf, size_t count,
                             nexar_dtype_t dtype, int source, int tag,

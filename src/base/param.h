@@ -112,6 +112,9 @@
     1 << 30,                                                                   \
     "relayed bytes in flight per destination and lane (end-to-end credit), "   \
     "and the largest relayed message that relays store and forward")           \
+  X(INT, unexpected_bytes, "NEXAR_UNEXPECTED_BYTES", 268435456, 0, 1ll << 40,  \
+    "bytes of whole unexpected messages taken off their streams beyond the "   \
+    "per-origin bounds, all origins together (past it: NEXAR_ERR_NOMEM)")      \
   X(INT, idle_timeout_ms, "NEXAR_IDLE_TIMEOUT_MS", 60000, 0, 86400000,         \
     "QUIC idle timeout (0: off; else at least NEXAR_HEARTBEAT_TIMEOUT_MS)")    \
   X(INT, sockbuf_bytes, "NEXAR_SOCKBUF_BYTES", 8388608, 65536, 268435456,      \

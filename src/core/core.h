@@ -238,6 +238,10 @@ typedef struct nexar__topo {
   /* Per origin: bytes of unexpected messages above the eager size let in
    * whole (p2p/match.c maybe_take_whole), at most NEXAR_RELAY_CREDIT_BYTES. */
   uint64_t *whole;
+  /* Bytes of whole unexpected messages taken off their streams beyond
+   * those per-origin bounds, all origins together (p2p/detach.c), at most
+   * NEXAR_UNEXPECTED_BYTES. */
+  uint64_t beyond_bytes;
   int forge_as;   /* test hook (nexar__topo_test_forge): -1 */
   int test_limit; /* test hook (nexar__topo_test_hops): 0 */
 } nexar__topo_t;

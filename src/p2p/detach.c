@@ -1,10 +1,13 @@
 /*
  * Whole unexpected messages leave their streams on sparse topologies
  * (docs/topology.md section 10, rule 3): the per-origin bounds, in bytes
- * and then by count, the messages refused beyond them and looked at again
- * when room comes back, and unexpected messages above the eager size let
- * in whole. Runs on the progress thread only; match.c calls these.
+ * and then by count, then the process-wide bound beyond them
+ * (NEXAR_UNEXPECTED_BYTES), the messages refused past it (the operations
+ * waiting end with NEXAR_ERR_NOMEM) and looked at again when room comes
+ * back, and unexpected messages above the eager size let in whole. Runs
+ * on the progress thread only; match.c calls these.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "p2p/p2p.h"
@@ -25,6 +28,7 @@ void nexar__p2p_unrefuse(nexar__imsg_t *m) {
  * NEXAR_MAX_STREAMS more by count: a count alone let a collective running
  * ahead of a late rank (a ring allgather sends its right neighbour n - 1
  * messages before it needs one back) hold the last link's data streams.
+ * Beyond both, within NEXAR_UNEXPECTED_BYTES for all origins together.
  * One refused keeps its stream, counted in topo.refused, until it is
  * matched or room comes back (nexar__p2p_redetach).
  * Only where the transport forgets a message at done_in
@@ -33,6 +37,61 @@ static bool detachable(nexar_ctx_t *ctx, const nexar__imsg_t *m) {
   const nexar__link_t *c = m->conn;
   return c && ctx->topo.detached && m->origin >= 0 && m->origin < ctx->topo.n &&
          (c->tp->caps & NEXAR__TP_DONE_FORGETS);
+}
+
+/* |m| takes |cost| bytes of counter |of| until it is freed. */
+static void charge(nexar__imsg_t *m, uint64_t *of, uint64_t cost) {
+  m->whole = cost;
+  m->whole_of = of;
+  *of += cost;
+}
+
+/* The counter that |cost| more bytes of unexpected message fit in: the
+ * origin's own |mine| within NEXAR_RELAY_CREDIT_BYTES, else the
+ * process-wide one beyond the per-origin bounds within
+ * NEXAR_UNEXPECTED_BYTES; NULL when neither has room. */
+static uint64_t *room(nexar_ctx_t *ctx, uint64_t *mine, uint64_t cost) {
+  if (*mine + cost <= (uint64_t)ctx->prm.relay_credit_bytes) return mine;
+  uint64_t *all = &ctx->topo.beyond_bytes;
+  return *all + cost <= (uint64_t)ctx->prm.unexpected_bytes ? all : NULL;
+}
+
+/* Past NEXAR_UNEXPECTED_BYTES: |m| (|cost| bytes) keeps its stream, and
+ * it may hold the credit that what this process waits for needs, so the
+ * operations waiting here (posted receives and probes, collectives, on
+ * every communicator) end with NEXAR_ERR_NOMEM and an error naming the
+ * setting, instead of waiting for their op deadline or forever (MPI's
+ * progress rule; Cray MPICH fails likewise past MPICH_UNEX_BUFFER_SIZE).
+ * Runs once per message refused (an error event: it walks the
+ * communicators). */
+static void overflow(nexar_ctx_t *ctx, const nexar__imsg_t *m, uint64_t cost) {
+  char why[NEXAR__ERRMSG_MAX];
+  snprintf(why, sizeof(why),
+           "rank %d: unexpected messages beyond the per-origin bounds hold "
+           "%llu bytes, NEXAR_UNEXPECTED_BYTES=%lld: a message of %llu bytes "
+           "from process %d (communicator %llu, tag %u, sequence %llu) keeps "
+           "its stream, so the operations waiting end with NEXAR_ERR_NOMEM "
+           "(raise NEXAR_UNEXPECTED_BYTES, or post receives earlier)",
+           ctx->rank, (unsigned long long)ctx->topo.beyond_bytes,
+           (long long)ctx->prm.unexpected_bytes, (unsigned long long)cost,
+           m->origin, (unsigned long long)m->hdr.comm_id, m->hdr.tag,
+           (unsigned long long)m->hdr.seq);
+  NEXAR__WARN(NEXAR__SUB_P2P, "%s", why);
+  for (int i = -1; i < ctx->ncomms; i++) {
+    nexar_comm_t *comm = i < 0 ? ctx->world_comm : ctx->comms[i];
+    if (!comm || (i >= 0 && comm == ctx->world_comm)) continue;
+    nexar__comm_set_error(comm, "%s", why);
+    ctx->hooks->coll_fail_comm(comm, NEXAR_ERR_NOMEM);
+    while (comm->posted) nexar__p2p_cancel(comm->posted, NEXAR_ERR_NOMEM);
+  }
+}
+
+/* |m| fits no bound: it keeps its stream, counted as refused for its
+ * origin until it detaches, is matched or is freed. */
+static void refuse(nexar_ctx_t *ctx, nexar__imsg_t *m, uint64_t cost) {
+  if (m->refused_of) return; /* looked at again (nexar__p2p_redetach) */
+  (*(m->refused_of = &ctx->topo.refused[m->origin]))++;
+  overflow(ctx, m, cost);
 }
 
 void nexar__p2p_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
@@ -47,16 +106,17 @@ void nexar__p2p_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
              (m->hdr.step & NEXAR__COLL_STEP_CTS);
   if (!m->whole && !cts) { /* else counted in bytes (nexar__p2p_take_whole) */
     uint64_t cost = m->hdr.payload_len + sizeof(*m);
-    if (t->detached_bytes[m->origin] + cost <=
-        (uint64_t)ctx->prm.relay_credit_bytes) {
-      m->whole = cost;
-      m->whole_of = &t->detached_bytes[m->origin];
-      *m->whole_of += cost;
-    } else if (t->detached[m->origin] < (uint32_t)ctx->prm.max_streams) {
+    uint64_t *mine = &t->detached_bytes[m->origin];
+    bool by_count = *mine + cost > (uint64_t)ctx->prm.relay_credit_bytes &&
+                    t->detached[m->origin] < (uint32_t)ctx->prm.max_streams;
+    uint64_t *of = by_count ? NULL : room(ctx, mine, cost);
+    if (by_count) {
       m->held = &t->detached[m->origin];
       (*m->held)++;
+    } else if (of) {
+      charge(m, of, cost);
     } else {
-      if (!m->refused_of) (*(m->refused_of = &t->refused[m->origin]))++;
+      refuse(ctx, m, cost);
       return;
     }
   }
@@ -90,18 +150,19 @@ void nexar__p2p_redetach(nexar_ctx_t *ctx, int origin) {
  * link's credit that relayed frames of earlier operations need, until a
  * receive matches it (docs/topology.md section 10, cycle 1): while the
  * origin's unexpected bytes taken this way stay within
- * NEXAR_RELAY_CREDIT_BYTES, its window opens to the whole message, which
+ * NEXAR_RELAY_CREDIT_BYTES, or beyond that the process's within
+ * NEXAR_UNEXPECTED_BYTES, its window opens to the whole message, which
  * then detaches from its stream like a small one (nexar__p2p_detach). One
- * that does not fit is counted as refused, as nexar__p2p_detach counts
- * its own, and let in when room comes back (nexar__p2p_redetach). */
+ * that does not fit is refused, as nexar__p2p_detach refuses its own, and
+ * let in when room comes back (nexar__p2p_redetach). */
 void nexar__p2p_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   uint64_t len = m->hdr.payload_len;
   if (len <= (uint64_t)ctx->prm.eager_bytes || m->whole_of ||
       !detachable(ctx, m))
     return;
-  if (ctx->topo.whole[m->origin] + len >
-      (uint64_t)ctx->prm.relay_credit_bytes) {
-    if (!m->refused_of) (*(m->refused_of = &ctx->topo.refused[m->origin]))++;
+  uint64_t *of = room(ctx, &ctx->topo.whole[m->origin], len);
+  if (!of) {
+    refuse(ctx, m, len);
     return;
   }
   if (m->buf && !m->credited) { /* a prefix that waited (reorder) */
@@ -110,8 +171,6 @@ void nexar__p2p_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     m->buf = b;
   }
   nexar__p2p_unrefuse(m);
-  m->whole = len;
-  m->whole_of = &ctx->topo.whole[m->origin];
-  *m->whole_of += len;
+  charge(m, of, len);
   nexar__p2p_open_window(ctx, m);
 }

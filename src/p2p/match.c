@@ -154,12 +154,15 @@ static bool maybe_free(nexar__imsg_t *m) {
 
 /* Frees |m| once done; a message detached or let in whole (rule 3) gives
  * its origin's room back, and that origin's refused messages are looked at
- * again (nothing is walked while none is refused). */
+ * again (nothing is walked while none is refused); room beyond the
+ * per-origin bounds (NEXAR_UNEXPECTED_BYTES) is every origin's. */
 static void free_done(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   int origin = m->origin;
   bool room = m->held || m->whole_of;
-  if (maybe_free(m) && room && ctx->topo.refused[origin])
-    nexar__p2p_redetach(ctx, origin);
+  bool all = m->whole_of == &ctx->topo.beyond_bytes;
+  if (!maybe_free(m) || !room) return;
+  for (int o = all ? 0 : origin; o < (all ? ctx->topo.n : origin + 1); o++)
+    if (ctx->topo.refused[o]) nexar__p2p_redetach(ctx, o);
 }
 
 static void deliver(nexar_ctx_t *ctx, nexar__imsg_t *m) {

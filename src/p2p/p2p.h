@@ -105,15 +105,17 @@ void nexar__p2p_link_release(nexar__imsg_t *m);
 /* Opens |m|'s stream window to the whole message (once). */
 void nexar__p2p_open_window(nexar_ctx_t *ctx, nexar__imsg_t *m);
 /* Rule 3 of docs/topology.md section 10 (p2p/detach.c). Unexpected |m|,
- * whole: leaves its stream within its origin's bounds, else is counted as
- * refused. */
+ * whole: leaves its stream within its origin's bounds, else within the
+ * process-wide NEXAR_UNEXPECTED_BYTES, else is counted as refused and the
+ * operations waiting end with NEXAR_ERR_NOMEM. */
 void nexar__p2p_detach(nexar_ctx_t *ctx, nexar__imsg_t *m);
 /* |m| is no longer counted as refused (matched, dropped, freed). */
 void nexar__p2p_unrefuse(nexar__imsg_t *m);
 /* Room came back for |origin|: its refused messages detach where they fit. */
 void nexar__p2p_redetach(nexar_ctx_t *ctx, int origin);
 /* Unexpected |m| above the eager size is let in whole within its origin's
- * byte bound (its window opens; it detaches once whole). */
+ * byte bound or the process-wide one (its window opens; it detaches once
+ * whole); else refused as by nexar__p2p_detach. */
 void nexar__p2p_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m);
 /* |m| needs nothing more: freed once its stream has ended (credit is
  * returned to the peer then). */
