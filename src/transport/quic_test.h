@@ -15,6 +15,12 @@ typedef struct nexar__quic_test_stats {
   uint64_t rpc_data_pkt_max;      /* the largest of them (bytes) */
   uint64_t rpc_data_inflight_max; /* most bytes in flight right after one */
   uint64_t rpc_prio_pkt_max; /* largest packet with control or RPC frames */
+  /* The link's RPC connection (quic_rpc.c): packets with RPC frames
+   * written on it, RPC-lane streams opened on the first connection while it
+   * was up (0 by design), and whether it is up. */
+  uint64_t rpc_conn_pkts;
+  uint64_t rpc_main_opened;
+  int rpc_conn_up;
 } nexar__quic_test_stats_t;
 
 /*
