@@ -383,7 +383,9 @@ void nexar__quic_flush(nexar__link_t *c) {
   if (c->role == NEXAR__ROLE_MESH) nexar__qrpc_want(q);
   nexar__quic_flush_conn(q, c);
   if (!q->rpc) return;
-  if (q->rpc->l.want_write) nexar__quic_flush_conn(q->rpc, c);
+  /* What the upper layers asked of the link (a new message, bytes of a
+   * relayed one) may be the RPC connection's to write. */
+  nexar__quic_flush_conn(q->rpc, c);
   nexar__qrpc_settle(q, false);
 }
 
