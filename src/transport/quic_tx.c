@@ -98,8 +98,7 @@ static nexar__omsg_t *next_sendable(nexar__quic_t *q, nexar__link_t *c,
           return NULL;
         }
         if (q->is_rpc) m->sid |= NEXAR__RPC_SID;
-        if (lane == NEXAR__LANE_RPC && !q->is_rpc && q->rpc)
-          q->rpc_main_opened++;
+        if (lane == NEXAR__LANE_RPC && nexar__qrpc_up(q)) q->rpc_main_opened++;
       }
       return m;
     }
