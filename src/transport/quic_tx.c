@@ -380,12 +380,13 @@ void nexar__quic_flush_conn(nexar__quic_t *q, nexar__link_t *c) {
 void nexar__quic_flush(nexar__link_t *c) {
   nexar__quic_t *q = Q(c);
   if (c->role == NEXAR__ROLE_MESH) nexar__qrpc_want(q);
+  /* The RPC connection first: a call is sent before the data of the same
+   * flush is encrypted and sent. It writes whenever the link does: what
+   * the upper layers asked of the link (a new message, bytes of a relayed
+   * one) may be its to write. */
+  if (q->rpc) nexar__quic_flush_conn(q->rpc, c);
   nexar__quic_flush_conn(q, c);
-  if (!q->rpc) return;
-  /* What the upper layers asked of the link (a new message, bytes of a
-   * relayed one) may be the RPC connection's to write. */
-  nexar__quic_flush_conn(q->rpc, c);
-  nexar__qrpc_settle(q, false);
+  if (q->rpc) nexar__qrpc_settle(q, false);
 }
 
 /* Sends the close of one connection (see nexar__quic_send_close). */
