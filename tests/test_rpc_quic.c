@@ -4,10 +4,16 @@
  * the main threads call each other's echo handler back to back (8 B to
  * 1 KiB). Every echo and every allreduce must be bit-exact.
  *
- * The mechanism that keeps a call from waiting behind bulk data is checked
+ * The mechanisms that keep a call from waiting behind bulk data are checked
  * through the QUIC link's counters (src/transport/quic_test.h), not by
- * timing (speed is measured by `nexar-perf rpc`, docs/performance.md):
- * while calls are made, data packets are at most half of
+ * timing (speed is measured by `nexar-perf rpc`, docs/performance.md).
+ * The calls travel on the link's RPC connection (src/transport/quic_rpc.c:
+ * a second QUIC connection, each end on a UDP socket of its own, that the
+ * receiver reads first): it is up at both ends, RPC frames went out on it,
+ * and no RPC message opened a stream on the first connection once it was
+ * up. Without it (before), every call rode the first connection, in the
+ * same socket queue as the data, and this check fails. And while calls are
+ * made, data packets are at most half of
  * NEXAR_DATA_INFLIGHT_RPC_BYTES and the bytes in flight right after one
  * stay below the bound plus one such packet (plus the calls' own small
  * packets); and a packet with RPC or control frames carries no data (it
@@ -70,6 +76,20 @@ static int worker(int index, void *arg) {
       (unsigned long long)s.rpc_data_pkt_max,
       (unsigned long long)s.rpc_data_inflight_max,
       (unsigned long long)s.rpc_prio_pkt_max);
+  printf(
+      "rank %d: RPC connection %s, %llu packets with RPC frames on it, "
+      "%llu RPC messages opened on the first connection meanwhile\n",
+      r, s.rpc_conn_up ? "up" : "not up", (unsigned long long)s.rpc_conn_pkts,
+      (unsigned long long)s.rpc_main_opened);
+  NT_CHECKF(s.rpc_conn_up, "rank %d: no RPC connection to rank %d", r, 1 - r);
+  NT_CHECKF(s.rpc_conn_pkts >= (uint64_t)calls / 2,
+            "rank %d: %llu packets with RPC frames on the RPC connection for "
+            "%d calls",
+            r, (unsigned long long)s.rpc_conn_pkts, calls);
+  NT_CHECKF(s.rpc_main_opened == 0,
+            "rank %d: %llu RPC messages on the first connection while the "
+            "RPC connection was up",
+            r, (unsigned long long)s.rpc_main_opened);
   NT_CHECKF(s.rpc_data_pkts > 0, "rank %d: no data written during the calls",
             r);
   NT_CHECKF(s.rpc_data_pkt_max <= BOUND / 2,
@@ -79,7 +99,7 @@ static int worker(int index, void *arg) {
             "rank %d: %llu B in flight after a data packet during calls "
             "(bound %u + a packet)",
             r, (unsigned long long)s.rpc_data_inflight_max, BOUND);
-  NT_CHECKF(s.rpc_prio_pkt_max > 0 && s.rpc_prio_pkt_max <= PRIO_MAX,
+  NT_CHECKF(s.rpc_prio_pkt_max <= PRIO_MAX,
             "rank %d: the largest packet with RPC or control frames during "
             "calls has %llu B (data rode in it?)",
             r, (unsigned long long)s.rpc_prio_pkt_max);
