@@ -516,7 +516,10 @@ void nexar__quic_expire(nexar__link_t *c, uint64_t now) {
 }
 
 static void quic_free(nexar__link_t *c) {
-  if (Q(c)->rpc) nexar__quic_conn_free(Q(c)->rpc);
+  if (Q(c)->rpc) {
+    nexar__quic_conn_free(Q(c)->rpc);
+    c->ep->quic->nrpc--;
+  }
   Q(c)->rpc = NULL;
   if (Q(c)->qc) ngtcp2_conn_del(Q(c)->qc);
   if (Q(c)->tls) gnutls_deinit(Q(c)->tls);
@@ -618,7 +621,7 @@ static bool quic_input(nexar__ep_t *ep) {
    * call's packets never wait behind a pass of data. */
   nexar__qrpc_input(ep);
   nexar__udp_recv_all(ep, nexar__quic_on_datagram,
-                      ep->quic ? nexar__qrpc_input : NULL);
+                      ep->quic ? nexar__qrpc_between : NULL);
   if (ep->accept_mesh && ep->nstash) {
     int n = ep->nstash;
     ep->nstash = 0;
@@ -643,6 +646,7 @@ static bool quic_ready(nexar__ep_t *ep, uint64_t now) {
 
 static bool quic_arm(nexar__ep_t *ep) {
   ep->udp_read_at = 0; /* whatever woke the engine is read first */
+  if (ep->quic) ep->quic->read_at = 0;
   return true;
 }
 

@@ -89,6 +89,8 @@ typedef struct nexar__quic_ep {
   uint8_t *txbuf, *rxbuf;
   nexar__quic_t *pending[NEXAR__RPC_PENDING];
   int npending;
+  int nrpc;         /* RPC connections of links (dialled or bound) */
+  uint64_t read_at; /* with none: next read of the socket (ns) */
 } nexar__quic_ep_t;
 
 static inline nexar__quic_t *nexar__quic(nexar__link_t *l) {
@@ -129,8 +131,13 @@ void nexar__qrpc_want(nexar__quic_t *q);
  * close from the peer only once |settled|: the first connection read). */
 void nexar__qrpc_settle(nexar__quic_t *q, bool settled);
 /* Reads the RPC socket (bounded); runs the timers and writes of the
- * connections accepted there and not yet bound. */
+ * connections accepted there and not yet bound. With no RPC connection the
+ * socket carries only new ones: it is then read at most every millisecond
+ * while the engine polls, and at once after a sleep (quic.c quic_arm). */
 void nexar__qrpc_input(nexar__ep_t *ep);
+/* Between the receive batches of the endpoint's socket while RPC traffic
+ * is recent and RPC connections exist: the RPC socket's turn. */
+void nexar__qrpc_between(nexar__ep_t *ep);
 void nexar__qrpc_fini(nexar__ep_t *ep);
 /* Whether the RPC connection of |q| carries its RPC lane now. */
 static inline bool nexar__qrpc_up(const nexar__quic_t *q) {

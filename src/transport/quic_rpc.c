@@ -155,6 +155,7 @@ static void rpc_dial(nexar__quic_t *q) {
   memcpy(r->pin, q->pin, sizeof(r->pin));
   r->parent = q;
   q->rpc = r;
+  ep->quic->nrpc++;
   c->want_write = true;
 }
 
@@ -240,6 +241,7 @@ void nexar__qrpc_conn_ready(nexar__quic_t *r) {
     if (x->pending[i] == r) pending_drop(x, i);
   r->parent = q;
   q->rpc = r;
+  x->nrpc++;
   q->l.want_write = true;
   NEXAR__INFO(NEXAR__SUB_NET, "rank %d: RPC connection from rank %d at %s up",
               ep->local_rank, l->peer, l->remote_str);
@@ -313,11 +315,14 @@ static void rpc_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
 void nexar__qrpc_input(nexar__ep_t *ep) {
   nexar__quic_ep_t *x = ep->quic;
   if (!x || x->fd < 0) return;
+  uint64_t now = nexar__now();
+  if (!x->nrpc && !x->npending && !ep->resuming && now < x->read_at) return;
+  x->read_at = now + 1000000ull;
   nexar__udp_recv_fd(ep, x->fd, x->rxbuf, NEXAR__RPC_RX_BATCH, ep->slice,
                      rpc_datagram);
   /* Accepted connections not bound yet have no link for the engine to
    * run: their timers, writes and ends are run here. */
-  uint64_t now = nexar__now();
+  now = nexar__now();
   for (int i = 0; i < x->npending;) {
     nexar__quic_t *p = x->pending[i];
     nexar__link_t *l = &p->l;
@@ -336,6 +341,11 @@ void nexar__qrpc_input(nexar__ep_t *ep) {
     }
     i++;
   }
+}
+
+void nexar__qrpc_between(nexar__ep_t *ep) {
+  if (ep->quic->nrpc && nexar__ep_rpc_recent(ep, ep->pass_now))
+    nexar__qrpc_input(ep);
 }
 
 void nexar__qrpc_fini(nexar__ep_t *ep) {
