@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "transport/quic.h"
+#include "transport/quic_test.h"
 
 static const uint8_t kNoteMagic[4] = {'N', 'X', 'R', '1'};
 
@@ -357,4 +358,14 @@ void nexar__qrpc_fini(nexar__ep_t *ep) {
   free(x->rxbuf);
   free(x);
   ep->quic = NULL;
+}
+
+int nexar__quic_rpc_cut(nexar__link_t *l) {
+  if (!l || l->tp != &nexar__tp_quic || !nexar__qrpc_up(nexar__quic(l)))
+    return NEXAR_ERR_UNSUPPORTED;
+  nexar__link_t *r = &nexar__quic(l)->rpc->l;
+  nexar__link_close(r, NEXAR__CLOSE_PROTO, "test: RPC connection cut");
+  nexar__link_fail(r, NEXAR_ERR_PROTO, "test: RPC connection cut");
+  nexar__qrpc_settle(nexar__quic(l), true);
+  return 0;
 }

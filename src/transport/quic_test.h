@@ -31,10 +31,20 @@ typedef struct nexar__quic_test_stats {
  */
 int nexar__quic_test_stats(nexar_ctx_t *ctx, int peer,
                            nexar__quic_test_stats_t *out);
-/* The transport's half (quic_tx.c; engine held): the counters of link
- * |l|; NEXAR_ERR_UNSUPPORTED when |l| is not a QUIC link. */
+/*
+ * Ends the RPC connection of this process's QUIC link to world rank |peer|
+ * as a protocol error on it would (its close goes to the peer), on the
+ * progress thread: the link then fails, at both ends. Returns 0;
+ * NEXAR_ERR_INVALID_ARG for a bad |peer|; NEXAR_ERR_UNSUPPORTED when the
+ * link has no RPC connection up. Thread-safe (any user thread).
+ */
+int nexar__quic_test_rpc_cut(nexar_ctx_t *ctx, int peer);
+/* The transport's halves (quic_tx.c, quic_rpc.c; engine held), on link
+ * |l|; NEXAR_ERR_UNSUPPORTED when |l| is not a QUIC link (or has no RPC
+ * connection up). */
 struct nexar__link;
 int nexar__quic_stats_link(struct nexar__link *l,
                            nexar__quic_test_stats_t *out);
+int nexar__quic_rpc_cut(struct nexar__link *l);
 
 #endif /* NEXAR_QUIC_TEST_H */
