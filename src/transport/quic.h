@@ -66,7 +66,9 @@ struct nexar__quic {
    * written; dialling side: the note being read. */
   uint8_t note_q[2];
   int note_n;
-  uint8_t note[NEXAR__RPC_NOTE_BYTES];
+  /* The bytes of each note by kind (PORT, DIAL): ngtcp2 reads a stream's
+   * bytes from here until they are acknowledged. */
+  uint8_t note[2][NEXAR__RPC_NOTE_BYTES];
   size_t note_off;
   int64_t note_sid; /* -1: none open */
   /* Dialling side: the notes being read (the peer's first two

@@ -223,18 +223,19 @@ static bool note_vec(nexar__quic_t *q, ngtcp2_vec *v, int64_t *sid) {
     if (!q->note_n ||
         ngtcp2_conn_open_uni_stream(q->qc, &q->note_sid, NULL) != 0)
       return false;
-    nexar__qrpc_note_encode(q->note, q->note_q[0], q->rpc_port);
+    nexar__qrpc_note_encode(q->note[q->note_q[0] - 1], q->note_q[0],
+                            q->rpc_port);
     q->note_off = 0;
   }
-  v->base = q->note + q->note_off;
-  v->len = sizeof(q->note) - q->note_off;
+  v->base = q->note[q->note_q[0] - 1] + q->note_off;
+  v->len = NEXAR__RPC_NOTE_BYTES - q->note_off;
   *sid = q->note_sid;
   return true;
 }
 
 /* |n| bytes of the note were written. */
 static void note_sent(nexar__quic_t *q, ngtcp2_ssize n) {
-  if (n <= 0 || (q->note_off += (size_t)n) < sizeof(q->note)) return;
+  if (n <= 0 || (q->note_off += (size_t)n) < NEXAR__RPC_NOTE_BYTES) return;
   q->note_sid = -1;
   q->note_q[0] = q->note_q[1];
   q->note_n--;
