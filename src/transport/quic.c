@@ -8,7 +8,9 @@
  * DCID.
  *
  * Sending (quic_tx.c): each message is one local stream, the control lane
- * written first, then RPC, then data, packets batched for UDP GSO.
+ * written first, then RPC, then data, packets batched for UDP GSO. A mesh
+ * link's RPC lane moves to a second connection on a socket of its own once
+ * the link carries calls (quic_rpc.c).
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,7 +1,9 @@
 /*
- * The process's one UDP socket: large buffers, GSO on send (one sendmsg for
+ * The process's UDP socket: large buffers, GSO on send (one sendmsg for
  * up to 64 equal-sized datagrams), GRO and recvmmsg on receive. Every
- * connection of the endpoint shares it.
+ * connection of the endpoint shares it but the links' RPC connections,
+ * which have a second socket of the same kind (quic_rpc.c; opened with
+ * nexar__udp_open_more, whose full sends are dropped as lost).
  *
  * Send back-pressure: a batch the socket refuses (EAGAIN, ENOBUFS) is kept
  * in the endpoint's txbuf and nothing else is written until it is gone:
