@@ -209,6 +209,21 @@ static void pending_drop(nexar__quic_ep_t *x, int i) {
   x->pending[x->npending] = NULL;
 }
 
+/* The link this process accepted from the IP address of |from| that is up
+ * and has no RPC connection: from rank |peer|, or (-1) from any rank. */
+static nexar__quic_t *link_for(nexar__ep_t *ep, int peer,
+                               const struct sockaddr_storage *from) {
+  for (int i = 0; i < ep->nconns; i++) {
+    nexar__link_t *c = ep->conns[i];
+    if (c->tp == &nexar__tp_quic && c->role == NEXAR__ROLE_MESH &&
+        c->is_server && c->state == NEXAR__CS_READY &&
+        (peer < 0 || c->peer == peer) && !nexar__quic(c)->rpc &&
+        same_ip(&c->remote, from))
+      return nexar__quic(c);
+  }
+  return NULL;
+}
+
 void nexar__qrpc_conn_ready(nexar__quic_t *r) {
   nexar__link_t *l = &r->l;
   nexar__ep_t *ep = l->ep;
@@ -218,16 +233,7 @@ void nexar__qrpc_conn_ready(nexar__quic_t *r) {
     if (r->parent) r->parent->l.want_write = true;
     return;
   }
-  nexar__quic_t *q = NULL;
-  for (int i = 0; i < ep->nconns && l->peer >= 0; i++) {
-    nexar__link_t *c = ep->conns[i];
-    if (c->tp == &nexar__tp_quic && c->role == NEXAR__ROLE_MESH &&
-        c->is_server && c->state == NEXAR__CS_READY && c->peer == l->peer &&
-        !nexar__quic(c)->rpc && same_ip(&c->remote, &l->remote)) {
-      q = nexar__quic(c);
-      break;
-    }
-  }
+  nexar__quic_t *q = l->peer >= 0 ? link_for(ep, l->peer, &l->remote) : NULL;
   if (!q) {
     NEXAR__WARN(NEXAR__SUB_NET,
                 "rank %d: refused an RPC connection from rank %d at %s: no "
@@ -301,8 +307,11 @@ static void rpc_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
       if (nexar__addr_equal(&x->pending[i]->l.remote, from) &&
           x->pending[i]->l.state == NEXAR__CS_HANDSHAKE)
         r = x->pending[i];
+    /* A new one: only from the address of a link that could take it. */
     if (!r) {
-      if (!ep->accept_mesh || x->npending >= NEXAR__RPC_PENDING) return;
+      if (!ep->accept_mesh || x->npending >= NEXAR__RPC_PENDING ||
+          !link_for(ep, -1, from))
+        return;
       r = nexar__quic_new(ep, NEXAR__ROLE_MESH, true, from, fromlen, &hd, true);
       if (!r) return;
       x->pending[x->npending++] = r;
