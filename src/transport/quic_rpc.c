@@ -24,6 +24,9 @@
  * process accepted from that rank, from the same IP address, that is up
  * and has no RPC connection yet; none: it is refused. So only the holder
  * of the rank's key can attach a connection, and only to its own link.
+ * Before that, at most NEXAR__RPC_PENDING handshakes are held (each until
+ * the bootstrap's deadline, as on the link socket), and an Initial from an
+ * IP address that no such link has is dropped.
  *
  * Failure: an RPC connection that fails fails its link (its error and
  * reason); a close from the peer ends the link once what the first
