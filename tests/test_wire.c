@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "transport/quic.h" /* the RPC connection's note (quic_rpc.c) */
 #include "wire/wire.h"
 
 #define WADDR_BYTES 19u
@@ -2262,6 +2263,53 @@ static void test_join_hosts(void **state) {
   fill_hosts(6, 0);
 }
 
+/* ---- The QUIC transport's RPC note (src/transport/quic_rpc.c): exact
+ * bytes, every other length, each field corrupted, random input. */
+static void test_rpc_note(void **state) {
+  (void)state;
+  uint8_t b[NEXAR__RPC_NOTE_BYTES + 1];
+  int kind = 0;
+  uint16_t port = 0;
+  nexar__qrpc_note_encode(b, NEXAR__RPC_NOTE_DIAL, 0xbeef);
+  const uint8_t want[NEXAR__RPC_NOTE_BYTES] = {'N', 'X', 'R',  '1',
+                                               2,   0,   0xbe, 0xef};
+  assert_memory_equal(b, want, sizeof(want));
+  assert_int_equal(nexar__qrpc_note_decode(b, sizeof(want), &kind, &port), 0);
+  assert_int_equal(kind, NEXAR__RPC_NOTE_DIAL);
+  assert_int_equal(port, 0xbeef);
+  for (size_t n = 0; n <= sizeof(b); n++)
+    if (n != NEXAR__RPC_NOTE_BYTES)
+      assert_int_equal(nexar__qrpc_note_decode(b, n, &kind, &port),
+                       NEXAR_ERR_PROTO);
+  assert_int_equal(nexar__qrpc_note_decode(NULL, 8, &kind, &port),
+                   NEXAR_ERR_PROTO);
+  for (size_t i = 0; i < NEXAR__RPC_NOTE_BYTES - 2; i++) { /* all but port */
+    uint8_t c[NEXAR__RPC_NOTE_BYTES];
+    memcpy(c, want, sizeof(c));
+    c[i] ^= i == 4 ? 0x04 : 0x40; /* kind 2 -> 6 (2 -> 1 is valid) */
+    assert_int_equal(nexar__qrpc_note_decode(c, sizeof(c), &kind, &port),
+                     NEXAR_ERR_PROTO);
+  }
+  const int kinds[] = {0, 3, 255};
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+    nexar__qrpc_note_encode(b, kinds[i], 1);
+    assert_int_equal(nexar__qrpc_note_decode(b, 8, &kind, &port),
+                     NEXAR_ERR_PROTO);
+  }
+  nexar__qrpc_note_encode(b, NEXAR__RPC_NOTE_PORT, 0);
+  assert_int_equal(nexar__qrpc_note_decode(b, 8, &kind, &port),
+                   NEXAR_ERR_PROTO);
+  rng_state = 21;
+  for (int i = 0; i < 100000; i++) {
+    uint8_t r[NEXAR__RPC_NOTE_BYTES], e[NEXAR__RPC_NOTE_BYTES];
+    rng_fill(r, sizeof(r));
+    if (i & 1) memcpy(r, "NXR1", 4);
+    if (nexar__qrpc_note_decode(r, sizeof(r), &kind, &port) < 0) continue;
+    nexar__qrpc_note_encode(e, kind, port);
+    assert_memory_equal(r, e, sizeof(r));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hdr_layout),
@@ -2293,6 +2341,7 @@ int main(void) {
       cmocka_unit_test(test_join),
       cmocka_unit_test(test_random_garbage),
       cmocka_unit_test(test_random_mutation),
+      cmocka_unit_test(test_rpc_note),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,20 +108,26 @@ int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind) {
 typedef struct stats_arg {
   nexar_ctx_t *ctx;
   int peer;
-  nexar__quic_test_stats_t *out;
+  nexar__quic_test_stats_t *out; /* NULL: cut the RPC connection */
 } stats_arg_t;
 
 static int stats_fn(nexar__req_t *req) {
   stats_arg_t *a = req->cb_arg;
   nexar_ctx_t *ctx = a->ctx;
-  if (a->peer < 0 || a->peer >= ctx->world || a->peer == ctx->rank || !a->out)
+  if (a->peer < 0 || a->peer >= ctx->world || a->peer == ctx->rank)
     return NEXAR_ERR_INVALID_ARG;
-  return nexar__quic_stats_link(ctx->peers ? ctx->peers[a->peer] : NULL,
-                                a->out);
+  nexar__link_t *l = ctx->peers ? ctx->peers[a->peer] : NULL;
+  return a->out ? nexar__quic_stats_link(l, a->out) : nexar__quic_rpc_cut(l);
 }
 
 int nexar__quic_test_stats(nexar_ctx_t *ctx, int peer,
                            nexar__quic_test_stats_t *out) {
   stats_arg_t a = {ctx, peer, out};
+  if (!out) return NEXAR_ERR_INVALID_ARG;
+  return nexar__ep_call(&ctx->ep, stats_fn, &a, UINT64_MAX);
+}
+
+int nexar__quic_test_rpc_cut(nexar_ctx_t *ctx, int peer) {
+  stats_arg_t a = {ctx, peer, NULL};
   return nexar__ep_call(&ctx->ep, stats_fn, &a, UINT64_MAX);
 }

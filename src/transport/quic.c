@@ -8,7 +8,9 @@
  * DCID.
  *
  * Sending (quic_tx.c): each message is one local stream, the control lane
- * written first, then RPC, then data, packets batched for UDP GSO.
+ * written first, then RPC, then data, packets batched for UDP GSO. A mesh
+ * link's RPC lane moves to a second connection on a socket of its own once
+ * the link carries calls (quic_rpc.c).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -24,7 +26,7 @@
 
 #define Q(l) nexar__quic(l)
 
-#define SCID_LEN 16
+#define SCID_LEN NEXAR__QUIC_SCID_LEN
 #define IDLE_READ_NS 1000000ull /* 1 ms */
 
 static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref) {
@@ -48,13 +50,25 @@ static int new_cid_cb(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token,
   return 0;
 }
 
+/* The link that the upper layers know |c| by: its parent's for an RPC
+ * connection. */
+static nexar__link_t *up(nexar__link_t *c) {
+  return Q(c)->parent ? &Q(c)->parent->l : c;
+}
+
 static int handshake_completed_cb(ngtcp2_conn *qc, void *ud) {
   nexar__link_t *c = ud;
   c->state = NEXAR__CS_READY;
+  c->want_write = true;
+  if (Q(c)->is_rpc) {
+    nexar__qrpc_conn_ready(Q(c));
+    return 0;
+  }
   NEXAR__INFO(NEXAR__SUB_NET, "QUIC handshake with %s (rank %d) done",
               c->remote_str, c->peer);
   if (c->ep->ops->on_ready) c->ep->ops->on_ready(c);
-  c->want_write = true;
+  if (c->role == NEXAR__ROLE_MESH && c->state == NEXAR__CS_READY)
+    nexar__qrpc_link_ready(Q(c));
   return 0;
 }
 
@@ -67,10 +81,15 @@ static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
     if (len && c->ep->ops->on_seed_data) c->ep->ops->on_seed_data(c, data, len);
     /* Seed frames are bounded by the reassembly buffer: grant at once. */
     ngtcp2_conn_extend_max_stream_offset(qc, sid, len);
-  } else {
+  } else if ((sid & 2) && !Q(c)->is_rpc) {
+    /* The only unidirectional stream of a mesh link: the RPC note. */
+    if (((sid & 1) != 0) != c->is_server)
+      nexar__qrpc_note_data(Q(c), sid, offset, data, len, fin);
+  } else if (Q(c)->parent || !Q(c)->is_rpc) {
     if (!sud && !(sid & 2) && ((sid & 1) != 0) != c->is_server)
       ngtcp2_conn_shutdown_stream_write(qc, sid, 0); /* one-way use */
-    c->ep->ops->on_stream_data(c, sid, sud, data, len, fin);
+    int64_t usid = Q(c)->is_rpc ? sid | NEXAR__RPC_SID : sid;
+    c->ep->ops->on_stream_data(up(c), usid, sud, data, len, fin);
   }
   /* Connection-level credit is returned at once: what bounds memory is
    * the per-stream window, extended only for matched messages. */
@@ -81,7 +100,7 @@ static int recv_stream_data_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
 static int acked_cb(ngtcp2_conn *qc, int64_t sid, uint64_t offset, uint64_t len,
                     void *ud, void *sud) {
   nexar__link_t *c = ud;
-  if (sud) c->ep->ops->on_acked(c, sud, len);
+  if (sud) c->ep->ops->on_acked(up(c), sud, len);
   return 0;
 }
 
@@ -91,10 +110,10 @@ static int stream_close_cb(ngtcp2_conn *qc, uint32_t flags, int64_t sid,
   bool local = ((sid & 1) != 0) == c->is_server;
   if (!sud) return 0;
   if (local) {
-    nexar__link_unqueue(c, sud);
-    c->ep->ops->on_out_closed(c, sud);
+    nexar__link_unqueue(up(c), sud);
+    c->ep->ops->on_out_closed(up(c), sud);
   } else if (c->role == NEXAR__ROLE_MESH) {
-    c->ep->ops->on_stream_close(c, sud);
+    c->ep->ops->on_stream_close(up(c), sud);
   }
   return 0;
 }
@@ -104,11 +123,13 @@ static int extend_stream_cb(ngtcp2_conn *qc, int64_t sid, uint64_t max,
   nexar__omsg_t *m = sud;
   if (m) m->blocked = false;
   ((nexar__link_t *)ud)->want_write = true;
+  up(ud)->want_write = true;
   return 0;
 }
 
 static int extend_streams_cb(ngtcp2_conn *qc, uint64_t max, void *ud) {
   ((nexar__link_t *)ud)->want_write = true;
+  up(ud)->want_write = true;
   return 0;
 }
 
@@ -225,6 +246,7 @@ static nexar__link_t *conn_alloc(nexar__ep_t *ep, int role, bool server,
   if (!q) return NULL;
   nexar__link_init(&q->l, ep, &nexar__tp_quic, role, server, remote, rlen);
   q->seed_tx_sid = -1;
+  q->note_sid = -1;
   gnutls_rnd(GNUTLS_RND_NONCE, q->cid_prefix, sizeof(q->cid_prefix));
   q->ref.get_conn = get_conn;
   q->ref.user_data = &q->l;
@@ -233,24 +255,30 @@ static nexar__link_t *conn_alloc(nexar__ep_t *ep, int role, bool server,
 
 static ngtcp2_path make_path(nexar__link_t *c) {
   ngtcp2_path path;
-  path.local.addr = (ngtcp2_sockaddr *)&c->ep->local;
-  path.local.addrlen = c->ep->local_len;
+  bool rpc = Q(c)->is_rpc;
+  path.local.addr =
+      (ngtcp2_sockaddr *)(rpc ? &c->ep->quic->local : &c->ep->local);
+  path.local.addrlen = rpc ? c->ep->quic->local_len : c->ep->local_len;
   path.remote.addr = (ngtcp2_sockaddr *)&c->remote;
   path.remote.addrlen = c->remote_len;
   path.user_data = NULL;
   return path;
 }
 
-static int quic_dial(nexar__ep_t *ep, const nexar__dial_t *dl,
-                     nexar__link_t **out) {
-  int role = dl->role;
-  nexar__link_t *c = conn_alloc(ep, role, false, dl->to, dl->tolen);
-  if (!c) return NEXAR_ERR_NOMEM;
-  c->peer = dl->peer;
-  if (dl->pin) {
-    Q(c)->pin_set = true;
-    memcpy(Q(c)->pin, dl->pin, NEXAR__FP_BYTES);
-  }
+static const char *alpn_of(int role, bool rpc) {
+  return rpc                           ? NEXAR__ALPN_RPC
+         : role == NEXAR__ROLE_SEED    ? NEXAR__ALPN_SEED
+         : role == NEXAR__ROLE_OBSERVE ? NEXAR__ALPN_OBSERVE
+                                       : NEXAR__ALPN_MESH;
+}
+
+nexar__quic_t *nexar__quic_new(nexar__ep_t *ep, int role, bool server,
+                               const struct sockaddr_storage *to,
+                               socklen_t tolen, const ngtcp2_pkt_hd *hd,
+                               bool rpc) {
+  nexar__link_t *c = conn_alloc(ep, role, server, to, tolen);
+  if (!c) return NULL;
+  Q(c)->is_rpc = rpc;
   uint8_t d[SCID_LEN], s[SCID_LEN];
   gnutls_rnd(GNUTLS_RND_NONCE, d, sizeof(d));
   memcpy(s, Q(c)->cid_prefix, 8);
@@ -261,31 +289,65 @@ static int quic_dial(nexar__ep_t *ep, const nexar__dial_t *dl,
   ngtcp2_callbacks cb;
   ngtcp2_settings st;
   ngtcp2_transport_params tp;
-  fill_callbacks(&cb, false);
+  fill_callbacks(&cb, server);
   fill_settings(c, &st, &tp);
   ngtcp2_path path = make_path(c);
-  int rc;
-  if (ngtcp2_conn_client_new(&Q(c)->qc, &dcid, &scid, &path,
-                             NGTCP2_PROTO_VER_V1, &cb, &st, &tp, NULL,
-                             c) != 0) {
-    rc = NEXAR_ERR_NOMEM;
-    goto fail;
+  int rv;
+  if (server) {
+    tp.original_dcid = hd->dcid;
+    tp.stateless_reset_token_present = 1;
+    gnutls_rnd(GNUTLS_RND_NONCE, tp.stateless_reset_token,
+               sizeof(tp.stateless_reset_token));
+    rv = ngtcp2_conn_server_new(&Q(c)->qc, &hd->scid, &scid, &path, hd->version,
+                                &cb, &st, &tp, NULL, c);
+  } else {
+    rv = ngtcp2_conn_client_new(&Q(c)->qc, &dcid, &scid, &path,
+                                NGTCP2_PROTO_VER_V1, &cb, &st, &tp, NULL, c);
   }
-  NEXAR__CHECK_GOTO(
-      nexar__tls_session(Q(c), role == NEXAR__ROLE_SEED ? NEXAR__ALPN_SEED
-                               : role == NEXAR__ROLE_OBSERVE
-                                   ? NEXAR__ALPN_OBSERVE
-                                   : NEXAR__ALPN_MESH),
-      rc, fail);
+  if (rv != 0 || nexar__tls_session(Q(c), alpn_of(role, rpc)) < 0) {
+    nexar__quic_conn_free(Q(c));
+    return NULL;
+  }
   ngtcp2_conn_set_tls_native_handle(Q(c)->qc, Q(c)->tls);
   set_keepalive(c);
-  NEXAR__CHECK_GOTO(nexar__ep_add_conn(ep, c), rc, fail);
+  if (server) {
+    /* A client that never finishes its handshake is dropped (no ngtcp2
+     * timer covers a silent server-side connection for long), at the
+     * bootstrap's deadline: on a crowded host (hundreds of ranks forming
+     * their meshes) this side may not run for seconds, and a client that
+     * has finished its half would be left with a link that leads
+     * nowhere. */
+    int64_t hs_ms = ep->prm ? ep->prm->bootstrap_timeout_ms : 10000;
+    Q(c)->handshake_deadline = nexar__now() + (uint64_t)hs_ms * 1000000ull;
+  }
   c->want_write = true;
+  return Q(c);
+}
+
+void nexar__quic_conn_free(nexar__quic_t *q) {
+  if (q->qc) ngtcp2_conn_del(q->qc);
+  if (q->tls) gnutls_deinit(q->tls);
+  free(q);
+}
+
+static int quic_dial(nexar__ep_t *ep, const nexar__dial_t *dl,
+                     nexar__link_t **out) {
+  nexar__quic_t *q =
+      nexar__quic_new(ep, dl->role, false, dl->to, dl->tolen, NULL, false);
+  if (!q) return NEXAR_ERR_NOMEM;
+  nexar__link_t *c = &q->l;
+  c->peer = dl->peer;
+  if (dl->pin) {
+    q->pin_set = true;
+    memcpy(q->pin, dl->pin, NEXAR__FP_BYTES);
+  }
+  int rc = nexar__ep_add_conn(ep, c);
+  if (rc < 0) {
+    nexar__link_free(c);
+    return rc;
+  }
   *out = c;
   return 0;
-fail:
-  nexar__link_free(c);
-  return rc;
 }
 
 static nexar__link_t *find_conn(nexar__ep_t *ep, const ngtcp2_version_cid *vc) {
@@ -314,42 +376,13 @@ static nexar__link_t *accept_conn(nexar__ep_t *ep, const ngtcp2_pkt_hd *hd,
                                   const struct sockaddr_storage *from,
                                   socklen_t fromlen) {
   int role = ep->server_alpn_seed ? NEXAR__ROLE_SEED : NEXAR__ROLE_MESH;
-  nexar__link_t *c = conn_alloc(ep, role, true, from, fromlen);
-  if (!c) return NULL;
-  uint8_t s[SCID_LEN];
-  memcpy(s, Q(c)->cid_prefix, 8);
-  gnutls_rnd(GNUTLS_RND_NONCE, s + 8, sizeof(s) - 8);
-  ngtcp2_cid scid;
-  ngtcp2_cid_init(&scid, s, sizeof(s));
-  ngtcp2_callbacks cb;
-  ngtcp2_settings st;
-  ngtcp2_transport_params tp;
-  fill_callbacks(&cb, true);
-  fill_settings(c, &st, &tp);
-  tp.original_dcid = hd->dcid;
-  tp.stateless_reset_token_present = 1;
-  gnutls_rnd(GNUTLS_RND_NONCE, tp.stateless_reset_token,
-             sizeof(tp.stateless_reset_token));
-  ngtcp2_path path = make_path(c);
-  if (ngtcp2_conn_server_new(&Q(c)->qc, &hd->scid, &scid, &path, hd->version,
-                             &cb, &st, &tp, NULL, c) != 0 ||
-      nexar__tls_session(Q(c), role == NEXAR__ROLE_SEED
-                                   ? NEXAR__ALPN_SEED
-                                   : NEXAR__ALPN_MESH) < 0 ||
-      nexar__ep_add_conn(ep, c) < 0) {
-    nexar__link_free(c);
+  nexar__quic_t *q = nexar__quic_new(ep, role, true, from, fromlen, hd, false);
+  if (!q) return NULL;
+  if (nexar__ep_add_conn(ep, &q->l) < 0) {
+    nexar__link_free(&q->l);
     return NULL;
   }
-  ngtcp2_conn_set_tls_native_handle(Q(c)->qc, Q(c)->tls);
-  set_keepalive(c);
-  /* A client that never finishes its handshake is dropped (no ngtcp2 timer
-   * covers a silent server-side connection for long), at the bootstrap's
-   * deadline: on a crowded host (hundreds of ranks forming their meshes)
-   * this side may not run for seconds, and a client that has finished its
-   * half would be left with a link that leads nowhere. */
-  int64_t hs_ms = ep->prm ? ep->prm->bootstrap_timeout_ms : 10000;
-  Q(c)->handshake_deadline = nexar__now() + (uint64_t)hs_ms * 1000000ull;
-  return c;
+  return &q->l;
 }
 
 static void on_read_error(nexar__link_t *c, int rv) {
@@ -413,32 +446,57 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
       if (!c) return;
     }
   }
-  if (c->state == NEXAR__CS_DEAD) return;
-  /* Connection migration is off: drop packets from another address. */
   if (c->remote_len != fromlen || memcmp(&c->remote, from, fromlen) != 0)
-    return;
+    return; /* connection migration is off: from another address */
+  nexar__quic_read(Q(c), data, len);
+}
+
+void nexar__quic_read(nexar__quic_t *q, const uint8_t *data, size_t len) {
+  nexar__link_t *c = &q->l;
+  if (c->state == NEXAR__CS_DEAD || up(c)->state == NEXAR__CS_DEAD) return;
   ngtcp2_path path = make_path(c);
   ngtcp2_pkt_info pi = {0};
   uint64_t now = nexar__now();
-  rv = ngtcp2_conn_read_pkt(Q(c)->qc, &path, &pi, data, len, now);
+  int rv = ngtcp2_conn_read_pkt(q->qc, &path, &pi, data, len, now);
   if (rv != 0) {
     on_read_error(c, rv);
     return;
   }
-  c->last_rx = now; /* the failure detector judges by what is received */
-  c->want_write = true;
+  /* The failure detector judges by what is received. */
+  c->last_rx = up(c)->last_rx = now;
+  c->want_write = up(c)->want_write = true;
 }
 
+uint64_t nexar__quic_conn_expiry(nexar__quic_t *q) {
+  nexar__link_t *c = &q->l;
+  if (!q->qc || c->state == NEXAR__CS_DEAD) return UINT64_MAX;
+  uint64_t e = ngtcp2_conn_get_expiry(q->qc);
+  if (c->state == NEXAR__CS_HANDSHAKE && q->handshake_deadline &&
+      q->handshake_deadline < e)
+    e = q->handshake_deadline;
+  return e;
+}
+
+/* A link's timers: its first connection's and its RPC connection's. */
 static uint64_t quic_expiry(nexar__link_t *c) {
-  if (!Q(c)->qc || c->state == NEXAR__CS_DEAD) return UINT64_MAX;
-  uint64_t e = ngtcp2_conn_get_expiry(Q(c)->qc);
-  if (c->state == NEXAR__CS_HANDSHAKE && Q(c)->handshake_deadline &&
-      Q(c)->handshake_deadline < e)
-    e = Q(c)->handshake_deadline;
+  uint64_t e = nexar__quic_conn_expiry(Q(c));
+  if (Q(c)->rpc && c->state != NEXAR__CS_DEAD) {
+    uint64_t r = nexar__quic_conn_expiry(Q(c)->rpc);
+    if (r < e) e = r;
+  }
   return e;
 }
 
 static void quic_on_expiry(nexar__link_t *c, uint64_t now) {
+  if (nexar__quic_conn_expiry(Q(c)) <= now) nexar__quic_expire(c, now);
+  nexar__quic_t *r = Q(c)->rpc;
+  if (r && c->state != NEXAR__CS_DEAD) {
+    if (nexar__quic_conn_expiry(r) <= now) nexar__quic_expire(&r->l, now);
+    nexar__qrpc_settle(Q(c), false);
+  }
+}
+
+void nexar__quic_expire(nexar__link_t *c, uint64_t now) {
   if (c->state == NEXAR__CS_DEAD) return;
   if (c->state == NEXAR__CS_HANDSHAKE && Q(c)->handshake_deadline &&
       now >= Q(c)->handshake_deadline) {
@@ -460,14 +518,20 @@ static void quic_on_expiry(nexar__link_t *c, uint64_t now) {
 }
 
 static void quic_free(nexar__link_t *c) {
+  if (Q(c)->rpc) {
+    nexar__quic_conn_free(Q(c)->rpc);
+    c->ep->quic->nrpc--;
+  }
+  Q(c)->rpc = NULL;
   if (Q(c)->qc) ngtcp2_conn_del(Q(c)->qc);
   if (Q(c)->tls) gnutls_deinit(Q(c)->tls);
 }
 
 static void quic_extend(nexar__link_t *c, int64_t sid, uint64_t n) {
-  if (!Q(c)->qc) return;
-  ngtcp2_conn_extend_max_stream_offset(Q(c)->qc, sid, n);
-  c->want_write = true;
+  nexar__quic_t *q = nexar__sid_conn(Q(c), &sid);
+  if (!q || !q->qc) return;
+  ngtcp2_conn_extend_max_stream_offset(q->qc, sid, n);
+  q->l.want_write = c->want_write = true;
 }
 
 static bool quic_alive(const nexar__link_t *c) {
@@ -477,17 +541,23 @@ static bool quic_alive(const nexar__link_t *c) {
 }
 
 static void quic_stop_out(nexar__link_t *c, nexar__omsg_t *m) {
-  if (Q(c)->qc && m->sid >= 0) ngtcp2_conn_shutdown_stream(Q(c)->qc, m->sid, 1);
+  int64_t sid = m->sid;
+  nexar__quic_t *q = nexar__sid_conn(Q(c), &sid);
+  if (q && q->qc && sid >= 0) ngtcp2_conn_shutdown_stream(q->qc, sid, 1);
+  if (q) q->l.want_write = true;
   c->want_write = true;
 }
 
 static void quic_forget_out(nexar__link_t *c, nexar__omsg_t *m) {
-  if (Q(c)->qc && m->sid >= 0)
-    ngtcp2_conn_set_stream_user_data(Q(c)->qc, m->sid, NULL);
+  int64_t sid = m->sid;
+  nexar__quic_t *q = nexar__sid_conn(Q(c), &sid);
+  if (q && q->qc && sid >= 0)
+    ngtcp2_conn_set_stream_user_data(q->qc, sid, NULL);
 }
 
 static void quic_attach_in(nexar__link_t *c, int64_t sid, nexar__imsg_t *m) {
-  ngtcp2_conn_set_stream_user_data(Q(c)->qc, sid, m);
+  nexar__quic_t *q = nexar__sid_conn(Q(c), &sid);
+  if (q && q->qc) ngtcp2_conn_set_stream_user_data(q->qc, sid, m);
 }
 
 /* A delivered message: a stream not closed yet forgets it (a
@@ -498,10 +568,11 @@ static void quic_attach_in(nexar__link_t *c, int64_t sid, nexar__imsg_t *m) {
  * time, so the peer keeps at least three quarters of its credit and credit
  * rides on few packets. */
 static void quic_done_in(nexar__link_t *c, nexar__imsg_t *m) {
-  nexar__quic_t *q = Q(c);
-  if (!q->qc) return;
-  bool uni = (m->sid & 2) != 0;
-  if (!m->stream_closed) ngtcp2_conn_set_stream_user_data(q->qc, m->sid, NULL);
+  int64_t sid = m->sid;
+  nexar__quic_t *q = nexar__sid_conn(Q(c), &sid);
+  if (!q || !q->qc) return;
+  bool uni = (sid & 2) != 0;
+  if (!m->stream_closed) ngtcp2_conn_set_stream_user_data(q->qc, sid, NULL);
   uint32_t batch = c->ep->prm ? (uint32_t)c->ep->prm->max_streams / 4 : 1;
   if (++q->streams_owed[!uni] >= (batch ? batch : 1)) {
     if (uni)
@@ -509,7 +580,7 @@ static void quic_done_in(nexar__link_t *c, nexar__imsg_t *m) {
     else
       ngtcp2_conn_extend_max_streams_bidi(q->qc, q->streams_owed[1]);
     q->streams_owed[!uni] = 0;
-    c->want_write = true;
+    q->l.want_write = c->want_write = true;
   }
 }
 
@@ -522,6 +593,7 @@ static int quic_init(nexar__ep_t *ep, const struct sockaddr_storage *bind,
 }
 
 static void quic_fini(nexar__ep_t *ep) {
+  nexar__qrpc_fini(ep);
   for (int i = 0; i < ep->nstash; i++) free(ep->stash[i].data);
   ep->nstash = 0;
   nexar__loss_close(ep);
@@ -547,7 +619,11 @@ static bool quic_input(nexar__ep_t *ep) {
   uint64_t now = ep->pass_now;
   if (!ep->resuming && now < ep->udp_read_at && !quic_links(ep)) return false;
   ep->udp_read_at = now + IDLE_READ_NS;
-  nexar__udp_recv_all(ep, nexar__quic_on_datagram);
+  /* The RPC socket first, and again between the batches of this one: a
+   * call's packets never wait behind a pass of data. */
+  nexar__qrpc_input(ep);
+  nexar__udp_recv_all(ep, nexar__quic_on_datagram,
+                      ep->quic ? nexar__qrpc_between : NULL);
   if (ep->accept_mesh && ep->nstash) {
     int n = ep->nstash;
     ep->nstash = 0;
@@ -557,6 +633,9 @@ static bool quic_input(nexar__ep_t *ep) {
       free(ep->stash[i].data);
     }
   }
+  for (int i = 0; i < ep->nconns; i++)
+    if (ep->conns[i]->tp == &nexar__tp_quic && Q(ep->conns[i])->rpc)
+      nexar__qrpc_settle(Q(ep->conns[i]), !ep->rx_more);
   return ep->rx_more;
 }
 
@@ -569,6 +648,7 @@ static bool quic_ready(nexar__ep_t *ep, uint64_t now) {
 
 static bool quic_arm(nexar__ep_t *ep) {
   ep->udp_read_at = 0; /* whatever woke the engine is read first */
+  if (ep->quic) ep->quic->read_at = 0;
   return true;
 }
 

@@ -15,6 +15,12 @@ typedef struct nexar__quic_test_stats {
   uint64_t rpc_data_pkt_max;      /* the largest of them (bytes) */
   uint64_t rpc_data_inflight_max; /* most bytes in flight right after one */
   uint64_t rpc_prio_pkt_max; /* largest packet with control or RPC frames */
+  /* The link's RPC connection (quic_rpc.c): packets with RPC frames
+   * written on it, RPC-lane streams opened on the first connection while it
+   * was up (0 by design), and whether it is up. */
+  uint64_t rpc_conn_pkts;
+  uint64_t rpc_main_opened;
+  int rpc_conn_up;
 } nexar__quic_test_stats_t;
 
 /*
@@ -25,10 +31,20 @@ typedef struct nexar__quic_test_stats {
  */
 int nexar__quic_test_stats(nexar_ctx_t *ctx, int peer,
                            nexar__quic_test_stats_t *out);
-/* The transport's half (quic_tx.c; engine held): the counters of link
- * |l|; NEXAR_ERR_UNSUPPORTED when |l| is not a QUIC link. */
+/*
+ * Ends the RPC connection of this process's QUIC link to world rank |peer|
+ * as a protocol error on it would (its close goes to the peer), on the
+ * progress thread: the link then fails, at both ends. Returns 0;
+ * NEXAR_ERR_INVALID_ARG for a bad |peer|; NEXAR_ERR_UNSUPPORTED when the
+ * link has no RPC connection up. Thread-safe (any user thread).
+ */
+int nexar__quic_test_rpc_cut(nexar_ctx_t *ctx, int peer);
+/* The transport's halves (quic_tx.c, quic_rpc.c; engine held), on link
+ * |l|; NEXAR_ERR_UNSUPPORTED when |l| is not a QUIC link (or has no RPC
+ * connection up). */
 struct nexar__link;
 int nexar__quic_stats_link(struct nexar__link *l,
                            nexar__quic_test_stats_t *out);
+int nexar__quic_rpc_cut(struct nexar__link *l);
 
 #endif /* NEXAR_QUIC_TEST_H */

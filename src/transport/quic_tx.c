@@ -51,20 +51,33 @@ static const int lane_order[NEXAR__LANE_COUNT] = {
  * only while more than half of it is left, RPC while more than a quarter
  * is, control while any is. Undelivered data can never hold back a call, a
  * barrier or a heartbeat, and a burst of calls cannot hold back a barrier. */
-static bool may_open(nexar__link_t *c, int lane) {
-  if (lane == NEXAR__LANE_CONTROL || c->role != NEXAR__ROLE_MESH) return true;
+static bool may_open(nexar__quic_t *q, int lane) {
+  if (lane == NEXAR__LANE_CONTROL || q->l.role != NEXAR__ROLE_MESH || q->is_rpc)
+    return true;
   const ngtcp2_transport_params *tp =
-      ngtcp2_conn_get_remote_transport_params(Q(c)->qc);
+      ngtcp2_conn_get_remote_transport_params(q->qc);
   uint64_t quarter = tp ? tp->initial_max_streams_bidi / 4 : 0;
   uint64_t keep = lane == NEXAR__LANE_DATA ? 2 * quarter : quarter;
-  return ngtcp2_conn_get_streams_bidi_left(Q(c)->qc) > keep;
+  return ngtcp2_conn_get_streams_bidi_left(q->qc) > keep;
 }
 
-/* The first message with bytes to write, the lanes taken in lane_order;
- * only the first |nlanes| of them may write. */
-static nexar__omsg_t *next_sendable(nexar__link_t *c, int nlanes, int *err) {
+/* Whether connection |q| of link |c| writes |m| of the RPC lane: the RPC
+ * connection writes what it opened and, once up, every message not opened
+ * yet; the first connection the rest. */
+static bool rpc_here(const nexar__quic_t *q, const nexar__link_t *c,
+                     const nexar__omsg_t *m) {
+  if (m->sid >= 0) return ((m->sid & NEXAR__RPC_SID) != 0) == q->is_rpc;
+  return q->is_rpc || !nexar__qrpc_up(nexar__quic((nexar__link_t *)c));
+}
+
+/* The first message of link |c| with bytes to write on its connection
+ * |q|, the lanes taken in lane_order; only the first |nlanes| of them may
+ * write (the RPC connection writes only the RPC lane). */
+static nexar__omsg_t *next_sendable(nexar__quic_t *q, nexar__link_t *c,
+                                    int nlanes, int *err) {
   for (int k = 0; k < nlanes; k++) {
     int lane = lane_order[k];
+    if (q->is_rpc && lane != NEXAR__LANE_RPC) continue;
     for (nexar__omsg_t *m = c->outq[lane], *next; m; m = next) {
       next = m->next;
       if (m->sid < 0 && !m->req && !m->fwd && m->sent >= nexar__omsg_total(m)) {
@@ -73,16 +86,19 @@ static nexar__omsg_t *next_sendable(nexar__link_t *c, int nlanes, int *err) {
         continue;
       }
       if (!unsent(c, m)) continue;
+      if (lane == NEXAR__LANE_RPC && !rpc_here(q, c, m)) continue;
       if (m->sid < 0) {
-        if (!may_open(c, lane)) break; /* keep FIFO order */
+        if (!may_open(q, lane)) break; /* keep FIFO order */
         int rv = c->role == NEXAR__ROLE_MESH
-                     ? ngtcp2_conn_open_bidi_stream(Q(c)->qc, &m->sid, m)
-                     : ngtcp2_conn_open_uni_stream(Q(c)->qc, &m->sid, m);
+                     ? ngtcp2_conn_open_bidi_stream(q->qc, &m->sid, m)
+                     : ngtcp2_conn_open_uni_stream(q->qc, &m->sid, m);
         if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) break; /* keep FIFO order */
         if (rv != 0) {
           *err = rv;
           return NULL;
         }
+        if (q->is_rpc) m->sid |= NEXAR__RPC_SID;
+        if (lane == NEXAR__LANE_RPC && nexar__qrpc_up(q)) q->rpc_main_opened++;
       }
       return m;
     }
@@ -117,13 +133,14 @@ static void note_lane(const nexar__omsg_t *m, ngtcp2_ssize n, bool *prio,
  * The RPC lane has an allowance of its own on top: it waits only
  * above 2 x cap, so a call never waits for data to drain, and a burst of
  * large calls is bounded as data is. Control is never held back. */
-static int writable_lanes(nexar__link_t *c, bool rpc) {
+static int writable_lanes(nexar__quic_t *q, bool rpc) {
+  nexar__link_t *c = &q->l;
   int64_t floor = c->ep->data_inflight;
   int64_t rpc_cap = rpc ? c->ep->data_inflight_rpc : 0;
-  if ((floor <= 0 && rpc_cap <= 0) || c->role != NEXAR__ROLE_MESH)
+  if ((floor <= 0 && rpc_cap <= 0) || c->role != NEXAR__ROLE_MESH || q->is_rpc)
     return NEXAR__LANE_COUNT;
   ngtcp2_conn_stat cs;
-  ngtcp2_conn_get_conn_stat(Q(c)->qc, &cs);
+  ngtcp2_conn_get_conn_stat(q->qc, &cs);
   uint64_t cap = floor > 0 ? (uint64_t)floor : UINT64_MAX;
   if (floor > 0 && cs.min_rtt != UINT64_MAX && cs.delivery_rate_sec) {
     /* Rates above 1 TB/s or RTTs above 1 s saturate rather than wrap. */
@@ -145,10 +162,10 @@ static int writable_lanes(nexar__link_t *c, bool rpc) {
  * traffic is recent half of data_inflight_rpc (at least QUIC's minimum of
  * 1200 bytes), so that the in-flight bound admits more than one packet and
  * the receiver's passes, which read whole datagrams, stay short. */
-static size_t packet_max(nexar__link_t *c, bool rpc) {
-  size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(Q(c)->qc);
-  if (!rpc || c->ep->data_inflight_rpc <= 0) return pktmax;
-  size_t half = (size_t)c->ep->data_inflight_rpc / 2;
+static size_t packet_max(nexar__quic_t *q, bool rpc) {
+  size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(q->qc);
+  if (!rpc || q->is_rpc || q->l.ep->data_inflight_rpc <= 0) return pktmax;
+  size_t half = (size_t)q->l.ep->data_inflight_rpc / 2;
   if (half < NGTCP2_MAX_UDP_PAYLOAD_SIZE) half = NGTCP2_MAX_UDP_PAYLOAD_SIZE;
   return half < pktmax ? half : pktmax;
 }
@@ -156,8 +173,11 @@ static size_t packet_max(nexar__link_t *c, bool rpc) {
 /* A packet of |pkt| bytes with control or RPC frames (|prio|) or data was
  * written while RPC traffic was recent: what tests read through
  * nexar__quic_test_stats (quic_test.h). */
-static void count_rpc_pkt(nexar__link_t *c, size_t pkt, bool prio, bool data) {
-  nexar__quic_t *q = Q(c);
+static void count_rpc_pkt(nexar__quic_t *q, size_t pkt, bool prio, bool data) {
+  if (q->is_rpc) {
+    if (q->parent && prio) q->parent->rpc_conn_pkts++;
+    return;
+  }
   if (prio && pkt > q->rpc_prio_pkt_max) q->rpc_prio_pkt_max = pkt;
   if (!data) return;
   ngtcp2_conn_stat cs;
@@ -171,8 +191,14 @@ static void count_rpc_pkt(nexar__link_t *c, size_t pkt, bool prio, bool data) {
 /* Sends the |len| bytes of packets in txbuf. Returns 0; 1 when the socket
  * is full (the batch waits in txbuf, see udp.c); NEXAR_ERR_SYS when the
  * send failed, which QUIC recovers as loss. */
-static int send_batch(nexar__link_t *c, size_t len, size_t pktmax) {
+static int send_batch(nexar__quic_t *q, size_t len, size_t pktmax) {
+  nexar__link_t *c = &q->l;
   nexar__ep_t *ep = c->ep;
+  if (q->is_rpc) { /* the RPC socket: a batch it refuses is lost */
+    nexar__udp_send_fd(ep, ep->quic->fd, &c->remote, c->remote_len,
+                       ep->quic->txbuf, len, pktmax);
+    return 0;
+  }
   int rc =
       nexar__udp_send(ep, &c->remote, c->remote_len, ep->txbuf, len, pktmax);
   if (rc == 1)
@@ -189,19 +215,50 @@ void nexar__ep_tx_failed(nexar__ep_t *ep, const struct sockaddr_storage *to,
       nexar__link_tx_result(ep->conns[i], err);
 }
 
-void nexar__quic_flush(nexar__link_t *c) {
-  if (!Q(c)->qc || c->state == NEXAR__CS_DEAD || c->state == NEXAR__CS_CLOSING)
+/* The next bytes of the note that connection |q| writes (the accepting
+ * side of a link, quic_rpc.c): a new unidirectional stream for each note.
+ * Returns false when there is none to write now. */
+static bool note_vec(nexar__quic_t *q, ngtcp2_vec *v, int64_t *sid) {
+  if (q->note_sid < 0) {
+    if (!q->note_n ||
+        ngtcp2_conn_open_uni_stream(q->qc, &q->note_sid, NULL) != 0)
+      return false;
+    nexar__qrpc_note_encode(q->note[q->note_q[0] - 1], q->note_q[0],
+                            q->rpc_port);
+    q->note_off = 0;
+  }
+  v->base = q->note[q->note_q[0] - 1] + q->note_off;
+  v->len = NEXAR__RPC_NOTE_BYTES - q->note_off;
+  *sid = q->note_sid;
+  return true;
+}
+
+/* |n| bytes of the note were written. */
+static void note_sent(nexar__quic_t *q, ngtcp2_ssize n) {
+  if (n <= 0 || (q->note_off += (size_t)n) < NEXAR__RPC_NOTE_BYTES) return;
+  q->note_sid = -1;
+  q->note_q[0] = q->note_q[1];
+  q->note_n--;
+}
+
+/* Writes what connection |q| of link |c| has to write: the link's first
+ * connection all but what its RPC connection carries, the RPC connection
+ * its RPC lane. */
+void nexar__quic_flush_conn(nexar__quic_t *q, nexar__link_t *c) {
+  nexar__link_t *w = &q->l;
+  if (!q->qc || w->state == NEXAR__CS_DEAD || w->state == NEXAR__CS_CLOSING)
     return;
   nexar__ep_t *ep = c->ep;
-  if (ep->tx_blocked) {
+  if (ep->tx_blocked && !q->is_rpc) {
     /* txbuf holds a batch the socket refused; come back once it is out. */
-    c->want_write = true;
+    w->want_write = true;
     return;
   }
+  uint8_t *txbuf = q->is_rpc ? ep->quic->txbuf : ep->txbuf;
   uint64_t ts = nexar__now();
   bool rpc = nexar__ep_rpc_recent(ep, ts);
-  size_t pktmax = packet_max(c, rpc);
-  size_t quantum = ngtcp2_conn_get_send_quantum(Q(c)->qc);
+  size_t pktmax = packet_max(q, rpc);
+  size_t quantum = ngtcp2_conn_get_send_quantum(q->qc);
   size_t batch_max = GSO_MAX_BYTES / pktmax;
   if (batch_max < 1) batch_max = 1;
   if (batch_max > GSO_MAX_SEGS) batch_max = GSO_MAX_SEGS;
@@ -212,16 +269,20 @@ void nexar__quic_flush(nexar__link_t *c) {
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
-  c->want_write = false;
+  w->want_write = false;
   /* The packet being written holds control or RPC frames, or data. */
   bool prio_in = false, data_in = false;
   for (int guard = 0; guard < 100000; guard++) {
     int err = 0;
-    nexar__omsg_t *m = c->state == NEXAR__CS_READY
-                           ? next_sendable(c, writable_lanes(c, rpc), &err)
+    bool ready = w->state == NEXAR__CS_READY && c->state == NEXAR__CS_READY;
+    ngtcp2_vec note;
+    int64_t note_sid = -1;
+    bool in_note = ready && !data_in && note_vec(q, &note, &note_sid);
+    nexar__omsg_t *m = ready && !in_note
+                           ? next_sendable(q, c, writable_lanes(q, rpc), &err)
                            : NULL;
     if (err) {
-      nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
+      nexar__link_fail(w, NEXAR_ERR_TRANSPORT, ngtcp2_strerror(err));
       return;
     }
     /* A packet holds control and RPC frames or data, never both: a call's
@@ -234,9 +295,14 @@ void nexar__quic_flush(nexar__link_t *c) {
     size_t nvec = 0;
     uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
     int64_t sid = -1;
-    if (m) {
+    if (in_note) {
+      sid = note_sid;
+      vec[0] = note;
+      nvec = 1;
+      flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+    } else if (m) {
       bool fin;
-      sid = m->sid;
+      sid = m->sid & ~NEXAR__RPC_SID;
       nvec = ep->ops->frame_vecs(m, iov, NEXAR__FRAME_VECS, &fin);
       for (size_t i = 0; i < nvec; i++) {
         vec[i].base = iov[i].iov_base;
@@ -246,8 +312,12 @@ void nexar__quic_flush(nexar__link_t *c) {
     }
     ngtcp2_ssize ndata = -1;
     ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(Q(c)->qc, &ps.path, &pi, ep->txbuf + off,
-                                  pktmax, &ndata, flags, sid, vec, nvec, ts);
+        ngtcp2_conn_writev_stream(q->qc, &ps.path, &pi, txbuf + off, pktmax,
+                                  &ndata, flags, sid, vec, nvec, ts);
+    if (in_note && (n >= 0 || n == NGTCP2_ERR_WRITE_MORE)) {
+      note_sent(q, ndata);
+      prio_in |= ndata > 0;
+    }
     if (n < 0) {
       if (n == NGTCP2_ERR_WRITE_MORE) {
         account(m, ndata);
@@ -262,12 +332,13 @@ void nexar__quic_flush(nexar__link_t *c) {
         m->sent = nexar__omsg_total(m);
         continue;
       }
-      nexar__link_fail(c, NEXAR_ERR_TRANSPORT, ngtcp2_strerror((int)n));
+      nexar__link_fail(w, NEXAR_ERR_TRANSPORT, ngtcp2_strerror((int)n));
       return;
     }
     account(m, ndata);
     note_lane(m, ndata, &prio_in, &data_in);
-    if (n > 0 && rpc) count_rpc_pkt(c, (size_t)n, prio_in, data_in);
+    if (n > 0 && (rpc || q->is_rpc))
+      count_rpc_pkt(q, (size_t)n, prio_in, data_in);
     prio_in = data_in = false;
     if (n == 0) break;
     total += (size_t)n;
@@ -280,35 +351,49 @@ void nexar__quic_flush(nexar__link_t *c) {
        * this one packet is lost (QUIC resends its frames); the batch
        * waits in txbuf. */
       size_t at = off;
-      int sr = send_batch(c, at, seg);
+      int sr = send_batch(q, at, seg);
       off = nseg = 0;
       if (sr == 1) break;
-      memmove(ep->txbuf, ep->txbuf + at, (size_t)n);
+      memmove(txbuf, txbuf + at, (size_t)n);
       seg = (size_t)n;
     }
     off += (size_t)n;
     nseg++;
     if ((size_t)n < seg || nseg >= batch_max) {
-      int sr = send_batch(c, off, seg);
+      int sr = send_batch(q, off, seg);
       off = 0;
       nseg = 0;
       if (sr == 1) break;
     }
     if (total >= quantum) {
       /* Let other connections have their turn; come back next loop. */
-      c->want_write = true;
+      w->want_write = true;
       break;
     }
   }
-  if (off) send_batch(c, off, seg);
+  if (off) send_batch(q, off, seg);
   /* Pace only what stopped at the send quantum: a flush that wrote all
    * there was would otherwise leave a pacing deadline that is already due,
    * and the engine would take it for a timer to serve. */
-  if (c->want_write) ngtcp2_conn_update_pkt_tx_time(Q(c)->qc, ts);
+  if (w->want_write) ngtcp2_conn_update_pkt_tx_time(q->qc, ts);
 }
 
-void nexar__quic_send_close(nexar__link_t *c) {
-  ngtcp2_conn *qc = Q(c)->qc;
+void nexar__quic_flush(nexar__link_t *c) {
+  nexar__quic_t *q = Q(c);
+  if (c->role == NEXAR__ROLE_MESH) nexar__qrpc_want(q);
+  /* The RPC connection first: a call is sent before the data of the same
+   * flush is encrypted and sent. It writes whenever the link does: what
+   * the upper layers asked of the link (a new message, bytes of a relayed
+   * one) may be its to write. */
+  if (q->rpc) nexar__quic_flush_conn(q->rpc, c);
+  nexar__quic_flush_conn(q, c);
+  if (q->rpc) nexar__qrpc_settle(q, false);
+}
+
+/* Sends the close of one connection (see nexar__quic_send_close). */
+static void send_close_conn(nexar__quic_t *q, int code, const char *reason) {
+  nexar__link_t *c = &q->l;
+  ngtcp2_conn *qc = q->qc;
   /* Before the handshake completes there may be no keys to protect an
    * application CONNECTION_CLOSE (ngtcp2 0.12 asserts on it), so a
    * stranger's bogus Initial is dropped silently. A handshake that TLS
@@ -324,11 +409,10 @@ void nexar__quic_send_close(nexar__link_t *c) {
   ngtcp2_connection_close_error_default(&ce);
   if (done)
     ngtcp2_connection_close_error_set_application_error(
-        &ce, (uint64_t)c->tx_code, (const uint8_t *)c->tx_reason,
-        strlen(c->tx_reason));
+        &ce, (uint64_t)code, (const uint8_t *)reason, strlen(reason));
   else
     ngtcp2_connection_close_error_set_transport_error_tls_alert(
-        &ce, alert, (const uint8_t *)c->tx_reason, strlen(c->tx_reason));
+        &ce, alert, (const uint8_t *)reason, strlen(reason));
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
@@ -336,9 +420,25 @@ void nexar__quic_send_close(nexar__link_t *c) {
   uint8_t buf[1200];
   ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
       qc, &ps.path, &pi, buf, sizeof(buf), &ce, nexar__now());
-  if (n > 0)
+  if (n <= 0) return;
+  if (q->is_rpc)
+    nexar__udp_send_fd(c->ep, c->ep->quic->fd, &c->remote, c->remote_len, buf,
+                       (size_t)n, (size_t)n);
+  else
     nexar__udp_send(c->ep, &c->remote, c->remote_len, buf, (size_t)n,
                     (size_t)n);
+}
+
+/* A link's close goes out on its first connection, then on its RPC
+ * connection with the same code and reason. */
+void nexar__quic_send_close(nexar__link_t *c) {
+  send_close_conn(Q(c), c->tx_code, c->tx_reason);
+  if (Q(c)->rpc) send_close_conn(Q(c)->rpc, c->tx_code, c->tx_reason);
+}
+
+/* An RPC connection's own close (a protocol error on it). */
+void nexar__quic_send_close_rpc(nexar__quic_t *r) {
+  send_close_conn(r, r->l.tx_code, r->l.tx_reason);
 }
 
 int nexar__quic_stats_link(nexar__link_t *l, nexar__quic_test_stats_t *out) {
@@ -347,5 +447,8 @@ int nexar__quic_stats_link(nexar__link_t *l, nexar__quic_test_stats_t *out) {
   out->rpc_data_pkt_max = Q(l)->rpc_data_pkt_max;
   out->rpc_data_inflight_max = Q(l)->rpc_data_inflight_max;
   out->rpc_prio_pkt_max = Q(l)->rpc_prio_pkt_max;
+  out->rpc_conn_pkts = Q(l)->rpc_conn_pkts;
+  out->rpc_main_opened = Q(l)->rpc_main_opened;
+  out->rpc_conn_up = nexar__qrpc_up(Q(l));
   return 0;
 }

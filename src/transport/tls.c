@@ -235,7 +235,7 @@ static int verify_mesh(gnutls_session_t s) {
     }
     return 0;
   }
-  if (negotiated(s, NEXAR__ALPN_OBSERVE)) {
+  if (!nexar__quic(c)->is_rpc && negotiated(s, NEXAR__ALPN_OBSERVE)) {
     /* Never a member, whatever its certificate: only an observer's frames
      * are read from it (cluster/observe.c). */
     if (!c->ep->ops->verify_observer || c->ep->ops->verify_observer(c->ep) < 0)
@@ -261,6 +261,7 @@ static int alpn_hook(gnutls_session_t s, unsigned htype, unsigned when,
                      unsigned incoming, const gnutls_datum_t *msg) {
   nexar__link_t *c = session_conn(s);
   if (c->role == NEXAR__ROLE_SEED) return negotiated(s, NEXAR__ALPN_SEED) - 1;
+  if (nexar__quic(c)->is_rpc) return negotiated(s, NEXAR__ALPN_RPC) - 1;
   bool ok = negotiated(s, NEXAR__ALPN_MESH) ||
             (c->ep->ops->verify_observer && negotiated(s, NEXAR__ALPN_OBSERVE));
   return ok ? 0 : -1;
@@ -288,7 +289,8 @@ int nexar__tls_session(nexar__quic_t *q, const char *alpn) {
   if (c->is_server) {
     gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_CLIENT_HELLO,
                                        GNUTLS_HOOK_POST, alpn_hook);
-    bool observers = c->role == NEXAR__ROLE_MESH && c->ep->ops->verify_observer;
+    bool observers = c->role == NEXAR__ROLE_MESH &&
+                     c->ep->ops->verify_observer && !q->is_rpc;
     gnutls_alpn_set_protocols(
         s, proto, observers ? 2 : 1,
         GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE);

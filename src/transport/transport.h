@@ -49,6 +49,7 @@
 #define NEXAR__ALPN_MESH "nexar/1"
 #define NEXAR__ALPN_SEED "nexar-seed/1"
 #define NEXAR__ALPN_OBSERVE "nexar-observe/1" /* live inspection */
+#define NEXAR__ALPN_RPC "nexar-rpc/1"         /* a mesh link's RPC connection */
 
 /* Application error codes carried in QUIC CONNECTION_CLOSE. */
 enum nexar__close_code {
@@ -397,6 +398,9 @@ struct nexar__ep {
   uint64_t shm_sock_at; /* when the sockets are next looked at (shm.c) */
   bool shm_kicks; /* a sleep flag went up: a peer may have kicked (shm.c) */
   uint64_t udp_read_at; /* with no QUIC link: next read of it (quic.c) */
+  /* QUIC's RPC socket and what is accepted there (quic.h); NULL until
+   * first needed. */
+  struct nexar__quic_ep *quic;
   uint64_t pass_now; /* when the running pass began (ns; transports' timers) */
   /* Transports, in the order their input is read (engine.c). */
   const struct nexar__tp *tps[NEXAR__TP_MAX];

@@ -1,7 +1,9 @@
 /*
- * The process's one UDP socket: large buffers, GSO on send (one sendmsg for
+ * The process's UDP socket: large buffers, GSO on send (one sendmsg for
  * up to 64 equal-sized datagrams), GRO and recvmmsg on receive. Every
- * connection of the endpoint shares it.
+ * connection of the endpoint shares it but the links' RPC connections,
+ * which have a second socket of the same kind (quic_rpc.c; opened with
+ * nexar__udp_open_more, whose full sends are dropped as lost).
  *
  * Send back-pressure: a batch the socket refuses (EAGAIN, ENOBUFS) is kept
  * in the endpoint's txbuf and nothing else is written until it is gone:
@@ -76,27 +78,36 @@ static const nexar__params_t *ep_params(const nexar__ep_t *ep,
   return tmp;
 }
 
-int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
-                    socklen_t len) {
-  nexar__params_t tmp;
-  const nexar__params_t *p = ep_params(ep, &tmp);
+/* A non-blocking UDP socket bound to |addr| with the buffers of |p|;
+ * its descriptor, or -1 (errno set). */
+static int sock_open(const struct sockaddr_storage *addr, socklen_t len,
+                     const nexar__params_t *p) {
   int fd =
       socket(addr->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return NEXAR_ERR_SYS;
+  if (fd < 0) return -1;
   int bytes = (int)p->sockbuf_bytes;
   set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, bytes);
   set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, bytes);
-  int got = 0;
-  socklen_t gl = sizeof(got);
-  ep->rcvbuf_bytes = (size_t)bytes;
-  if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &gl) == 0 && got > 0)
-    ep->rcvbuf_bytes = (size_t)got;
   if (bind(fd, (const struct sockaddr *)addr, len) < 0) {
     int err = errno;
     close(fd);
     errno = err;
-    return NEXAR_ERR_SYS;
+    return -1;
   }
+  return fd;
+}
+
+int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
+                    socklen_t len) {
+  nexar__params_t tmp;
+  const nexar__params_t *p = ep_params(ep, &tmp);
+  int fd = sock_open(addr, len, p);
+  if (fd < 0) return NEXAR_ERR_SYS;
+  int got = 0;
+  socklen_t gl = sizeof(got);
+  ep->rcvbuf_bytes = (size_t)p->sockbuf_bytes;
+  if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &gl) == 0 && got > 0)
+    ep->rcvbuf_bytes = (size_t)got;
   ep->local_len = sizeof(ep->local);
   getsockname(fd, (struct sockaddr *)&ep->local, &ep->local_len);
   nexar__addr_str((struct sockaddr *)&ep->local, ep->local_str,
@@ -127,6 +138,26 @@ int nexar__udp_open(nexar__ep_t *ep, const struct sockaddr_storage *addr,
     ep->fd = -1;
   }
   return rc;
+}
+
+int nexar__udp_open_more(nexar__ep_t *ep, struct sockaddr_storage *local,
+                         socklen_t *local_len) {
+  nexar__params_t tmp;
+  const nexar__params_t *p = ep_params(ep, &tmp);
+  struct sockaddr_storage a = ep->local;
+  if (a.ss_family == AF_INET6)
+    ((struct sockaddr_in6 *)&a)->sin6_port = 0;
+  else
+    ((struct sockaddr_in *)&a)->sin_port = 0;
+  int fd = sock_open(&a, ep->local_len, p);
+  if (fd < 0) return NEXAR_ERR_SYS;
+  if (ep->gro) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));
+  }
+  *local_len = sizeof(*local);
+  getsockname(fd, (struct sockaddr *)local, local_len);
+  return fd;
 }
 
 /* Errors a send or receive call reports for an earlier datagram's ICMP
@@ -177,7 +208,7 @@ static void drain_errors(nexar__ep_t *ep) {
  * may be shorter), advancing *off. Returns 0; -EAGAIN or -ENOBUFS when the
  * socket is full; or -errno of a send error, the rest of the bytes being
  * dropped (*off = len). */
-static int send_from(nexar__ep_t *ep, const struct sockaddr_storage *to,
+static int send_from(nexar__ep_t *ep, int fd, const struct sockaddr_storage *to,
                      socklen_t tolen, const uint8_t *data, size_t *off,
                      size_t len, size_t segsize) {
   int stale = 0; /* sends retried after an ICMP error */
@@ -207,7 +238,7 @@ static int send_from(nexar__ep_t *ep, const struct sockaddr_storage *to,
       chunk = segsize;
       iov.iov_len = chunk;
     }
-    ssize_t r = sendmsg(ep->fd, &mh, 0);
+    ssize_t r = sendmsg(fd, &mh, 0);
     if (r < 0) {
       int e = errno;
       if (e == EINTR) continue;
@@ -263,7 +294,7 @@ int nexar__udp_send(nexar__ep_t *ep, const struct sockaddr_storage *to,
                     size_t segsize) {
   if (ep->loss) return nexar__loss_send(ep, to, tolen, data, len, segsize);
   size_t off = 0;
-  int rc = send_from(ep, to, tolen, data, &off, len, segsize);
+  int rc = send_from(ep, ep->fd, to, tolen, data, &off, len, segsize);
   if (rc == 0 || (rc != -EAGAIN && rc != -ENOBUFS)) return rc;
   if (data != ep->txbuf) return 1;
   uint64_t now = nexar__now();
@@ -282,8 +313,8 @@ int nexar__udp_resume(nexar__ep_t *ep) {
   if (!ep->tx_blocked) return 0;
   uint64_t now = nexar__now();
   if (ep->tx_retry_at && now < ep->tx_retry_at) return 1;
-  int rc = send_from(ep, &ep->tx_to, ep->tx_tolen, ep->txbuf, &ep->tx_off,
-                     ep->tx_len, ep->tx_seg);
+  int rc = send_from(ep, ep->fd, &ep->tx_to, ep->tx_tolen, ep->txbuf,
+                     &ep->tx_off, ep->tx_len, ep->tx_seg);
   if ((rc == -EAGAIN || rc == -ENOBUFS) &&
       now - ep->tx_since < TX_WAIT_MAX_NS) {
     defer(ep, rc, now);
@@ -306,12 +337,24 @@ int nexar__udp_resume(nexar__ep_t *ep) {
   return rc;
 }
 
-/* Reads datagrams: at most |rx_batch| per recvmmsg call and about
- * ep->slice bytes per call of this function (ep->rx_more says the socket may
- * hold more); GRO batches are split by segment size and small datagrams
- * go to |fn| before large ones of the same batch. Returns the number of
- * datagrams, or NEXAR_ERR_SYS. */
-int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
+/* A socket to read: its descriptor, |batch| receive buffers of
+ * NEXAR__RX_BUF bytes at |buf|, about |budget| bytes per call; |between|,
+ * when set, runs between its recvmmsg calls (another socket's turn). */
+typedef struct rx_sock {
+  int fd;
+  uint8_t *buf;
+  int batch;
+  size_t budget;
+  void (*between)(nexar__ep_t *ep);
+  size_t bytes; /* out: bytes read */
+  bool more;    /* out: stopped at the budget with more to read */
+} rx_sock_t;
+
+/* Reads datagrams from |s|: at most s->batch per recvmmsg call and about
+ * s->budget bytes in all; GRO batches are split by segment size and small
+ * datagrams go to |fn| before large ones of the same batch. Returns the
+ * number of datagrams, or NEXAR_ERR_SYS. */
+static int recv_sock(nexar__ep_t *ep, rx_sock_t *s, nexar__udp_rx_fn fn) {
   struct mmsghdr msgs[NEXAR__RX_BATCH];
   struct iovec iovs[NEXAR__RX_BATCH];
   struct sockaddr_storage from[NEXAR__RX_BATCH];
@@ -322,20 +365,21 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
   } ctl[NEXAR__RX_BATCH];
   int total = 0;
   size_t bytes = 0, largest = NEXAR__RX_BUF;
-  ep->rx_more = false;
+  s->more = false;
   for (int rounds = 0; rounds < 16; rounds++) {
-    if (bytes >= ep->slice) {
-      ep->rx_more = true;
+    if (bytes >= s->budget) {
+      s->more = true;
       break;
     }
+    if (rounds && s->between) s->between(ep);
     /* Size the call so that a batch of datagrams as large as the largest
      * seen so far stays within the pass budget (at least one). */
-    size_t fit = (ep->slice - bytes) / largest;
-    int vlen = ep->rx_batch;
+    size_t fit = (s->budget - bytes) / largest;
+    int vlen = s->batch;
     if (fit < (size_t)vlen) vlen = fit ? (int)fit : 1;
     if (vlen < 1 || vlen > NEXAR__RX_BATCH) vlen = 1;
     for (int i = 0; i < vlen; i++) {
-      iovs[i].iov_base = ep->rxbuf + (size_t)i * NEXAR__RX_BUF;
+      iovs[i].iov_base = s->buf + (size_t)i * NEXAR__RX_BUF;
       iovs[i].iov_len = NEXAR__RX_BUF;
       memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
       msgs[i].msg_hdr.msg_name = &from[i];
@@ -345,7 +389,7 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
       msgs[i].msg_hdr.msg_control = ctl[i].buf;
       msgs[i].msg_hdr.msg_controllen = sizeof(ctl[i].buf);
     }
-    int n = recvmmsg(ep->fd, msgs, (unsigned)vlen, 0, NULL);
+    int n = recvmmsg(s->fd, msgs, (unsigned)vlen, 0, NULL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (unreach_errno(errno)) {
@@ -364,9 +408,9 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
       for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
            cm = CMSG_NXTHDR(mh, cm)) {
         if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO) {
-          int s;
-          memcpy(&s, CMSG_DATA(cm), sizeof(s));
-          if (s > 0) seg = (size_t)s;
+          int sz;
+          memcpy(&sz, CMSG_DATA(cm), sizeof(sz));
+          if (sz > 0) seg = (size_t)sz;
         }
       }
       segs[i] = seg ? seg : 1;
@@ -389,12 +433,39 @@ int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn) {
       }
     }
     if (n < vlen) break;
-    if (rounds == 15) ep->rx_more = true;
+    if (rounds == 15) s->more = true;
   }
-  ep->rx_pass_bytes = bytes;
+  s->bytes = bytes;
+  return total;
+}
+
+int nexar__udp_recv_all(nexar__ep_t *ep, nexar__udp_rx_fn fn,
+                        void (*between)(nexar__ep_t *ep)) {
+  rx_sock_t s = {.fd = ep->fd,
+                 .buf = ep->rxbuf,
+                 .batch = ep->rx_batch,
+                 .budget = ep->slice,
+                 .between = between};
+  int total = recv_sock(ep, &s, fn);
+  ep->rx_more = s.more;
+  ep->rx_pass_bytes = s.bytes;
   if (ep->errq) {
     ep->check_run(ep); /* a pause: the reports are only recorded */
     drain_errors(ep);
   }
   return total;
+}
+
+int nexar__udp_recv_fd(nexar__ep_t *ep, int fd, uint8_t *buf, int batch,
+                       size_t budget, nexar__udp_rx_fn fn) {
+  rx_sock_t s = {.fd = fd, .buf = buf, .batch = batch, .budget = budget};
+  return recv_sock(ep, &s, fn);
+}
+
+int nexar__udp_send_fd(nexar__ep_t *ep, int fd,
+                       const struct sockaddr_storage *to, socklen_t tolen,
+                       const uint8_t *data, size_t len, size_t segsize) {
+  size_t off = 0;
+  int rc = send_from(ep, fd, to, tolen, data, &off, len, segsize);
+  return rc == -EAGAIN || rc == -ENOBUFS ? 0 : rc;
 }
