@@ -19,7 +19,9 @@
 struct nexar__shm_ctl {
   _Atomic uint64_t head;    /* producer: bytes published */
   _Atomic uint32_t waiting; /* producer: blocked on a full ring */
-  uint8_t pad0[128 - 12];
+  uint32_t pad;
+  _Atomic uint64_t beat; /* producer: heartbeats (nexar__shm_ring_beat) */
+  uint8_t pad0[128 - 24];
   _Atomic uint64_t tail;     /* consumer: bytes released */
   _Atomic uint32_t sleeping; /* consumer: blocked on an empty ring */
   uint8_t pad1[128 - 12];
@@ -282,6 +284,17 @@ static int has_room(nexar__shm_ring_t *r, uint32_t len) {
   uint64_t pad;
   if (r->broken) return 1;
   return prod_room(r, len, &pad) != NEXAR__SHM_AGAIN;
+}
+
+void nexar__shm_ring_beat(nexar__shm_ring_t *r) {
+  atomic_store_explicit(&r->ctl->beat, ++r->beats, memory_order_relaxed);
+}
+
+bool nexar__shm_ring_beat_seen(nexar__shm_ring_t *r) {
+  uint64_t b = atomic_load_explicit(&r->ctl->beat, memory_order_relaxed);
+  if (b == r->beat_seen) return false;
+  r->beat_seen = b;
+  return true;
 }
 
 int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len) {

@@ -12,6 +12,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "transport/shm.h"
@@ -68,11 +69,10 @@ static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
   s->rstreams_max = ep->prm ? (uint64_t)ep->prm->max_streams : 128;
   s->setup_deadline = nexar__now() + SETUP_NS;
   s->cma_min = ep->prm ? (uint64_t)ep->prm->shm_cma_bytes : 0;
-  s->rs = calloc(s->rstreams_max, sizeof(*s->rs));
-  s->acks = calloc(ACKS_MAX(s), sizeof(*s->acks));
-  if (!s->rs || !s->acks || nexar__ep_add_conn(ep, &s->l) < 0) {
-    free(s->rs);
-    free(s->acks);
+  /* The stream table grows as streams open (shm.c rs_take) and the
+   * acknowledgement table comes with the first descriptor: most of a full
+   * mesh's links carry a few small messages. */
+  if (nexar__ep_add_conn(ep, &s->l) < 0) {
     free(s);
     return NULL;
   }
@@ -110,7 +110,7 @@ static int take_limits(nexar__shm_t *s, const shm_msg_t *m) {
 
 static void ready(nexar__shm_t *s) {
   s->l.state = NEXAR__CS_READY;
-  s->l.last_rx = s->tx_at = nexar__now();
+  s->l.last_rx = s->tx_at = s->rx_at = nexar__now();
   if (nexar__shm_watch_fd(s->l.ep, s->efd_mine, s, W_KICK, true) < 0) {
     /* Unwatched, this side would sleep through the peer's records. */
     nexar__shm_fail(&s->l, NEXAR_ERR_SYS, "cannot watch its eventfd (%s)",
@@ -195,13 +195,16 @@ fail:
 
 /* ---- Accept (the higher rank). */
 
-static bool is_eventfd(int fd) {
-  char path[64], link[64];
-  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-  ssize_t n = readlink(path, link, sizeof(link) - 1);
-  if (n <= 0) return false;
-  link[n] = 0;
-  return strcmp(link, "anon_inode:[eventfd]") == 0;
+/* Whether |fd| is an anonymous-inode file like the engine's own eventfd
+ * (the kernel shares one inode among eventfds, timerfds, epoll sets and
+ * signalfds; a write to any but an eventfd fails at once): not a pipe,
+ * socket or file, which a kick could block on or write into. Two fstat
+ * calls, where /proc/self/fd/N cost a path lookup and a dentry each. */
+static bool is_eventfd(const nexar__ep_t *ep, int fd) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && fstat(ep->evfd, &b) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+         (a.st_mode & S_IFMT) == (b.st_mode & S_IFMT);
 }
 
 /* A dialer's HELLO: who it is (its fingerprint, vouched for by its pid),
@@ -228,7 +231,7 @@ void nexar__shm_on_hello(nexar__shm_t *s) {
   else if (!ep->ops->verify_local ||
            (peer = ep->ops->verify_local(ep, m.fp, (uint32_t)cred.pid)) < 0)
     bad = "its pid and certificate are no member's on this host";
-  else if (!is_eventfd(fds[1]) || !is_eventfd(fds[2]))
+  else if (!is_eventfd(ep, fds[1]) || !is_eventfd(ep, fds[2]))
     bad = "the descriptors are not eventfds";
   else if (take_limits(s, &m) < 0)
     bad = "its stream limits are out of range";
@@ -342,6 +345,7 @@ void nexar__shm_accept_new(nexar__ep_t *ep) {
 
 void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now) {
   ep->shm_sock_at = now + SOCK_CHECK_NS;
+  ep->shm_park_look = now + PARK_LOOK_NS;
   ep->shm_kicks = false;
   if (ep->shm_sfd < 0) return;
   struct epoll_event ev[SWEEP_EVENTS];
@@ -361,6 +365,7 @@ void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now) {
         uint64_t count;
         ssize_t r = read(s->efd_mine, &count, sizeof(count));
         (void)r; /* the records are read by the drain that follows */
+        nexar__shm_unpark(s);
       } else if (l->state != NEXAR__CS_HANDSHAKE) {
         nexar__shm_check_sock(s);
       } else if (!l->is_server) {

@@ -4,7 +4,7 @@
  *
  * Two rings per direction: the bulk ring (seg) carries the data lane, the
  * priority ring (pseg) the control and RPC lanes and the flow-control
- * records (ACK, CREDIT, STREAMS, HB; a RESET goes with its stream). The
+ * records (ACK, CREDIT, STREAMS; a RESET goes with its stream). The
  * receiver reads the priority ring before every record of the bulk ring,
  * so a barrier's or an RPC's message never waits behind bulk data written
  * before it; only behind the record being copied or reduced when it
@@ -75,9 +75,6 @@ static bool put(nexar__shm_t *s, int q, uint16_t type, uint16_t flags,
   return false;
 }
 
-bool nexar__shm_put_hb(nexar__shm_t *s) {
-  return put(s, Q_PRIO, R_HB, 0, 0, 0, NULL, 0);
-}
 
 /* Control records owed: stream credit, returned streams. */
 static bool put_credit(nexar__shm_t *s) {
