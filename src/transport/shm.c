@@ -7,8 +7,8 @@
  * every member over its authenticated channel, carries each member's host
  * key, pid and nonce. The lower rank dials: it connects, checks with
  * SO_PEERCRED that the listener is the pid the roster names, creates a
- * sealed memfd segment of two rings (shm_ring.c), a second one for the
- * priority rings (shm_tx.c) and two eventfds, and
+ * sealed memfd of two segments of two rings each (shm_ring.c: the bulk
+ * rings and the priority rings, shm_tx.c) and two eventfds, and
  * sends them (SCM_RIGHTS) with its certificate fingerprint, its stream
  * window and stream limit. The listener checks the sender's credentials
  * against the roster (ops->verify_local) and the descriptors, attaches,
@@ -460,8 +460,8 @@ static void shm_free(nexar__link_t *l) {
     close(s->efd_mine);
   }
   if (s->efd_peer >= 0) close(s->efd_peer);
-  nexar__shm_seg_close(&s->seg); /* a zeroed or closed one is fine */
-  nexar__shm_seg_close(&s->pseg);
+  nexar__shm_seg_close(&s->pseg); /* owns nothing: in seg's mapping */
+  nexar__shm_seg_close(&s->seg);  /* a zeroed or closed one is fine */
   free(s->rs);
   free(s->acks);
   free(s->bounce);

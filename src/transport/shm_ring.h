@@ -158,6 +158,25 @@ int nexar__shm_seg_create(size_t ring_bytes, nexar__shm_seg_t *seg);
  */
 int nexar__shm_seg_attach(int fd, nexar__shm_seg_t *seg);
 
+/*
+ * Several segments in one memfd (one descriptor, one mapping; a link's
+ * bulk and priority rings): |n| (1..NEXAR__SHM_SEGS_MAX) segments back to
+ * back, each laid out as above with rings of |rings[i]| bytes. The first
+ * owns the descriptor and the whole mapping (close it last, or alone: the
+ * others own nothing). Results as nexar__shm_seg_create.
+ */
+#define NEXAR__SHM_SEGS_MAX 4
+int nexar__shm_segs_create(const size_t *rings, int n, nexar__shm_seg_t *segs);
+
+/*
+ * Maps |n| segments that a peer created with nexar__shm_segs_create, with
+ * nexar__shm_seg_attach's checks for each header in turn (every size
+ * checked against what is left of the file, which they must fill exactly).
+ * Takes ownership of |fd| on success (held by segs[0]). Results as
+ * nexar__shm_seg_attach.
+ */
+int nexar__shm_segs_attach(int fd, int n, nexar__shm_seg_t *segs);
+
 /* Unmaps and closes (idempotent; a zeroed or closed segment is fine). */
 void nexar__shm_seg_close(nexar__shm_seg_t *seg);
 

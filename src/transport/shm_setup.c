@@ -128,8 +128,8 @@ static void ready(nexar__shm_t *s) {
 int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
                     nexar__link_t **out) {
   if (!d->host || !d->host->key || !d->host->pid) return NEXAR_ERR_UNSUPPORTED;
-  int sock = -1, fds[4] = {-1, -1, -1, -1}, rc;
-  nexar__shm_seg_t seg = {.fd = -1}, pseg = {.fd = -1};
+  int sock = -1, fds[3] = {-1, -1, -1}, rc;
+  nexar__shm_seg_t segs[2] = {{.fd = -1}, {.fd = -1}};
   rc = nexar__shm_connect(d->host->nonce, &sock);
   if (rc < 0) return rc == NEXAR__SHM_AGAIN ? NEXAR_ERR_TRANSPORT : rc;
   nexar__shm_cred_t cred;
@@ -144,13 +144,12 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
     goto fail;
   }
   size_t ring = (size_t)(ep->prm ? ep->prm->shm_ring_kib : 4096) << 10;
-  NEXAR__CHECK_GOTO(nexar__shm_seg_create(ring, &seg), rc, fail);
-  NEXAR__CHECK_GOTO(nexar__shm_seg_create(PRIO_RING_BYTES(ring), &pseg), rc,
-                    fail);
-  fds[0] = seg.fd;
+  /* The bulk and the priority rings: two segments in one memfd. */
+  const size_t rings[2] = {ring, PRIO_RING_BYTES(ring)};
+  NEXAR__CHECK_GOTO(nexar__shm_segs_create(rings, 2, segs), rc, fail);
+  fds[0] = segs[0].fd;
   fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* ours */
   fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* the peer's */
-  fds[3] = pseg.fd;
   if (fds[1] < 0 || fds[2] < 0) {
     rc = NEXAR_ERR_SYS;
     goto fail;
@@ -163,19 +162,15 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
   s->l.peer = d->peer;
   s->peer_pid = d->host->pid;
   s->reads_peer = s->cma_min && nexar__shm_cma_probe((pid_t)s->peer_pid) == 0;
-  s->seg = seg;
-  s->pseg = pseg;
+  s->seg = segs[0];
+  s->pseg = segs[1];
   s->attached = true;
   s->efd_mine = fds[1];
   s->efd_peer = fds[2];
   shm_msg_t m;
   fill_msg(s, &m, M_HELLO);
   m.cma = s->reads_peer;
-  rc = nexar__shm_send_fds(sock, fds, 4, &m, sizeof(m));
-  /* The mapping stays; the priority segment's descriptor is not needed
-   * (a link holds four: launching.md, "Many ranks on one host"). */
-  close(s->pseg.fd);
-  s->pseg.fd = -1;
+  rc = nexar__shm_send_fds(sock, fds, 3, &m, sizeof(m));
   if (rc < 0) {
     /* The link owns everything now; it fails like any other. */
     nexar__shm_fail(
@@ -185,8 +180,8 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
   *out = &s->l;
   return 0;
 fail:
-  nexar__shm_seg_close(&seg);  /* closes fds[0] */
-  nexar__shm_seg_close(&pseg); /* closes fds[3] */
+  nexar__shm_seg_close(&segs[1]); /* owns nothing */
+  nexar__shm_seg_close(&segs[0]); /* closes fds[0], unmaps both */
   if (fds[1] >= 0) close(fds[1]);
   if (fds[2] >= 0) close(fds[2]);
   if (sock >= 0) close(sock);
@@ -208,14 +203,15 @@ static bool is_eventfd(const nexar__ep_t *ep, int fd) {
 }
 
 /* A dialer's HELLO: who it is (its fingerprint, vouched for by its pid),
- * the two segments (bulk and priority rings) and the two eventfds. */
+ * the memfd of the two segments (bulk and priority rings) and the two
+ * eventfds. */
 void nexar__shm_on_hello(nexar__shm_t *s) {
   nexar__link_t *l = &s->l;
   nexar__ep_t *ep = l->ep;
   shm_msg_t m;
   int fds[NEXAR__SHM_MAX_FDS], nfds = 0;
   nexar__shm_cred_t cred;
-  int n = nexar__shm_recv_fds(s->sock, fds, 4, &nfds, &m, sizeof(m), &cred);
+  int n = nexar__shm_recv_fds(s->sock, fds, 3, &nfds, &m, sizeof(m), &cred);
   if (n == NEXAR__SHM_AGAIN) return;
   if (n < 0) {
     nexar__shm_fail(l, NEXAR_ERR_PROTO, "rendezvous: %s", nexar_strerror(n));
@@ -224,7 +220,7 @@ void nexar__shm_on_hello(nexar__shm_t *s) {
   const char *bad = NULL;
   int peer = -1;
   if ((size_t)n != sizeof(m) || m.magic != HELLO_MAGIC || m.type != M_HELLO ||
-      nfds != 4)
+      nfds != 3)
     bad = "not a rendezvous message";
   else if (cred.uid != geteuid())
     bad = "a process of another user";
@@ -235,15 +231,14 @@ void nexar__shm_on_hello(nexar__shm_t *s) {
     bad = "the descriptors are not eventfds";
   else if (take_limits(s, &m) < 0)
     bad = "its stream limits are out of range";
-  else if (nexar__shm_seg_attach(fds[0], &s->seg) < 0)
-    bad = "the segment is not a sealed nexar segment";
-  else if (nexar__shm_seg_attach(fds[3], &s->pseg) < 0) {
-    nexar__shm_seg_close(&s->seg); /* closes fds[0] */
-    fds[0] = -1;
-    bad = "the priority segment is not a sealed nexar segment";
-  } else {
-    close(s->pseg.fd); /* mapped: not needed (as the dialer does) */
-    s->pseg.fd = -1;
+  else {
+    nexar__shm_seg_t segs[2];
+    if (nexar__shm_segs_attach(fds[0], 2, segs) < 0) {
+      bad = "the segments are not sealed nexar segments";
+    } else {
+      s->seg = segs[0];
+      s->pseg = segs[1];
+    }
   }
   if (bad) {
     for (int i = 0; i < nfds; i++)
