@@ -402,8 +402,7 @@ static bool shm_input(nexar__ep_t *ep) {
     if (s->parked) continue;
     bool m = nexar__shm_drain(s);
     more |= m;
-    if (!m && l->state == NEXAR__CS_READY && now - s->rx_at >= PARK_NS)
-      park(s);
+    if (!m && l->state == NEXAR__CS_READY && now - s->rx_at >= PARK_NS) park(s);
   }
   /* The peers' heartbeat counts, BEAT_LOOKS times per heartbeat interval
    * and at once after a pause (the detector judges after this half). */

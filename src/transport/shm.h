@@ -13,16 +13,16 @@
 #define SOCK_CHECK_NS 20000000ull         /* 20 ms between socket sweeps */
 #define SETUP_NS 10000000000ull           /* 10 s to finish the rendezvous */
 #define ACCEPT_MAX 64                     /* links not yet identified */
-#define PARK_NS 1000000ull     /* a link idle this long is parked */
-#define PARK_LOOK_NS 20000ull  /* between looks at parked links' kicks */
-#define BEAT_LOOKS 8           /* looks at heartbeat counts per interval */
+#define PARK_NS 1000000ull                /* a link idle this long is parked */
+#define PARK_LOOK_NS 20000ull /* between looks at parked links' kicks */
+#define BEAT_LOOKS 8          /* looks at heartbeat counts per interval */
 
 enum {
   R_DATA = 1,
   R_CREDIT = 2,
   R_RESET = 3,
   R_STREAMS = 4,
-  R_HB = 5, /* accepted, no longer sent: heartbeats are counts */
+  R_HB = 5,   /* accepted, no longer sent: heartbeats are counts */
   R_DESC = 6, /* a: stream, b: offset; payload: shm_desc_t (read it) */
   R_ACK = 7   /* a: stream, b: bytes of descriptors read (or dropped) */
 };

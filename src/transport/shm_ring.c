@@ -165,8 +165,7 @@ int nexar__shm_segs_attach(int fd, int n, nexar__shm_seg_t *segs) {
     atomic_signal_fence(memory_order_seq_cst); /* checks use the copy only */
     if (h.magic != NEXAR__SHM_MAGIC || h.version != NEXAR__SHM_VERSION ||
         h.hdr_bytes != NEXAR__SHM_HDR_BYTES || !ring_size_ok(h.ring_bytes) ||
-        h.total_bytes != seg_bytes(h.ring_bytes) ||
-        h.total_bytes > bytes - off)
+        h.total_bytes != seg_bytes(h.ring_bytes) || h.total_bytes > bytes - off)
       goto bad;
     ring[i] = h.ring_bytes;
     off += h.total_bytes;

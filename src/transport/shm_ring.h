@@ -89,7 +89,7 @@
 #define NEXAR__SHM_AGAIN (-1000)
 
 #define NEXAR__SHM_MAGIC 0x474553534d48534eull /* "NSHMSSEG" */
-#define NEXAR__SHM_VERSION 2u /* 2: the heartbeat counter */
+#define NEXAR__SHM_VERSION 2u                  /* 2: the heartbeat counter */
 #define NEXAR__SHM_HDR_BYTES 4096u
 #define NEXAR__SHM_ALIGN 64u
 #define NEXAR__SHM_REC_HDR 24u /* record header bytes */

@@ -75,7 +75,6 @@ static bool put(nexar__shm_t *s, int q, uint16_t type, uint16_t flags,
   return false;
 }
 
-
 /* Control records owed: stream credit, returned streams. */
 static bool put_credit(nexar__shm_t *s) {
   while (s->nacks) {

@@ -399,7 +399,7 @@ struct nexar__ep {
   int shm_parked; /* links whose rings are not polled: their kick wakes */
   uint64_t shm_park_look; /* when the parked links' kicks are next read */
   uint64_t shm_beat_at;   /* when the peers' heartbeat counts are read */
-  uint64_t udp_read_at; /* with no QUIC link: next read of it (quic.c) */
+  uint64_t udp_read_at;   /* with no QUIC link: next read of it (quic.c) */
   uint64_t pass_now; /* when the running pass began (ns; transports' timers) */
   /* Transports, in the order their input is read (engine.c). */
   const struct nexar__tp *tps[NEXAR__TP_MAX];
