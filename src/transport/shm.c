@@ -362,14 +362,50 @@ static void shm_beats(nexar__ep_t *ep, uint64_t now) {
   }
 }
 
+/* ---- The polled links: ep->shm_poll holds every link in its rendezvous
+ * or ready and not parked (a waiting rank's passes and polls look at those
+ * only: O(links talking), not O(links)). Room for every link is reserved
+ * when it is made (nexar__shm_poll_reserve), so adding never fails. */
+
+int nexar__shm_poll_reserve(nexar__ep_t *ep) {
+  if (ep->shm_npoll_cap > ep->shm_nlinks) return 0;
+  int cap = ep->shm_npoll_cap ? 2 * ep->shm_npoll_cap : 16;
+  nexar__link_t **p = realloc(ep->shm_poll, (size_t)cap * sizeof(*p));
+  if (!p) return NEXAR_ERR_NOMEM;
+  ep->shm_poll = p;
+  ep->shm_npoll_cap = cap;
+  return 0;
+}
+
+void nexar__shm_poll_add(nexar__shm_t *s) {
+  nexar__ep_t *ep = s->l.ep;
+  if (s->polled) return;
+  s->polled = true;
+  ep->shm_poll[ep->shm_npoll++] = &s->l;
+}
+
+static void poll_remove_at(nexar__ep_t *ep, int i) {
+  S(ep->shm_poll[i])->polled = false;
+  ep->shm_poll[i] = ep->shm_poll[--ep->shm_npoll];
+}
+
+void nexar__shm_poll_forget(nexar__shm_t *s) {
+  nexar__ep_t *ep = s->l.ep;
+  for (int i = 0; s->polled && i < ep->shm_npoll; i++)
+    if (ep->shm_poll[i] == &s->l) poll_remove_at(ep, i);
+}
+
 /* Parks a link that was idle for PARK_NS: both sleep flags up, unless a
- * record came meanwhile (then it stays polled). */
-static void park(nexar__shm_t *s) {
-  if (nexar__shm_ring_consumer_sleep(&s->seg.rx) != 1 ||
+ * record came meanwhile (then it stays polled). A link waiting for room in
+ * a tx ring stays polled (its consumer's kick and shm_tx_room). */
+static bool park(nexar__shm_t *s) {
+  if (s->tx_full[Q_BULK] || s->tx_full[Q_PRIO] ||
+      nexar__shm_ring_consumer_sleep(&s->seg.rx) != 1 ||
       nexar__shm_ring_consumer_sleep(&s->pseg.rx) != 1)
-    return;
+    return false;
   s->parked = true;
   s->l.ep->shm_parked++;
+  return true;
 }
 
 void nexar__shm_unpark(nexar__shm_t *s) {
@@ -377,6 +413,7 @@ void nexar__shm_unpark(nexar__shm_t *s) {
   s->parked = false;
   s->rx_at = s->l.ep->pass_now;
   s->l.ep->shm_parked--;
+  if (s->l.state != NEXAR__CS_DEAD) nexar__shm_poll_add(s);
 }
 
 /* Whether the parked links' kicks are due to be read: passes that do not
@@ -388,21 +425,27 @@ static bool park_look_due(const nexar__ep_t *ep, uint64_t now) {
 static bool shm_input(nexar__ep_t *ep) {
   uint64_t now = ep->pass_now;
   bool more = false, setup = false;
-  for (int i = 0; i < ep->nconns; i++) {
-    nexar__link_t *l = ep->conns[i];
-    if (l->tp != &nexar__tp_shm || l->state == NEXAR__CS_DEAD) continue;
+  /* A catch-up after a pause reads every ring, parked or not. */
+  for (int i = 0; ep->resuming && ep->shm_parked && i < ep->nconns; i++)
+    if (ep->conns[i]->tp == &nexar__tp_shm) nexar__shm_unpark(S(ep->conns[i]));
+  for (int i = 0; i < ep->shm_npoll;) {
+    nexar__link_t *l = ep->shm_poll[i];
     nexar__shm_t *s = S(l);
+    if (l->state == NEXAR__CS_DEAD) {
+      poll_remove_at(ep, i);
+      continue;
+    }
+    i++;
     if (l->state == NEXAR__CS_HANDSHAKE) {
       setup = true; /* its socket is read by the sweep */
       continue;
     }
     if (nexar__shm_tx_room(s)) l->want_write = true;
-    /* A catch-up after a pause reads every ring, parked or not. */
-    if (ep->resuming) nexar__shm_unpark(s);
-    if (s->parked) continue;
     bool m = nexar__shm_drain(s);
     more |= m;
-    if (!m && l->state == NEXAR__CS_READY && now - s->rx_at >= PARK_NS) park(s);
+    if (!m && l->state == NEXAR__CS_READY && now - s->rx_at >= PARK_NS &&
+        park(s))
+      poll_remove_at(ep, --i);
   }
   /* The peers' heartbeat counts, BEAT_LOOKS times per heartbeat interval
    * and at once after a pause (the detector judges after this half). */
@@ -449,7 +492,9 @@ static void shm_on_expiry(nexar__link_t *l, uint64_t now) {
 static void shm_free(nexar__link_t *l) {
   nexar__shm_t *s = S(l);
   nexar__ep_t *ep = l->ep;
-  nexar__shm_unpark(s);
+  if (s->parked) ep->shm_parked--;
+  nexar__shm_poll_forget(s);
+  ep->shm_nlinks--;
   if (s->sock >= 0) {
     nexar__shm_watch_fd(ep, s->sock, s, W_SOCK, false);
     close(s->sock);
@@ -544,19 +589,23 @@ static int shm_init(nexar__ep_t *ep, const struct sockaddr_storage *bind,
 }
 
 static void shm_fini(nexar__ep_t *ep) {
+  free(ep->shm_poll);
+  ep->shm_poll = NULL;
+  ep->shm_npoll = ep->shm_npoll_cap = 0;
   if (ep->shm_lfd >= 0) close(ep->shm_lfd);
   if (ep->shm_sfd >= 0) close(ep->shm_sfd);
   ep->shm_lfd = ep->shm_sfd = -1;
 }
 
-/* Before the engine sleeps: each ready link's consumer flag goes up (the
- * peer then kicks its eventfd); false when a ring already has records. */
+/* Before the engine sleeps: each polled ready link's consumer flag goes
+ * up (the peer then kicks its eventfd; a parked link's are up already);
+ * false when a ring already has records. */
 static bool shm_arm(nexar__ep_t *ep) {
-  for (int i = 0; i < ep->nconns; i++) {
-    nexar__link_t *l = ep->conns[i];
-    if (l->tp != &nexar__tp_shm || l->state != NEXAR__CS_READY) continue;
+  if (ep->shm_parked) ep->shm_kicks = true;
+  for (int i = 0; i < ep->shm_npoll; i++) {
+    nexar__link_t *l = ep->shm_poll[i];
+    if (l->state != NEXAR__CS_READY) continue;
     ep->shm_kicks = true;
-    if (S(l)->parked) continue; /* its flags are up */
     if (nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1 ||
         nexar__shm_ring_consumer_sleep(&S(l)->pseg.rx) != 1)
       return false;
@@ -567,14 +616,10 @@ static bool shm_arm(nexar__ep_t *ep) {
 static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
   if (ep->shm_sfd >= 0 && now >= ep->shm_sock_at) return true;
   if (park_look_due(ep, now)) return true;
-  for (int i = 0; i < ep->nconns; i++) {
-    nexar__link_t *l = ep->conns[i];
-    if (l->tp != &nexar__tp_shm || l->state == NEXAR__CS_DEAD) continue;
+  for (int i = 0; i < ep->shm_npoll; i++) {
+    nexar__link_t *l = ep->shm_poll[i];
+    if (l->state == NEXAR__CS_DEAD) continue;
     nexar__shm_t *s = S(l);
-    if (s->parked) {
-      if (nexar__shm_tx_room(s)) return true;
-      continue;
-    }
     nexar__shm_rec_t r;
     if (l->state != NEXAR__CS_READY ||
         nexar__shm_ring_peek(&s->pseg.rx, &r) != 0 ||

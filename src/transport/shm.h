@@ -77,6 +77,7 @@ typedef struct nexar__shm {
    * whose event (the sweep) puts the link back among the polled ones. A
    * waiting rank then looks only at the links that are talking. */
   bool parked;
+  bool polled;    /* in ep->shm_poll */
   uint64_t rx_at; /* when a record was last read */
   uint64_t setup_deadline;
   uint64_t tx_at;        /* when a record was last written */
@@ -135,7 +136,12 @@ void nexar__shm_on_welcome(nexar__shm_t *s); /* dialer: the answer */
 void nexar__shm_check_sock(nexar__shm_t *s); /* a close, or the end */
 void nexar__shm_accept_new(nexar__ep_t *ep);
 void nexar__shm_send_close(nexar__link_t *l);
-void nexar__shm_unpark(nexar__shm_t *s); /* its kick came (shm.c) */
+/* shm.c: the polled links (ep->shm_poll). Reserve before a link is made
+ * (room for ep->shm_nlinks + 1; NEXAR_ERR_NOMEM), then add never fails. */
+int nexar__shm_poll_reserve(nexar__ep_t *ep);
+void nexar__shm_poll_add(nexar__shm_t *s);
+void nexar__shm_poll_forget(nexar__shm_t *s);
+void nexar__shm_unpark(nexar__shm_t *s); /* its kick came: polled again */
 /* shm.c: reads the link's records (bounded); true when more wait. */
 bool nexar__shm_drain(nexar__shm_t *s);
 /* Ended streams go back to the peer in batches (put_credit). */

@@ -56,6 +56,7 @@ int nexar__shm_watch_fd(nexar__ep_t *ep, int fd, nexar__shm_t *s, int what,
 static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
                                const struct sockaddr_storage *remote,
                                socklen_t rlen) {
+  if (nexar__shm_poll_reserve(ep) < 0) return NULL;
   nexar__shm_t *s = calloc(1, sizeof(*s));
   if (!s) return NULL;
   nexar__link_init(&s->l, ep, &nexar__tp_shm, NEXAR__ROLE_MESH, server, remote,
@@ -76,6 +77,8 @@ static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
     free(s);
     return NULL;
   }
+  ep->shm_nlinks++;
+  nexar__shm_poll_add(s); /* its rendezvous is watched every pass */
   if (nexar__shm_watch_fd(ep, sock, s, W_SOCK, true) < 0) {
     /* Unwatched, it would never be read: the rendezvous fails now. */
     nexar__shm_fail(&s->l, NEXAR_ERR_SYS, "cannot watch its socket (%s)",

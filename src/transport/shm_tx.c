@@ -63,6 +63,7 @@ static bool put(nexar__shm_t *s, int q, uint16_t type, uint16_t flags,
     size_t len = 0;
     for (int i = 0; i < niov; i++) len += iov[i].iov_len;
     s->tx_full[q] = true;
+    nexar__shm_unpark(s); /* polled while it waits for room */
     /* Sleep on the kick unless room for this record came meanwhile. */
     if (!nexar__shm_ring_producer_sleep(r, (uint32_t)len))
       s->l.want_write = true;
