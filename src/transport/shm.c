@@ -395,9 +395,9 @@ void nexar__shm_poll_forget(nexar__shm_t *s) {
     if (ep->shm_poll[i] == &s->l) poll_remove_at(ep, i);
 }
 
-/* Parks a link that was idle for PARK_NS: both sleep flags up, unless a
- * record came meanwhile (then it stays polled). A link waiting for room in
- * a tx ring stays polled (its consumer's kick and shm_tx_room). */
+/* Parks a link that was idle for NEXAR_SHM_PARK_US: both sleep flags up, unless
+ * a record came meanwhile (then it stays polled). A link waiting for room in a
+ * tx ring stays polled (its consumer's kick and shm_tx_room). */
 static bool park(nexar__shm_t *s) {
   if (s->tx_full[Q_BULK] || s->tx_full[Q_PRIO] ||
       nexar__shm_ring_consumer_sleep(&s->seg.rx) != 1 ||
@@ -424,6 +424,7 @@ static bool park_look_due(const nexar__ep_t *ep, uint64_t now) {
 
 static bool shm_input(nexar__ep_t *ep) {
   uint64_t now = ep->pass_now;
+  uint64_t park_ns = ep->prm ? (uint64_t)ep->prm->shm_park_us * 1000u : 0;
   bool more = false, setup = false;
   /* A catch-up after a pause reads every ring, parked or not. */
   for (int i = 0; ep->resuming && ep->shm_parked && i < ep->nconns; i++)
@@ -443,8 +444,8 @@ static bool shm_input(nexar__ep_t *ep) {
     if (nexar__shm_tx_room(s)) l->want_write = true;
     bool m = nexar__shm_drain(s);
     more |= m;
-    if (!m && l->state == NEXAR__CS_READY && now - s->rx_at >= PARK_NS &&
-        park(s))
+    if (!m && park_ns && l->state == NEXAR__CS_READY &&
+        now - s->rx_at >= park_ns && park(s))
       poll_remove_at(ep, --i);
   }
   /* The peers' heartbeat counts, BEAT_LOOKS times per heartbeat interval

@@ -13,7 +13,6 @@
 #define SOCK_CHECK_NS 20000000ull         /* 20 ms between socket sweeps */
 #define SETUP_NS 10000000000ull           /* 10 s to finish the rendezvous */
 #define ACCEPT_MAX 64                     /* links not yet identified */
-#define PARK_NS 1000000ull                /* a link idle this long is parked */
 #define PARK_LOOK_NS 20000ull /* between looks at parked links' kicks */
 #define BEAT_LOOKS 8          /* looks at heartbeat counts per interval */
 
@@ -72,10 +71,11 @@ typedef struct nexar__shm {
   nexar__shm_seg_t seg;  /* the bulk rings (Q_BULK) */
   nexar__shm_seg_t pseg; /* the priority rings (Q_PRIO) */
   bool attached;         /* both segments are mapped */
-  /* Parked: nothing came for PARK_NS, so the rings' sleep flags stay up
-   * and they are not polled; the peer's next record kicks the eventfd,
-   * whose event (the sweep) puts the link back among the polled ones. A
-   * waiting rank then looks only at the links that are talking. */
+  /* Parked: nothing came for NEXAR_SHM_PARK_US (0, the default: never), so the
+   * rings' sleep flags stay up and they are not polled; the peer's next record
+   * kicks the eventfd, whose event (the sweep) puts the link back among the
+   * polled ones. A waiting rank then looks only at the links that are talking.
+   */
   bool parked;
   bool polled;    /* in ep->shm_poll */
   uint64_t rx_at; /* when a record was last read */
