@@ -1,7 +1,8 @@
 /*
  * The shared-memory transport's building blocks (src/transport/shm_ring.h):
  * the ring's semantics in one process (wrap, reservations, full, wakeup
- * flags), segments that attach must refuse, a hostile writer (seeded random
+ * flags), segments that attach must refuse, two segments in one memfd
+ * and the heartbeat count, a hostile writer (seeded random
  * corruption in one process, then a concurrent scribbler) that may only
  * produce NEXAR_ERR_PROTO or in-bounds records, 1 GiB each way between two
  * processes with eventfd wakeups and a sleeping consumer (bit-exact), an
@@ -360,6 +361,67 @@ static void test_attach_refuses(void **state) {
   expect_refused(fd, NEXAR_ERR_PROTO);
 }
 
+/* ---- Two segments in one memfd (a link's bulk and priority rings), and
+ * the heartbeat count beside each ring's head. */
+
+static void test_segs_pair(void **state) {
+  (void)state;
+  const size_t rings[2] = {8192, 4096};
+  const size_t n = (4096 + 2 * 8192) + (4096 + 2 * 4096);
+  nexar__shm_seg_t w[2], c[2];
+  assert_int_equal(nexar__shm_segs_create(rings, 0, w), NEXAR_ERR_INVALID_ARG);
+  assert_int_equal(nexar__shm_segs_create(rings, 2, w), 0);
+  assert_int_equal(w[0].map_bytes, n);
+  assert_int_equal(w[1].map_bytes, 0); /* the first owns the mapping */
+  assert_int_equal(w[1].fd, -1);
+  assert_ptr_equal((uint8_t *)w[1].base, (uint8_t *)w[0].base + 4096 + 16384);
+  /* One segment, or three, is not what the file holds. */
+  nexar__shm_seg_t one, three[3];
+  int fd = dup(w[0].fd);
+  assert_int_equal(nexar__shm_seg_attach(fd, &one), NEXAR_ERR_PROTO);
+  assert_int_equal(nexar__shm_segs_attach(fd, 3, three), NEXAR_ERR_PROTO);
+  assert_int_equal(nexar__shm_segs_attach(fd, 2, c), 0);
+  assert_int_equal(c[0].map_bytes, n);
+  assert_int_equal(nexar__shm_ring_max_payload(&c[1].tx), 2048 - 24);
+  /* Records in the second segment reach its consumer only. */
+  struct iovec v = {.iov_base = "prio", .iov_len = 4};
+  assert_int_equal(nexar__shm_ring_put(&w[1].tx, 7, 0, 1, 2, &v, 1), 0);
+  nexar__shm_rec_t r;
+  assert_int_equal(nexar__shm_ring_peek(&c[0].rx, &r), 0);
+  assert_int_equal(nexar__shm_ring_peek(&c[1].rx, &r), 1);
+  assert_int_equal(r.type, 7);
+  assert_memory_equal(r.payload, "prio", 4);
+  /* A heartbeat is seen once, on its own ring, and wakes nobody: no
+   * record, and the consumer's sleep flag stays up. */
+  assert_false(nexar__shm_ring_beat_seen(&c[0].rx));
+  assert_int_equal(nexar__shm_ring_consumer_sleep(&c[0].rx), 1);
+  nexar__shm_ring_beat(&w[0].tx);
+  assert_int_equal(nexar__shm_ring_peek(&c[0].rx, &r), 0);
+  assert_true(nexar__shm_ring_beat_seen(&c[0].rx));
+  assert_false(nexar__shm_ring_beat_seen(&c[0].rx));
+  assert_false(nexar__shm_ring_beat_seen(&c[1].rx));
+  assert_true(nexar__shm_ring_need_kick(&w[0].tx)); /* the flag was up */
+  nexar__shm_seg_close(&c[1]);
+  nexar__shm_seg_close(&c[0]);
+  /* The second header is checked too: a wrong ring size there, or one
+   * that reaches past the file. */
+  struct {
+    uint64_t magic;
+    uint32_t version, hdr;
+    uint64_t ring, total;
+  } h = {NEXAR__SHM_MAGIC, NEXAR__SHM_VERSION, 4096, 8192, 4096 + 2 * 8192};
+  fd = dup(w[0].fd);
+  assert_int_equal(pwrite(fd, &h, sizeof h, 4096 + 16384), sizeof h);
+  assert_int_equal(nexar__shm_segs_attach(fd, 2, c), NEXAR_ERR_PROTO);
+  h.ring = 2048;
+  h.total = 4096 + 2 * 2048;
+  assert_int_equal(pwrite(fd, &h, sizeof h, 4096 + 16384), sizeof h);
+  assert_int_equal(nexar__shm_segs_attach(fd, 2, c), NEXAR_ERR_PROTO);
+  close(fd);
+  nexar__shm_seg_close(&w[1]);
+  nexar__shm_seg_close(&w[0]);
+}
+
 /* ---- Descriptor passing in one process (a socketpair), the refusals
  * above all: nothing received may stay open when a message is refused. */
 
@@ -537,6 +599,7 @@ int main(void) {
       cmocka_unit_test(test_wakeup_flags),
       cmocka_unit_test(test_corrupt_cases),
       cmocka_unit_test(test_attach_refuses),
+      cmocka_unit_test(test_segs_pair),
       cmocka_unit_test(test_fd_passing),
       cmocka_unit_test(test_hostile_seeded),
       cmocka_unit_test(test_hostile_process),

@@ -89,6 +89,9 @@
     "through the ring")                                                        \
   X(INT, shm_ring_kib, "NEXAR_SHM_RING_KIB", 4096, 64, 1048576,                \
     "KiB of each direction's ring to a same-host peer (a power of two)")       \
+  X(INT, shm_park_us, "NEXAR_SHM_PARK_US", 0, 0, 1000000,                      \
+    "same host: a link idle this long (us) is parked, not polled, until its "  \
+    "peer's kick; 0: every link is polled")                                    \
   X(INT, icmp_detect, "NEXAR_ICMP_DETECT", 1, 0, 1,                            \
     "1: an ICMP port unreachable from a peer declares it failed at once")      \
   X(STR, recovery, "NEXAR_RECOVERY", "abort", 0, 0,                            \

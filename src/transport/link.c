@@ -225,6 +225,7 @@ int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c) {
     ep->cap_conns = cap;
   }
   ep->conns[ep->nconns++] = c;
+  if (c->tp == &nexar__tp_quic) ep->quic_any = true; /* quic.c */
   return 0;
 }
 

@@ -601,13 +601,15 @@ static void quic_fini(nexar__ep_t *ep) {
   ep->fd = -1;
 }
 
-/* Whether a QUIC link is up or coming up. */
-static bool quic_links(const nexar__ep_t *ep) {
-  for (int i = 0; i < ep->nconns; i++)
-    if (ep->conns[i]->tp == &nexar__tp_quic &&
-        ep->conns[i]->state != NEXAR__CS_DEAD)
-      return true;
-  return false;
+/* Whether a QUIC link is up or coming up: looked up by quic_input and
+ * kept in ep->quic_any, which a new link sets at once; polls between
+ * passes (quic_ready) read that rather than walk every link. */
+static bool quic_links(nexar__ep_t *ep) {
+  ep->quic_any = false;
+  for (int i = 0; i < ep->nconns && !ep->quic_any; i++)
+    ep->quic_any = ep->conns[i]->tp == &nexar__tp_quic &&
+                   ep->conns[i]->state != NEXAR__CS_DEAD;
+  return ep->quic_any;
 }
 
 /* Reads a pass of datagrams, then replays Initials held until the roster
@@ -639,11 +641,10 @@ static bool quic_input(nexar__ep_t *ep) {
   return ep->rx_more;
 }
 
-/* A batch the socket refused goes out before anything new; while the
- * socket stays full, sleep until EPOLLOUT (or the ENOBUFS retry time)
- * rather than spin on the writes it holds back. */
+/* Whether a pass may find input: a QUIC link is up or coming up, or the
+ * idle socket's next read is due (quic_input). */
 static bool quic_ready(nexar__ep_t *ep, uint64_t now) {
-  return now >= ep->udp_read_at || quic_links(ep);
+  return now >= ep->udp_read_at || ep->quic_any;
 }
 
 static bool quic_arm(nexar__ep_t *ep) {
@@ -652,6 +653,9 @@ static bool quic_arm(nexar__ep_t *ep) {
   return true;
 }
 
+/* A batch the socket refused goes out before anything new; while the
+ * socket stays full, sleep until EPOLLOUT (or the ENOBUFS retry time)
+ * rather than spin on the writes it holds back. */
 static bool quic_output(nexar__ep_t *ep, uint64_t *next) {
   if (!ep->tx_blocked) return false;
   int rc = nexar__udp_resume(ep);

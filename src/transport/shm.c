@@ -7,8 +7,8 @@
  * every member over its authenticated channel, carries each member's host
  * key, pid and nonce. The lower rank dials: it connects, checks with
  * SO_PEERCRED that the listener is the pid the roster names, creates a
- * sealed memfd segment of two rings (shm_ring.c), a second one for the
- * priority rings (shm_tx.c) and two eventfds, and
+ * sealed memfd of two segments of two rings each (shm_ring.c: the bulk
+ * rings and the priority rings, shm_tx.c) and two eventfds, and
  * sends them (SCM_RIGHTS) with its certificate fingerprint, its stream
  * window and stream limit. The listener checks the sender's credentials
  * against the roster (ops->verify_local) and the descriptors, attaches,
@@ -23,8 +23,8 @@
  * and at most the receiver's stream limit open at once, returned in
  * batches (STREAMS) as messages are delivered. Records: DATA (a: stream,
  * b: offset, FIN flag), CREDIT (a: stream, b: new limit), RESET (a:
- * stream), STREAMS (a: count), HB (nothing). The ring holds the bytes, so a
- * record written is a record acknowledged.
+ * stream), STREAMS (a: count), HB (nothing; accepted, no longer sent).
+ * The ring holds the bytes, so a record written is a record acknowledged.
  *
  * Everything read from the segment is untrusted: the ring checks its
  * records (shm_ring.c), and here every stream id, offset, length and
@@ -32,10 +32,12 @@
  * violation fails the link with NEXAR_ERR_PROTO naming the peer.
  *
  * Failure: the socket stays open for the link's life; the peer's exit
- * closes it (checked at least every SOCK_CHECK_NS), which proves the
- * process gone, like a closed UDP port; a stopped peer writes no heartbeat
- * (a HB record when it wrote nothing for a heartbeat interval), and the
- * failure detector judges its silence as on QUIC. A close (finalize, fence,
+ * closes it (the socket is in the engine's epoll set), which proves the
+ * process gone, like a closed UDP port; a stopped peer counts no heartbeat
+ * (a link that wrote nothing for a heartbeat interval bumps a counter in
+ * its ring's producer line: no record, no kick, nobody woken; the
+ * receiver looks at the counters every SOCK_CHECK_NS), and the failure
+ * detector judges its silence as on QUIC. A close (finalize, fence,
  * leave) travels on the socket as a message with its code and reason.
  */
 #include <errno.h>
@@ -70,6 +72,17 @@ static nexar__omsg_t *out_find(nexar__shm_t *s, int64_t sid) {
   return NULL;
 }
 
+/* Doubles the stream table (from 8, up to this side's stream limit). */
+static int rs_grow(nexar__shm_t *s) {
+  uint64_t cap = s->rs_cap ? 2 * (uint64_t)s->rs_cap : 8;
+  if (cap > s->rstreams_max) cap = s->rstreams_max;
+  rstream_t *rs = realloc(s->rs, cap * sizeof(*rs));
+  if (!rs) return NEXAR_ERR_NOMEM;
+  s->rs = rs;
+  s->rs_cap = (int)cap;
+  return 0;
+}
+
 /* The stream of a DATA or DESC record of |len| bytes at offset |off|,
  * opened if it is the next one; NULL (|why| set) when the peer broke the
  * stream rules. */
@@ -83,6 +96,10 @@ static rstream_t *rs_take(nexar__shm_t *s, int64_t sid, uint64_t off,
     }
     if ((uint64_t)s->nrs >= s->rstreams_max) {
       *why = "more streams open than allowed";
+      return NULL;
+    }
+    if (s->nrs == s->rs_cap && rs_grow(s) < 0) {
+      *why = "out of memory (its stream table)";
       return NULL;
     }
     s->last_rsid[s->rx_q] = sid;
@@ -173,6 +190,10 @@ static int on_desc(nexar__shm_t *s, const nexar__shm_rec_t *r,
   memcpy(&d, r->payload, sizeof(d)); /* out of shared memory, once */
   if (d.len == 0 || d.len > DESC_MAX_BYTES) {
     *why = "a descriptor of a bad length";
+    return NEXAR_ERR_PROTO;
+  }
+  if (!s->acks && !(s->acks = calloc(ACKS_MAX(s), sizeof(*s->acks)))) {
+    *why = "out of memory (its acknowledgement table)";
     return NEXAR_ERR_PROTO;
   }
   rstream_t *st = rs_take(s, (int64_t)r->a, r->b, d.len, why);
@@ -318,7 +339,7 @@ bool nexar__shm_drain(nexar__shm_t *s) {
     any = true;
   }
   if (any) {
-    l->last_rx = l->ep->pass_now;
+    l->last_rx = s->rx_at = l->ep->pass_now;
     bool kick = nexar__shm_ring_need_kick_space(&s->seg.rx);
     if (nexar__shm_ring_need_kick_space(&s->pseg.rx) || kick)
       nexar__shm_kick(s);
@@ -326,24 +347,115 @@ bool nexar__shm_drain(nexar__shm_t *s) {
   return more;
 }
 
-static bool shm_input(nexar__ep_t *ep) {
-  uint64_t now = ep->pass_now;
-  bool more = false, setup = false;
+/* A peer that ran since the last look (its heartbeat count changed) was
+ * heard from: heartbeats wake nobody (shm_on_expiry). Looked at every
+ * BEAT_LOOK_NS, and only where nothing came for a heartbeat interval (the
+ * count lies in the peer's page: a cache and TLB miss per link). */
+static void shm_beats(nexar__ep_t *ep, uint64_t now) {
+  uint64_t hb = (ep->prm ? (uint64_t)ep->prm->heartbeat_ms : 1000) * 1000000ull;
+  ep->shm_beat_at = now + hb / BEAT_LOOKS;
   for (int i = 0; i < ep->nconns; i++) {
     nexar__link_t *l = ep->conns[i];
-    if (l->tp != &nexar__tp_shm || l->state == NEXAR__CS_DEAD) continue;
+    if (l->tp == &nexar__tp_shm && l->state == NEXAR__CS_READY &&
+        now - l->last_rx >= hb && nexar__shm_ring_beat_seen(&S(l)->pseg.rx))
+      l->last_rx = now;
+  }
+}
+
+/* ---- The polled links: ep->shm_poll holds every link in its rendezvous
+ * or ready and not parked (a waiting rank's passes and polls look at those
+ * only: O(links talking), not O(links)). Room for every link is reserved
+ * when it is made (nexar__shm_poll_reserve), so adding never fails. */
+
+int nexar__shm_poll_reserve(nexar__ep_t *ep) {
+  if (ep->shm_npoll_cap > ep->shm_nlinks) return 0;
+  int cap = ep->shm_npoll_cap ? 2 * ep->shm_npoll_cap : 16;
+  nexar__link_t **p = realloc(ep->shm_poll, (size_t)cap * sizeof(*p));
+  if (!p) return NEXAR_ERR_NOMEM;
+  ep->shm_poll = p;
+  ep->shm_npoll_cap = cap;
+  return 0;
+}
+
+void nexar__shm_poll_add(nexar__shm_t *s) {
+  nexar__ep_t *ep = s->l.ep;
+  if (s->polled) return;
+  s->polled = true;
+  ep->shm_poll[ep->shm_npoll++] = &s->l;
+}
+
+static void poll_remove_at(nexar__ep_t *ep, int i) {
+  S(ep->shm_poll[i])->polled = false;
+  ep->shm_poll[i] = ep->shm_poll[--ep->shm_npoll];
+}
+
+void nexar__shm_poll_forget(nexar__shm_t *s) {
+  nexar__ep_t *ep = s->l.ep;
+  for (int i = 0; s->polled && i < ep->shm_npoll; i++)
+    if (ep->shm_poll[i] == &s->l) poll_remove_at(ep, i);
+}
+
+/* Parks a link that was idle for NEXAR_SHM_PARK_US: both sleep flags up, unless
+ * a record came meanwhile (then it stays polled). A link waiting for room in a
+ * tx ring stays polled (its consumer's kick and shm_tx_room). */
+static bool park(nexar__shm_t *s) {
+  if (s->tx_full[Q_BULK] || s->tx_full[Q_PRIO] ||
+      nexar__shm_ring_consumer_sleep(&s->seg.rx) != 1 ||
+      nexar__shm_ring_consumer_sleep(&s->pseg.rx) != 1)
+    return false;
+  s->parked = true;
+  s->l.ep->shm_parked++;
+  return true;
+}
+
+void nexar__shm_unpark(nexar__shm_t *s) {
+  if (!s->parked) return;
+  s->parked = false;
+  s->rx_at = s->l.ep->pass_now;
+  s->l.ep->shm_parked--;
+  if (s->l.state != NEXAR__CS_DEAD) nexar__shm_poll_add(s);
+}
+
+/* Whether the parked links' kicks are due to be read: passes that do not
+ * sleep read them every PARK_LOOK_NS (a sleep wakes for them). */
+static bool park_look_due(const nexar__ep_t *ep, uint64_t now) {
+  return ep->shm_parked > 0 && now >= ep->shm_park_look;
+}
+
+static bool shm_input(nexar__ep_t *ep) {
+  uint64_t now = ep->pass_now;
+  uint64_t park_ns = ep->prm ? (uint64_t)ep->prm->shm_park_us * 1000u : 0;
+  bool more = false, setup = false;
+  /* A catch-up after a pause reads every ring, parked or not. */
+  for (int i = 0; ep->resuming && ep->shm_parked && i < ep->nconns; i++)
+    if (ep->conns[i]->tp == &nexar__tp_shm) nexar__shm_unpark(S(ep->conns[i]));
+  for (int i = 0; i < ep->shm_npoll;) {
+    nexar__link_t *l = ep->shm_poll[i];
     nexar__shm_t *s = S(l);
+    if (l->state == NEXAR__CS_DEAD) {
+      poll_remove_at(ep, i);
+      continue;
+    }
+    i++;
     if (l->state == NEXAR__CS_HANDSHAKE) {
       setup = true; /* its socket is read by the sweep */
       continue;
     }
-    more |= nexar__shm_drain(s);
     if (nexar__shm_tx_room(s)) l->want_write = true;
+    bool m = nexar__shm_drain(s);
+    more |= m;
+    if (!m && park_ns && l->state == NEXAR__CS_READY &&
+        now - s->rx_at >= park_ns && park(s))
+      poll_remove_at(ep, --i);
   }
+  /* The peers' heartbeat counts, BEAT_LOOKS times per heartbeat interval
+   * and at once after a pause (the detector judges after this half). */
+  if (ep->resuming || now >= ep->shm_beat_at) shm_beats(ep, now);
   /* The sockets and eventfds: every pass while a rendezvous runs, after a
    * sleep flag went up, at once after a pause (what a peer said before it
    * closed is read before anyone is judged), else every SOCK_CHECK_NS. */
-  if (setup || ep->shm_kicks || ep->resuming || now >= ep->shm_sock_at)
+  if (setup || ep->shm_kicks || ep->resuming || now >= ep->shm_sock_at ||
+      park_look_due(ep, now))
     nexar__shm_sweep(ep, now);
   return more;
 }
@@ -355,8 +467,10 @@ static uint64_t shm_expiry(nexar__link_t *l) {
   if (l->state == NEXAR__CS_HANDSHAKE) return s->setup_deadline;
   if (l->state != NEXAR__CS_READY) return UINT64_MAX;
   uint64_t hb = l->ep->prm ? (uint64_t)l->ep->prm->heartbeat_ms : 1000;
-  uint64_t t = s->tx_at + hb * 1000000ull;
-  return t < l->ep->shm_sock_at ? t : l->ep->shm_sock_at;
+  /* The sockets and kicks need no timer: their set is in the engine's, so
+   * a sleeping engine wakes for them (the sweep every SOCK_CHECK_NS is
+   * for busy passes). */
+  return s->tx_at + hb * 1000000ull;
 }
 
 static void shm_on_expiry(nexar__link_t *l, uint64_t now) {
@@ -366,12 +480,11 @@ static void shm_on_expiry(nexar__link_t *l, uint64_t now) {
       nexar__shm_fail(l, NEXAR_ERR_TIMEOUT, "the rendezvous did not finish");
     return;
   }
-  if (now >= l->ep->shm_sock_at) nexar__shm_sweep(l->ep, now);
   uint64_t hb = l->ep->prm ? (uint64_t)l->ep->prm->heartbeat_ms : 1000;
   if (l->state == NEXAR__CS_READY && now >= s->tx_at + hb * 1000000ull) {
-    if (nexar__shm_put_hb(s) && nexar__shm_ring_need_kick(&s->pseg.tx))
-      nexar__shm_kick(s);
-    s->tx_at = now; /* a full ring is not retried before the next beat */
+    /* A count in shared memory, not a record: the peer is not woken. */
+    nexar__shm_ring_beat(&s->pseg.tx);
+    s->tx_at = now;
   }
 }
 
@@ -380,6 +493,9 @@ static void shm_on_expiry(nexar__link_t *l, uint64_t now) {
 static void shm_free(nexar__link_t *l) {
   nexar__shm_t *s = S(l);
   nexar__ep_t *ep = l->ep;
+  if (s->parked) ep->shm_parked--;
+  nexar__shm_poll_forget(s);
+  ep->shm_nlinks--;
   if (s->sock >= 0) {
     nexar__shm_watch_fd(ep, s->sock, s, W_SOCK, false);
     close(s->sock);
@@ -389,8 +505,8 @@ static void shm_free(nexar__link_t *l) {
     close(s->efd_mine);
   }
   if (s->efd_peer >= 0) close(s->efd_peer);
-  nexar__shm_seg_close(&s->seg); /* a zeroed or closed one is fine */
-  nexar__shm_seg_close(&s->pseg);
+  nexar__shm_seg_close(&s->pseg); /* owns nothing: in seg's mapping */
+  nexar__shm_seg_close(&s->seg);  /* a zeroed or closed one is fine */
   free(s->rs);
   free(s->acks);
   free(s->bounce);
@@ -474,17 +590,22 @@ static int shm_init(nexar__ep_t *ep, const struct sockaddr_storage *bind,
 }
 
 static void shm_fini(nexar__ep_t *ep) {
+  free(ep->shm_poll);
+  ep->shm_poll = NULL;
+  ep->shm_npoll = ep->shm_npoll_cap = 0;
   if (ep->shm_lfd >= 0) close(ep->shm_lfd);
   if (ep->shm_sfd >= 0) close(ep->shm_sfd);
   ep->shm_lfd = ep->shm_sfd = -1;
 }
 
-/* Before the engine sleeps: each ready link's consumer flag goes up (the
- * peer then kicks its eventfd); false when a ring already has records. */
+/* Before the engine sleeps: each polled ready link's consumer flag goes
+ * up (the peer then kicks its eventfd; a parked link's are up already);
+ * false when a ring already has records. */
 static bool shm_arm(nexar__ep_t *ep) {
-  for (int i = 0; i < ep->nconns; i++) {
-    nexar__link_t *l = ep->conns[i];
-    if (l->tp != &nexar__tp_shm || l->state != NEXAR__CS_READY) continue;
+  if (ep->shm_parked) ep->shm_kicks = true;
+  for (int i = 0; i < ep->shm_npoll; i++) {
+    nexar__link_t *l = ep->shm_poll[i];
+    if (l->state != NEXAR__CS_READY) continue;
     ep->shm_kicks = true;
     if (nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1 ||
         nexar__shm_ring_consumer_sleep(&S(l)->pseg.rx) != 1)
@@ -495,9 +616,10 @@ static bool shm_arm(nexar__ep_t *ep) {
 
 static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
   if (ep->shm_sfd >= 0 && now >= ep->shm_sock_at) return true;
-  for (int i = 0; i < ep->nconns; i++) {
-    nexar__link_t *l = ep->conns[i];
-    if (l->tp != &nexar__tp_shm || l->state == NEXAR__CS_DEAD) continue;
+  if (park_look_due(ep, now)) return true;
+  for (int i = 0; i < ep->shm_npoll; i++) {
+    nexar__link_t *l = ep->shm_poll[i];
+    if (l->state == NEXAR__CS_DEAD) continue;
     nexar__shm_t *s = S(l);
     nexar__shm_rec_t r;
     if (l->state != NEXAR__CS_READY ||

@@ -13,13 +13,15 @@
 #define SOCK_CHECK_NS 20000000ull         /* 20 ms between socket sweeps */
 #define SETUP_NS 10000000000ull           /* 10 s to finish the rendezvous */
 #define ACCEPT_MAX 64                     /* links not yet identified */
+#define PARK_LOOK_NS 20000ull /* between looks at parked links' kicks */
+#define BEAT_LOOKS 8          /* looks at heartbeat counts per interval */
 
 enum {
   R_DATA = 1,
   R_CREDIT = 2,
   R_RESET = 3,
   R_STREAMS = 4,
-  R_HB = 5,
+  R_HB = 5,   /* accepted, no longer sent: heartbeats are counts */
   R_DESC = 6, /* a: stream, b: offset; payload: shm_desc_t (read it) */
   R_ACK = 7   /* a: stream, b: bytes of descriptors read (or dropped) */
 };
@@ -69,6 +71,14 @@ typedef struct nexar__shm {
   nexar__shm_seg_t seg;  /* the bulk rings (Q_BULK) */
   nexar__shm_seg_t pseg; /* the priority rings (Q_PRIO) */
   bool attached;         /* both segments are mapped */
+  /* Parked: nothing came for NEXAR_SHM_PARK_US (0, the default: never), so the
+   * rings' sleep flags stay up and they are not polled; the peer's next record
+   * kicks the eventfd, whose event (the sweep) puts the link back among the
+   * polled ones. A waiting rank then looks only at the links that are talking.
+   */
+  bool parked;
+  bool polled;    /* in ep->shm_poll */
+  uint64_t rx_at; /* when a record was last read */
   uint64_t setup_deadline;
   uint64_t tx_at;        /* when a record was last written */
   int64_t next_sid[2];   /* the next stream this side opens, per ring */
@@ -79,8 +89,8 @@ typedef struct nexar__shm {
   uint64_t streams_max;  /* the peer's limit */
   uint64_t streams_owed; /* delivered streams not yet returned */
   uint64_t rstreams_max; /* this side's limit */
-  rstream_t *rs;         /* open remote streams */
-  int nrs;
+  rstream_t *rs;         /* open remote streams (rs_cap allocated) */
+  int nrs, rs_cap;
   bool tx_full[2]; /* a tx ring had no room: wait for a kick */
   /* Single copy: the peer reads this side's buffers (it said so), this
    * side reads the peer's (its probe said so); the peer's pid; bytes at or
@@ -126,6 +136,12 @@ void nexar__shm_on_welcome(nexar__shm_t *s); /* dialer: the answer */
 void nexar__shm_check_sock(nexar__shm_t *s); /* a close, or the end */
 void nexar__shm_accept_new(nexar__ep_t *ep);
 void nexar__shm_send_close(nexar__link_t *l);
+/* shm.c: the polled links (ep->shm_poll). Reserve before a link is made
+ * (room for ep->shm_nlinks + 1; NEXAR_ERR_NOMEM), then add never fails. */
+int nexar__shm_poll_reserve(nexar__ep_t *ep);
+void nexar__shm_poll_add(nexar__shm_t *s);
+void nexar__shm_poll_forget(nexar__shm_t *s);
+void nexar__shm_unpark(nexar__shm_t *s); /* its kick came: polled again */
 /* shm.c: reads the link's records (bounded); true when more wait. */
 bool nexar__shm_drain(nexar__shm_t *s);
 /* Ended streams go back to the peer in batches (put_credit). */
@@ -137,7 +153,6 @@ static inline uint64_t nexar__shm_stream_batch(const nexar__shm_t *s) {
 void nexar__shm_flush(nexar__link_t *l); /* tp->flush */
 bool nexar__shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,
                          const uint8_t *data, uint64_t len); /* tp->send_now */
-bool nexar__shm_put_hb(nexar__shm_t *s); /* a heartbeat record */
 /* Whether a ring that had no room (tx_full) has enough now. */
 bool nexar__shm_tx_room(nexar__shm_t *s);
 

@@ -19,7 +19,9 @@
 struct nexar__shm_ctl {
   _Atomic uint64_t head;    /* producer: bytes published */
   _Atomic uint32_t waiting; /* producer: blocked on a full ring */
-  uint8_t pad0[128 - 12];
+  uint32_t pad;
+  _Atomic uint64_t beat; /* producer: heartbeats (nexar__shm_ring_beat) */
+  uint8_t pad0[128 - 24];
   _Atomic uint64_t tail;     /* consumer: bytes released */
   _Atomic uint32_t sleeping; /* consumer: blocked on an empty ring */
   uint8_t pad1[128 - 12];
@@ -81,12 +83,20 @@ static void seg_init(nexar__shm_seg_t *seg, int fd, void *base, size_t bytes,
   ring_init(&seg->rx, base, ring, creator ? 1 : 0);
 }
 
-int nexar__shm_seg_create(size_t ring_bytes, nexar__shm_seg_t *seg) {
-  if (!seg) return NEXAR_ERR_INVALID_ARG;
-  memset(seg, 0, sizeof *seg);
-  seg->fd = -1;
-  if (!ring_size_ok(ring_bytes)) return NEXAR_ERR_INVALID_ARG;
-  size_t total = NEXAR__SHM_HDR_BYTES + 2 * ring_bytes;
+static uint64_t seg_bytes(uint64_t ring) {
+  return NEXAR__SHM_HDR_BYTES + 2 * ring;
+}
+
+int nexar__shm_segs_create(const size_t *rings, int n, nexar__shm_seg_t *segs) {
+  if (!segs || !rings || n < 1 || n > NEXAR__SHM_SEGS_MAX)
+    return NEXAR_ERR_INVALID_ARG;
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    memset(&segs[i], 0, sizeof segs[i]);
+    segs[i].fd = -1;
+    if (!ring_size_ok(rings[i])) return NEXAR_ERR_INVALID_ARG;
+    total += seg_bytes(rings[i]);
+  }
   void *base = MAP_FAILED;
   int fd = memfd_create("nexar-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) goto fail;
@@ -95,26 +105,38 @@ int nexar__shm_seg_create(size_t ring_bytes, nexar__shm_seg_t *seg) {
     goto fail;
   base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) goto fail;
-  struct shm_hdr h = {.magic = NEXAR__SHM_MAGIC,
-                      .version = NEXAR__SHM_VERSION,
-                      .hdr_bytes = NEXAR__SHM_HDR_BYTES,
-                      .ring_bytes = ring_bytes,
-                      .total_bytes = total};
-  memcpy(base, &h, sizeof h);
-  seg_init(seg, fd, base, total, ring_bytes, 1);
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    struct shm_hdr h = {.magic = NEXAR__SHM_MAGIC,
+                        .version = NEXAR__SHM_VERSION,
+                        .hdr_bytes = NEXAR__SHM_HDR_BYTES,
+                        .ring_bytes = rings[i],
+                        .total_bytes = seg_bytes(rings[i])};
+    memcpy((uint8_t *)base + off, &h, sizeof h);
+    /* The first segment owns the descriptor and the whole mapping. */
+    seg_init(&segs[i], i ? -1 : fd, (uint8_t *)base + off, i ? 0 : total,
+             rings[i], 1);
+    off += seg_bytes(rings[i]);
+  }
   return 0;
 fail:
   if (fd >= 0) close(fd);
   return NEXAR_ERR_SYS;
 }
 
-int nexar__shm_seg_attach(int fd, nexar__shm_seg_t *seg) {
-  if (!seg) return NEXAR_ERR_INVALID_ARG;
-  memset(seg, 0, sizeof *seg);
-  seg->fd = -1;
+int nexar__shm_seg_create(size_t ring_bytes, nexar__shm_seg_t *seg) {
+  return nexar__shm_segs_create(&ring_bytes, 1, seg);
+}
+
+int nexar__shm_segs_attach(int fd, int n, nexar__shm_seg_t *segs) {
+  if (!segs || n < 1 || n > NEXAR__SHM_SEGS_MAX) return NEXAR_ERR_INVALID_ARG;
+  for (int i = 0; i < n; i++) {
+    memset(&segs[i], 0, sizeof segs[i]);
+    segs[i].fd = -1;
+  }
   if (fd < 0) return NEXAR_ERR_INVALID_ARG;
-  const uint64_t min = NEXAR__SHM_HDR_BYTES + 2ull * NEXAR__SHM_RING_MIN;
-  const uint64_t max = NEXAR__SHM_HDR_BYTES + 2ull * NEXAR__SHM_RING_MAX;
+  const uint64_t min = n * seg_bytes(NEXAR__SHM_RING_MIN);
+  const uint64_t max = n * seg_bytes(NEXAR__SHM_RING_MAX);
   struct stat st;
   if (fstat(fd, &st) != 0) return NEXAR_ERR_SYS;
   if (!S_ISREG(st.st_mode) || st.st_size < (off_t)min ||
@@ -133,18 +155,36 @@ int nexar__shm_seg_attach(int fd, nexar__shm_seg_t *seg) {
   size_t bytes = (size_t)st.st_size;
   void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return NEXAR_ERR_SYS;
-  struct shm_hdr h;
-  memcpy(&h, base, sizeof h);
-  atomic_signal_fence(memory_order_seq_cst); /* checks use the copy only */
-  if (h.magic != NEXAR__SHM_MAGIC || h.version != NEXAR__SHM_VERSION ||
-      h.hdr_bytes != NEXAR__SHM_HDR_BYTES || !ring_size_ok(h.ring_bytes) ||
-      h.total_bytes != bytes ||
-      NEXAR__SHM_HDR_BYTES + 2 * h.ring_bytes != bytes) {
-    munmap(base, bytes);
-    return NEXAR_ERR_PROTO;
+  /* Each header read once into a copy, every size checked against what is
+   * left of the file, and the segments must fill it exactly. */
+  uint64_t off = 0, ring[NEXAR__SHM_SEGS_MAX];
+  for (int i = 0; i < n; i++) {
+    struct shm_hdr h;
+    if (bytes - off < NEXAR__SHM_HDR_BYTES) goto bad;
+    memcpy(&h, (uint8_t *)base + off, sizeof h);
+    atomic_signal_fence(memory_order_seq_cst); /* checks use the copy only */
+    if (h.magic != NEXAR__SHM_MAGIC || h.version != NEXAR__SHM_VERSION ||
+        h.hdr_bytes != NEXAR__SHM_HDR_BYTES || !ring_size_ok(h.ring_bytes) ||
+        h.total_bytes != seg_bytes(h.ring_bytes) || h.total_bytes > bytes - off)
+      goto bad;
+    ring[i] = h.ring_bytes;
+    off += h.total_bytes;
   }
-  seg_init(seg, fd, base, bytes, h.ring_bytes, 0);
+  if (off != bytes) goto bad;
+  off = 0;
+  for (int i = 0; i < n; i++) {
+    seg_init(&segs[i], i ? -1 : fd, (uint8_t *)base + off, i ? 0 : bytes,
+             ring[i], 0);
+    off += seg_bytes(ring[i]);
+  }
   return 0;
+bad:
+  munmap(base, bytes);
+  return NEXAR_ERR_PROTO;
+}
+
+int nexar__shm_seg_attach(int fd, nexar__shm_seg_t *seg) {
+  return nexar__shm_segs_attach(fd, 1, seg);
 }
 
 void nexar__shm_seg_close(nexar__shm_seg_t *seg) {
@@ -282,6 +322,17 @@ static int has_room(nexar__shm_ring_t *r, uint32_t len) {
   uint64_t pad;
   if (r->broken) return 1;
   return prod_room(r, len, &pad) != NEXAR__SHM_AGAIN;
+}
+
+void nexar__shm_ring_beat(nexar__shm_ring_t *r) {
+  atomic_store_explicit(&r->ctl->beat, ++r->beats, memory_order_relaxed);
+}
+
+bool nexar__shm_ring_beat_seen(nexar__shm_ring_t *r) {
+  uint64_t b = atomic_load_explicit(&r->ctl->beat, memory_order_relaxed);
+  if (b == r->beat_seen) return false;
+  r->beat_seen = b;
+  return true;
 }
 
 int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len) {

@@ -14,9 +14,9 @@
  *
  *   0       header: u64 magic, u32 version, u32 header bytes (4096),
  *           u64 ring bytes (a power of two), u64 total bytes
- *   256     ring 0 control: producer line (head), consumer line (tail,
- *           sleeping), each 128 bytes so no two counters share a pair of
- *           cache lines
+ *   256     ring 0 control: producer line (head, waiting, heartbeat
+ *           count), consumer line (tail, sleeping), each 128 bytes so no
+ *           two counters share a pair of cache lines
  *   768     ring 1 control, the same
  *   4096    ring 0 data (ring bytes), then ring 1 data (ring bytes)
  *
@@ -89,7 +89,7 @@
 #define NEXAR__SHM_AGAIN (-1000)
 
 #define NEXAR__SHM_MAGIC 0x474553534d48534eull /* "NSHMSSEG" */
-#define NEXAR__SHM_VERSION 1u
+#define NEXAR__SHM_VERSION 2u                  /* 2: the heartbeat counter */
 #define NEXAR__SHM_HDR_BYTES 4096u
 #define NEXAR__SHM_ALIGN 64u
 #define NEXAR__SHM_REC_HDR 24u /* record header bytes */
@@ -118,7 +118,9 @@ typedef struct nexar__shm_ring {
   uint64_t resv_off;          /* producer: the reserved record's offset */
   uint32_t resv_len;          /* producer: payload bytes reserved */
   int resv_open;              /* producer: a reservation is open */
+  uint64_t beats;             /* producer: heartbeats written */
   uint64_t tail;              /* consumer: bytes released */
+  uint64_t beat_seen;         /* consumer: the peer's count last seen */
   uint64_t peeked;            /* consumer: bytes of the peeked record */
   nexar__shm_rec_t cur;       /* consumer: the peeked record */
   int broken;                 /* a NEXAR_ERR_PROTO was returned */
@@ -155,6 +157,25 @@ int nexar__shm_seg_create(size_t ring_bytes, nexar__shm_seg_t *seg);
  * NEXAR_ERR_SYS when fstat or mmap fails.
  */
 int nexar__shm_seg_attach(int fd, nexar__shm_seg_t *seg);
+
+/*
+ * Several segments in one memfd (one descriptor, one mapping; a link's
+ * bulk and priority rings): |n| (1..NEXAR__SHM_SEGS_MAX) segments back to
+ * back, each laid out as above with rings of |rings[i]| bytes. The first
+ * owns the descriptor and the whole mapping (close it last, or alone: the
+ * others own nothing). Results as nexar__shm_seg_create.
+ */
+#define NEXAR__SHM_SEGS_MAX 4
+int nexar__shm_segs_create(const size_t *rings, int n, nexar__shm_seg_t *segs);
+
+/*
+ * Maps |n| segments that a peer created with nexar__shm_segs_create, with
+ * nexar__shm_seg_attach's checks for each header in turn (every size
+ * checked against what is left of the file, which they must fill exactly).
+ * Takes ownership of |fd| on success (held by segs[0]). Results as
+ * nexar__shm_seg_attach.
+ */
+int nexar__shm_segs_attach(int fd, int n, nexar__shm_seg_t *segs);
 
 /* Unmaps and closes (idempotent; a zeroed or closed segment is fine). */
 void nexar__shm_seg_close(nexar__shm_seg_t *seg);
@@ -202,6 +223,16 @@ uint64_t nexar__shm_ring_free(nexar__shm_ring_t *r);
 /* After put/commit: true when the consumer sleeps and its eventfd must be
  * written (once). See "Wakeups" above. */
 bool nexar__shm_ring_need_kick(nexar__shm_ring_t *r);
+
+/* A heartbeat without a record (no kick, no wake-up): the producer bumps
+ * a counter beside head, which the consumer looks at now and then
+ * (nexar__shm_ring_beat_seen). The peer may write anything there: a
+ * change says only that its process ran, as a heartbeat record would. */
+void nexar__shm_ring_beat(nexar__shm_ring_t *r);
+
+/* Consumer: true when the producer's heartbeat count changed since the
+ * last call (it ran meanwhile). */
+bool nexar__shm_ring_beat_seen(nexar__shm_ring_t *r);
 
 /* Before blocking on a full ring: 1 when there is still no room for a
  * |len|-byte payload (block now; the consumer will kick), 0 when room

@@ -12,6 +12,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "transport/shm.h"
@@ -55,6 +56,7 @@ int nexar__shm_watch_fd(nexar__ep_t *ep, int fd, nexar__shm_t *s, int what,
 static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
                                const struct sockaddr_storage *remote,
                                socklen_t rlen) {
+  if (nexar__shm_poll_reserve(ep) < 0) return NULL;
   nexar__shm_t *s = calloc(1, sizeof(*s));
   if (!s) return NULL;
   nexar__link_init(&s->l, ep, &nexar__tp_shm, NEXAR__ROLE_MESH, server, remote,
@@ -68,14 +70,15 @@ static nexar__shm_t *shm_alloc(nexar__ep_t *ep, int sock, bool server,
   s->rstreams_max = ep->prm ? (uint64_t)ep->prm->max_streams : 128;
   s->setup_deadline = nexar__now() + SETUP_NS;
   s->cma_min = ep->prm ? (uint64_t)ep->prm->shm_cma_bytes : 0;
-  s->rs = calloc(s->rstreams_max, sizeof(*s->rs));
-  s->acks = calloc(ACKS_MAX(s), sizeof(*s->acks));
-  if (!s->rs || !s->acks || nexar__ep_add_conn(ep, &s->l) < 0) {
-    free(s->rs);
-    free(s->acks);
+  /* The stream table grows as streams open (shm.c rs_take) and the
+   * acknowledgement table comes with the first descriptor: most of a full
+   * mesh's links carry a few small messages. */
+  if (nexar__ep_add_conn(ep, &s->l) < 0) {
     free(s);
     return NULL;
   }
+  ep->shm_nlinks++;
+  nexar__shm_poll_add(s); /* its rendezvous is watched every pass */
   if (nexar__shm_watch_fd(ep, sock, s, W_SOCK, true) < 0) {
     /* Unwatched, it would never be read: the rendezvous fails now. */
     nexar__shm_fail(&s->l, NEXAR_ERR_SYS, "cannot watch its socket (%s)",
@@ -110,7 +113,7 @@ static int take_limits(nexar__shm_t *s, const shm_msg_t *m) {
 
 static void ready(nexar__shm_t *s) {
   s->l.state = NEXAR__CS_READY;
-  s->l.last_rx = s->tx_at = nexar__now();
+  s->l.last_rx = s->tx_at = s->rx_at = nexar__now();
   if (nexar__shm_watch_fd(s->l.ep, s->efd_mine, s, W_KICK, true) < 0) {
     /* Unwatched, this side would sleep through the peer's records. */
     nexar__shm_fail(&s->l, NEXAR_ERR_SYS, "cannot watch its eventfd (%s)",
@@ -128,8 +131,8 @@ static void ready(nexar__shm_t *s) {
 int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
                     nexar__link_t **out) {
   if (!d->host || !d->host->key || !d->host->pid) return NEXAR_ERR_UNSUPPORTED;
-  int sock = -1, fds[4] = {-1, -1, -1, -1}, rc;
-  nexar__shm_seg_t seg = {.fd = -1}, pseg = {.fd = -1};
+  int sock = -1, fds[3] = {-1, -1, -1}, rc;
+  nexar__shm_seg_t segs[2] = {{.fd = -1}, {.fd = -1}};
   rc = nexar__shm_connect(d->host->nonce, &sock);
   if (rc < 0) return rc == NEXAR__SHM_AGAIN ? NEXAR_ERR_TRANSPORT : rc;
   nexar__shm_cred_t cred;
@@ -144,13 +147,12 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
     goto fail;
   }
   size_t ring = (size_t)(ep->prm ? ep->prm->shm_ring_kib : 4096) << 10;
-  NEXAR__CHECK_GOTO(nexar__shm_seg_create(ring, &seg), rc, fail);
-  NEXAR__CHECK_GOTO(nexar__shm_seg_create(PRIO_RING_BYTES(ring), &pseg), rc,
-                    fail);
-  fds[0] = seg.fd;
+  /* The bulk and the priority rings: two segments in one memfd. */
+  const size_t rings[2] = {ring, PRIO_RING_BYTES(ring)};
+  NEXAR__CHECK_GOTO(nexar__shm_segs_create(rings, 2, segs), rc, fail);
+  fds[0] = segs[0].fd;
   fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* ours */
   fds[2] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* the peer's */
-  fds[3] = pseg.fd;
   if (fds[1] < 0 || fds[2] < 0) {
     rc = NEXAR_ERR_SYS;
     goto fail;
@@ -163,19 +165,15 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
   s->l.peer = d->peer;
   s->peer_pid = d->host->pid;
   s->reads_peer = s->cma_min && nexar__shm_cma_probe((pid_t)s->peer_pid) == 0;
-  s->seg = seg;
-  s->pseg = pseg;
+  s->seg = segs[0];
+  s->pseg = segs[1];
   s->attached = true;
   s->efd_mine = fds[1];
   s->efd_peer = fds[2];
   shm_msg_t m;
   fill_msg(s, &m, M_HELLO);
   m.cma = s->reads_peer;
-  rc = nexar__shm_send_fds(sock, fds, 4, &m, sizeof(m));
-  /* The mapping stays; the priority segment's descriptor is not needed
-   * (a link holds four: launching.md, "Many ranks on one host"). */
-  close(s->pseg.fd);
-  s->pseg.fd = -1;
+  rc = nexar__shm_send_fds(sock, fds, 3, &m, sizeof(m));
   if (rc < 0) {
     /* The link owns everything now; it fails like any other. */
     nexar__shm_fail(
@@ -185,8 +183,8 @@ int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
   *out = &s->l;
   return 0;
 fail:
-  nexar__shm_seg_close(&seg);  /* closes fds[0] */
-  nexar__shm_seg_close(&pseg); /* closes fds[3] */
+  nexar__shm_seg_close(&segs[1]); /* owns nothing */
+  nexar__shm_seg_close(&segs[0]); /* closes fds[0], unmaps both */
   if (fds[1] >= 0) close(fds[1]);
   if (fds[2] >= 0) close(fds[2]);
   if (sock >= 0) close(sock);
@@ -195,24 +193,28 @@ fail:
 
 /* ---- Accept (the higher rank). */
 
-static bool is_eventfd(int fd) {
-  char path[64], link[64];
-  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-  ssize_t n = readlink(path, link, sizeof(link) - 1);
-  if (n <= 0) return false;
-  link[n] = 0;
-  return strcmp(link, "anon_inode:[eventfd]") == 0;
+/* Whether |fd| is an anonymous-inode file like the engine's own eventfd
+ * (the kernel shares one inode among eventfds, timerfds, epoll sets and
+ * signalfds; a write to any but an eventfd fails at once): not a pipe,
+ * socket or file, which a kick could block on or write into. Two fstat
+ * calls, where /proc/self/fd/N cost a path lookup and a dentry each. */
+static bool is_eventfd(const nexar__ep_t *ep, int fd) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && fstat(ep->evfd, &b) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+         (a.st_mode & S_IFMT) == (b.st_mode & S_IFMT);
 }
 
 /* A dialer's HELLO: who it is (its fingerprint, vouched for by its pid),
- * the two segments (bulk and priority rings) and the two eventfds. */
+ * the memfd of the two segments (bulk and priority rings) and the two
+ * eventfds. */
 void nexar__shm_on_hello(nexar__shm_t *s) {
   nexar__link_t *l = &s->l;
   nexar__ep_t *ep = l->ep;
   shm_msg_t m;
   int fds[NEXAR__SHM_MAX_FDS], nfds = 0;
   nexar__shm_cred_t cred;
-  int n = nexar__shm_recv_fds(s->sock, fds, 4, &nfds, &m, sizeof(m), &cred);
+  int n = nexar__shm_recv_fds(s->sock, fds, 3, &nfds, &m, sizeof(m), &cred);
   if (n == NEXAR__SHM_AGAIN) return;
   if (n < 0) {
     nexar__shm_fail(l, NEXAR_ERR_PROTO, "rendezvous: %s", nexar_strerror(n));
@@ -221,26 +223,25 @@ void nexar__shm_on_hello(nexar__shm_t *s) {
   const char *bad = NULL;
   int peer = -1;
   if ((size_t)n != sizeof(m) || m.magic != HELLO_MAGIC || m.type != M_HELLO ||
-      nfds != 4)
+      nfds != 3)
     bad = "not a rendezvous message";
   else if (cred.uid != geteuid())
     bad = "a process of another user";
   else if (!ep->ops->verify_local ||
            (peer = ep->ops->verify_local(ep, m.fp, (uint32_t)cred.pid)) < 0)
     bad = "its pid and certificate are no member's on this host";
-  else if (!is_eventfd(fds[1]) || !is_eventfd(fds[2]))
+  else if (!is_eventfd(ep, fds[1]) || !is_eventfd(ep, fds[2]))
     bad = "the descriptors are not eventfds";
   else if (take_limits(s, &m) < 0)
     bad = "its stream limits are out of range";
-  else if (nexar__shm_seg_attach(fds[0], &s->seg) < 0)
-    bad = "the segment is not a sealed nexar segment";
-  else if (nexar__shm_seg_attach(fds[3], &s->pseg) < 0) {
-    nexar__shm_seg_close(&s->seg); /* closes fds[0] */
-    fds[0] = -1;
-    bad = "the priority segment is not a sealed nexar segment";
-  } else {
-    close(s->pseg.fd); /* mapped: not needed (as the dialer does) */
-    s->pseg.fd = -1;
+  else {
+    nexar__shm_seg_t segs[2];
+    if (nexar__shm_segs_attach(fds[0], 2, segs) < 0) {
+      bad = "the segments are not sealed nexar segments";
+    } else {
+      s->seg = segs[0];
+      s->pseg = segs[1];
+    }
   }
   if (bad) {
     for (int i = 0; i < nfds; i++)
@@ -342,6 +343,7 @@ void nexar__shm_accept_new(nexar__ep_t *ep) {
 
 void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now) {
   ep->shm_sock_at = now + SOCK_CHECK_NS;
+  ep->shm_park_look = now + PARK_LOOK_NS;
   ep->shm_kicks = false;
   if (ep->shm_sfd < 0) return;
   struct epoll_event ev[SWEEP_EVENTS];
@@ -361,6 +363,7 @@ void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now) {
         uint64_t count;
         ssize_t r = read(s->efd_mine, &count, sizeof(count));
         (void)r; /* the records are read by the drain that follows */
+        nexar__shm_unpark(s);
       } else if (l->state != NEXAR__CS_HANDSHAKE) {
         nexar__shm_check_sock(s);
       } else if (!l->is_server) {

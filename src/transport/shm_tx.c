@@ -4,7 +4,7 @@
  *
  * Two rings per direction: the bulk ring (seg) carries the data lane, the
  * priority ring (pseg) the control and RPC lanes and the flow-control
- * records (ACK, CREDIT, STREAMS, HB; a RESET goes with its stream). The
+ * records (ACK, CREDIT, STREAMS; a RESET goes with its stream). The
  * receiver reads the priority ring before every record of the bulk ring,
  * so a barrier's or an RPC's message never waits behind bulk data written
  * before it; only behind the record being copied or reduced when it
@@ -63,6 +63,7 @@ static bool put(nexar__shm_t *s, int q, uint16_t type, uint16_t flags,
     size_t len = 0;
     for (int i = 0; i < niov; i++) len += iov[i].iov_len;
     s->tx_full[q] = true;
+    nexar__shm_unpark(s); /* polled while it waits for room */
     /* Sleep on the kick unless room for this record came meanwhile. */
     if (!nexar__shm_ring_producer_sleep(r, (uint32_t)len))
       s->l.want_write = true;
@@ -73,10 +74,6 @@ static bool put(nexar__shm_t *s, int q, uint16_t type, uint16_t flags,
     nexar__shm_fail(&s->l, NEXAR_ERR_PROTO, "its ring is corrupt");
   }
   return false;
-}
-
-bool nexar__shm_put_hb(nexar__shm_t *s) {
-  return put(s, Q_PRIO, R_HB, 0, 0, 0, NULL, 0);
 }
 
 /* Control records owed: stream credit, returned streams. */

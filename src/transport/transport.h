@@ -397,7 +397,15 @@ struct nexar__ep {
                   or -1 */
   uint64_t shm_sock_at; /* when the sockets are next looked at (shm.c) */
   bool shm_kicks; /* a sleep flag went up: a peer may have kicked (shm.c) */
-  uint64_t udp_read_at; /* with no QUIC link: next read of it (quic.c) */
+  int shm_parked; /* links whose rings are not polled: their kick wakes */
+  int shm_nlinks; /* shared-memory links (shm.c) */
+  struct nexar__link **shm_poll; /* those polled: rendezvous, or ready and
+                                    not parked (shm.c) */
+  int shm_npoll, shm_npoll_cap;
+  uint64_t shm_park_look; /* when the parked links' kicks are next read */
+  uint64_t shm_beat_at;   /* when the peers' heartbeat counts are read */
+  uint64_t udp_read_at;   /* with no QUIC link: next read of it (quic.c) */
+  bool quic_any;          /* a QUIC link is up or coming up (quic.c) */
   /* QUIC's RPC socket and what is accepted there (quic.h); NULL until
    * first needed. */
   struct nexar__quic_ep *quic;
