@@ -451,6 +451,7 @@ static int flushed_fn(nexar__req_t *ctl) {
 static int finalizing_fn(nexar__req_t *ctl) {
   nexar_ctx_t *ctx = ctl->cb_arg;
   ctx->finalizing = true;
+  nexar__ep_finalizing(&ctx->ep);
   return 0;
 }
 
@@ -465,7 +466,8 @@ static int close_fn(nexar__req_t *ctl) {
 
 int nexar_finalize(nexar_ctx_t *ctx) {
   if (!ctx) return NEXAR_ERR_INVALID_ARG;
-  int rc = NEXAR_OK;
+  int rc = NEXAR_OK, rank = ctx->rank;
+  uint64_t t0 = nexar__now();
   /* Collective like MPI_Finalize: once every rank is here, all user
    * traffic has been received, and closing cannot cut anything short. A
    * world that is revoked, aborted or fenced (or that this process left at
@@ -476,6 +478,7 @@ int nexar_finalize(nexar_ctx_t *ctx) {
     int brc = nexar__coll_final_barrier(ctx->world_comm);
     if (brc < 0) rc = brc;
   }
+  uint64_t t1 = nexar__now();
   /* No handler runs from here on; the responses it posted are sent (or
    * dropped with the connections) by the passes below. */
   nexar__rpc_stop(ctx);
@@ -495,6 +498,12 @@ int nexar_finalize(nexar_ctx_t *ctx) {
     nexar__ep_call(&ctx->ep, flushed_fn, ctx, UINT64_MAX);
   }
   ctx_free(ctx);
+  uint64_t t2 = nexar__now();
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
+              "rank %d: finalize took %.1f ms (final barrier %.1f ms, "
+              "closing %.1f ms)",
+              rank, (double)(t2 - t0) / 1e6, (double)(t1 - t0) / 1e6,
+              (double)(t2 - t1) / 1e6);
   return rc;
 }
 
