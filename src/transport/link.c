@@ -229,11 +229,6 @@ int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c) {
   return 0;
 }
 
-void nexar__ep_finalizing(nexar__ep_t *ep) {
-  for (int i = 0; i < ep->ntps; i++)
-    if (ep->tps[i]->quiesce) ep->tps[i]->quiesce(ep);
-}
-
 void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c) {
   for (int i = 0; i < ep->nconns; i++) {
     if (ep->conns[i] == c) {

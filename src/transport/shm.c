@@ -598,23 +598,10 @@ static void shm_fini(nexar__ep_t *ep) {
   ep->shm_lfd = ep->shm_sfd = -1;
 }
 
-/* Finalizing: the set of the links' sockets and eventfds leaves the
- * engine's, so the closes of N - 1 peers (and their last kicks) wake
- * nobody; a peer that closes at once would otherwise wake this process
- * for a pass over all its links, N - 1 times (O(N^2) at exit). The sweeps
- * of passes that run anyway (every SOCK_CHECK_NS of the bounded wait for
- * the last acknowledgements) still read closes and vanished peers. */
-static void shm_quiesce(nexar__ep_t *ep) {
-  if (ep->shm_sfd < 0 || ep->shm_quiet) return;
-  (void)nexar__shm_watch(ep, ep->shm_sfd, false);
-  ep->shm_quiet = true;
-}
-
 /* Before the engine sleeps: each polled ready link's consumer flag goes
  * up (the peer then kicks its eventfd; a parked link's are up already);
- * false when a ring already has records. Quiet: no kick would wake it. */
+ * false when a ring already has records. */
 static bool shm_arm(nexar__ep_t *ep) {
-  if (ep->shm_quiet) return true;
   if (ep->shm_parked) ep->shm_kicks = true;
   for (int i = 0; i < ep->shm_npoll; i++) {
     nexar__link_t *l = ep->shm_poll[i];
@@ -652,7 +639,6 @@ const nexar__tp_t nexar__tp_shm = {
     .input = shm_input,
     .arm = shm_arm,
     .ready = shm_ready,
-    .quiesce = shm_quiesce,
     .dial = nexar__shm_dial,
     .flush = nexar__shm_flush,
     .send_now = nexar__shm_send_now,

@@ -397,7 +397,6 @@ struct nexar__ep {
                   or -1 */
   uint64_t shm_sock_at; /* when the sockets are next looked at (shm.c) */
   bool shm_kicks; /* a sleep flag went up: a peer may have kicked (shm.c) */
-  bool shm_quiet; /* finalizing: the links' sockets and kicks wake nobody */
   int shm_parked; /* links whose rings are not polled: their kick wakes */
   int shm_nlinks; /* shared-memory links (shm.c) */
   struct nexar__link **shm_poll; /* those polled: rendezvous, or ready and
@@ -537,11 +536,6 @@ void nexar__relay_tag(const uint8_t key[32], uint32_t origin, uint32_t dest,
 #define NEXAR__WRITE_DEFER_NS 1000000ull
 /* The endpoint's table of links (link.c), which the engine walks. */
 int nexar__ep_add_conn(nexar__ep_t *ep, nexar__link_t *c);
-/* Past the final barrier (nexar_finalize, engine thread): nothing a peer
- * still needs is sent except what is queued, so a peer's close is
- * recorded when a pass comes by instead of waking the engine for a pass
- * of its own (each transport's quiesce). */
-void nexar__ep_finalizing(nexar__ep_t *ep);
 void nexar__ep_remove_conn(nexar__ep_t *ep, nexar__link_t *c);
 
 /* Capability flags. */
@@ -592,10 +586,6 @@ typedef struct nexar__tp {
    * caller that polls runs a pass only then). Optional: without it, a
    * pass runs on every poll. */
   bool (*ready)(nexar__ep_t *ep, uint64_t now);
-  /* Finalizing (nexar__ep_finalizing): the peers' ends of the links need
-   * no prompt handling any more, so they stop waking the engine; what
-   * they say is still read by the passes that run. Optional. */
-  void (*quiesce)(nexar__ep_t *ep);
   /* ---- Links. */
   int (*dial)(nexar__ep_t *ep, const nexar__dial_t *d, nexar__link_t **out);
   /* Writes what its queues and protocol allow (want_write was set). */
