@@ -477,7 +477,7 @@ static uint64_t cpu_now(void) {
 int nexar_finalize(nexar_ctx_t *ctx) {
   if (!ctx) return NEXAR_ERR_INVALID_ARG;
   int rc = NEXAR_OK, rank = ctx->rank;
-  uint64_t t0 = nexar__now(), c0 = cpu_now(), c1 = c0;
+  uint64_t t0 = nexar__now(), c0 = cpu_now();
   /* Collective like MPI_Finalize: once every rank is here, all user
    * traffic has been received, and closing cannot cut anything short. A
    * world that is revoked, aborted or fenced (or that this process left at
@@ -488,8 +488,7 @@ int nexar_finalize(nexar_ctx_t *ctx) {
     int brc = nexar__coll_final_barrier(ctx->world_comm);
     if (brc < 0) rc = brc;
   }
-  uint64_t t1 = nexar__now(), t2 = t1;
-  c1 = cpu_now();
+  uint64_t t1 = nexar__now(), t2 = t1, c1 = cpu_now();
   /* No handler runs from here on; the responses it posted are sent (or
    * dropped with the connections) by the passes below. */
   nexar__rpc_stop(ctx);
