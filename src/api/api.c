@@ -463,9 +463,21 @@ static int close_fn(nexar__req_t *ctl) {
   return 0;
 }
 
+static double ms_since(uint64_t from, uint64_t to) {
+  return (double)(to - from) / 1e6;
+}
+
+/* This process's CPU time (all its threads), ns. */
+static uint64_t cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int nexar_finalize(nexar_ctx_t *ctx) {
   if (!ctx) return NEXAR_ERR_INVALID_ARG;
-  int rc = NEXAR_OK;
+  int rc = NEXAR_OK, rank = ctx->rank;
+  uint64_t t0 = nexar__now(), c0 = cpu_now();
   /* Collective like MPI_Finalize: once every rank is here, all user
    * traffic has been received, and closing cannot cut anything short. A
    * world that is revoked, aborted or fenced (or that this process left at
@@ -476,6 +488,7 @@ int nexar_finalize(nexar_ctx_t *ctx) {
     int brc = nexar__coll_final_barrier(ctx->world_comm);
     if (brc < 0) rc = brc;
   }
+  uint64_t t1 = nexar__now(), t2 = t1, c1 = cpu_now();
   /* No handler runs from here on; the responses it posted are sent (or
    * dropped with the connections) by the passes below. */
   nexar__rpc_stop(ctx);
@@ -490,11 +503,21 @@ int nexar_finalize(nexar_ctx_t *ctx) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
+    t2 = nexar__now();
     nexar__ep_call(&ctx->ep, close_fn, ctx, UINT64_MAX);
     /* Give the progress loop one pass to send the CONNECTION_CLOSEs. */
     nexar__ep_call(&ctx->ep, flushed_fn, ctx, UINT64_MAX);
   }
+  uint64_t t3 = nexar__now();
   ctx_free(ctx);
+  uint64_t t4 = nexar__now(), c4 = cpu_now();
+  NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
+              "rank %d: finalize took %.1f ms (final barrier %.1f ms, "
+              "acknowledgements %.1f ms, closing %.1f ms, freeing %.1f ms; "
+              "CPU %.1f ms, %.1f ms of it after the barrier)",
+              rank, ms_since(t0, t4), ms_since(t0, t1), ms_since(t1, t2),
+              ms_since(t2, t3), ms_since(t3, t4), ms_since(c0, c4),
+              ms_since(c1, c4));
   return rc;
 }
 
