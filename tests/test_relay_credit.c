@@ -98,6 +98,15 @@ static int until_in(nexar_comm_t *world, int tag) {
   return rc;
 }
 
+/* Cases 5 and 6: rank 2 receives rank 0's relayed message (filled with
+ * 9) into |buf| and checks it. 0, or 1 on a failure. */
+static int relayed_from_0(nexar_comm_t *world, uint8_t *buf) {
+  NT_OKC(world, nexar_recv(world, buf, SMALL, NEXAR_BYTE, 0, 1, NULL));
+  NT_CHECKF(nt_check_fill(buf, SMALL, 9) == SMALL,
+            "the relayed message from rank 0 differs");
+  return 0;
+}
+
 /* Cases 5 and 6 (|tiny|: NEXAR_UNEXPECTED_BYTES=0, rank 2's first
  * receive fails with NEXAR_ERR_NOMEM). 0, or 1 on a failure. */
 static int beyond(nexar_comm_t *world, int rank, int tiny) {
@@ -132,11 +141,8 @@ static int beyond(nexar_comm_t *world, int rank, int tiny) {
       NT_CHECKF(strstr(e, "NEXAR_UNEXPECTED_BYTES=0") && strstr(e, "rank 2") &&
                     strstr(e, "process 1"),
                 "last error: %s", e);
-    } else {
-      NT_OKC(world,
-             nexar_recv(world, small[NBEYOND], SMALL, NEXAR_BYTE, 0, 1, NULL));
-      NT_CHECKF(nt_check_fill(small[NBEYOND], SMALL, 9) == SMALL,
-                "the relayed message from rank 0 differs");
+    } else if (relayed_from_0(world, small[NBEYOND])) {
+      return 1;
     }
     for (int i = 0; i < NBEYOND; i++) {
       NT_OKC(world,
@@ -144,12 +150,7 @@ static int beyond(nexar_comm_t *world, int rank, int tiny) {
       NT_CHECKF(nt_check_fill(small[i], SMALL, (unsigned)(400 + i)) == SMALL,
                 "message %d from rank 1 differs", i);
     }
-    if (tiny) {
-      NT_OKC(world,
-             nexar_recv(world, small[NBEYOND], SMALL, NEXAR_BYTE, 0, 1, NULL));
-      NT_CHECKF(nt_check_fill(small[NBEYOND], SMALL, 9) == SMALL,
-                "the relayed message from rank 0 differs");
-    }
+    if (tiny && relayed_from_0(world, small[NBEYOND])) return 1;
   }
   return 0;
 }

@@ -125,16 +125,6 @@ static void record(nexar_ctx_t *ctx, int id, int reason, int reporter) {
   ctx->hooks->rpc_wake(ctx);
 }
 
-/* Applies |fn| to the world and every registered communicator. */
-#define FOR_EACH_COMM(ctx, cm, body)                                    \
-  do {                                                                  \
-    for (int i_ = -1; i_ < (ctx)->ncomms; i_++) {                       \
-      nexar_comm_t *cm = i_ < 0 ? (ctx)->world_comm : (ctx)->comms[i_]; \
-      if (!cm) continue;                                                \
-      body;                                                             \
-    }                                                                   \
-  } while (0)
-
 /* Closes every link with |code| / |reason|, then fails what waits on any
  * peer with |err| / |why|. Links first: a send cancelled while its link
  * was up ends only once the link is down (p2p/match.c omsg_end). */
@@ -157,7 +147,8 @@ static void fence(nexar_ctx_t *ctx, const char *why) {
   ctx->fenced = true;
   ctx->rs_active = false;
   NEXAR__INFO(NEXAR__SUB_INIT, "%s", why);
-  FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_EXCLUDED, why));
+  NEXAR__FOR_EACH_COMM(ctx, cm,
+                       nexar__comm_revoke(cm, NEXAR_ERR_EXCLUDED, why));
   end_links(ctx, NEXAR__CLOSE_ABORT, "fenced out", NEXAR_ERR_EXCLUDED, why);
   nexar__agree_on_failure(ctx);
 }
@@ -225,7 +216,7 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
   int code =
       reason == NEXAR_FAIL_REPORTED ? NEXAR_ERR_REVOKED : NEXAR_ERR_PEER_FAILED;
   bool all = ctx->recovery == NEXAR__RECOVERY_ABORT;
-  FOR_EACH_COMM(ctx, cm, {
+  NEXAR__FOR_EACH_COMM(ctx, cm, {
     int pr = nexar__comm_rank_of(cm, id);
     /* Sparse topology: a communicator whose messages cross other processes
      * may have lost some with the failed one (docs/topology.md). */
@@ -626,7 +617,7 @@ static int abort_fn(nexar__req_t *ctl) {
            ctx->rank);
   snprintf(r, sizeof(r), "rank %d aborted", ctx->rank);
   NEXAR__INFO(NEXAR__SUB_INIT, "%s", why);
-  FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_ABORTED, why));
+  NEXAR__FOR_EACH_COMM(ctx, cm, nexar__comm_revoke(cm, NEXAR_ERR_ABORTED, why));
   end_links(ctx, NEXAR__CLOSE_ABORT, r, NEXAR_ERR_ABORTED, why);
   nexar__agree_on_failure(ctx);
   return 0;

@@ -347,6 +347,18 @@ struct nexar_ctx {
   } obs[NEXAR__OBSERVERS_MAX];
 };
 
+/* Runs |body| with |cm| bound to the world and then to each communicator
+ * in ctx->comms (which does not hold the world); |body| may `continue` or
+ * `break`. Engine thread. */
+#define NEXAR__FOR_EACH_COMM(ctx, cm, ...)                              \
+  do {                                                                  \
+    for (int i_ = -1; i_ < (ctx)->ncomms; i_++) {                       \
+      nexar_comm_t *cm = i_ < 0 ? (ctx)->world_comm : (ctx)->comms[i_]; \
+      if (!cm) continue;                                                \
+      __VA_ARGS__;                                                      \
+    }                                                                   \
+  } while (0)
+
 /* ---------------- run.c ---------------- */
 /* Pause detection (emu held): a pass begins and ends at |now|; whether
  * this process did not run for longer than ep->pause_ns since the socket

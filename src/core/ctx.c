@@ -89,13 +89,20 @@ typedef struct forge_arg {
   int peer, kind;
 } forge_arg_t;
 
+/* The test hooks' link to |peer| (NULL: none yet); INVALID_ARG when
+ * |peer| is not another rank. */
+static int hook_link(nexar_ctx_t *ctx, int peer, nexar__link_t **l) {
+  if (peer < 0 || peer >= ctx->world || peer == ctx->rank)
+    return NEXAR_ERR_INVALID_ARG;
+  *l = ctx->peers ? ctx->peers[peer] : NULL;
+  return 0;
+}
+
 static int forge_fn(nexar__req_t *req) {
   forge_arg_t *f = req->cb_arg;
-  nexar_ctx_t *ctx = f->ctx;
-  if (f->peer < 0 || f->peer >= ctx->world || f->peer == ctx->rank)
-    return NEXAR_ERR_INVALID_ARG;
-  return nexar__shm_forge_link(ctx->peers ? ctx->peers[f->peer] : NULL,
-                               f->kind);
+  nexar__link_t *l;
+  int rc = hook_link(f->ctx, f->peer, &l);
+  return rc < 0 ? rc : nexar__shm_forge_link(l, f->kind);
 }
 
 int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind) {
@@ -113,10 +120,9 @@ typedef struct stats_arg {
 
 static int stats_fn(nexar__req_t *req) {
   stats_arg_t *a = req->cb_arg;
-  nexar_ctx_t *ctx = a->ctx;
-  if (a->peer < 0 || a->peer >= ctx->world || a->peer == ctx->rank)
-    return NEXAR_ERR_INVALID_ARG;
-  nexar__link_t *l = ctx->peers ? ctx->peers[a->peer] : NULL;
+  nexar__link_t *l;
+  int rc = hook_link(a->ctx, a->peer, &l);
+  if (rc < 0) return rc;
   return a->out ? nexar__quic_stats_link(l, a->out) : nexar__quic_rpc_cut(l);
 }
 

@@ -77,13 +77,11 @@ static void overflow(nexar_ctx_t *ctx, const nexar__imsg_t *m, uint64_t cost) {
            m->origin, (unsigned long long)m->hdr.comm_id, m->hdr.tag,
            (unsigned long long)m->hdr.seq);
   NEXAR__WARN(NEXAR__SUB_P2P, "%s", why);
-  for (int i = -1; i < ctx->ncomms; i++) {
-    nexar_comm_t *comm = i < 0 ? ctx->world_comm : ctx->comms[i];
-    if (!comm || (i >= 0 && comm == ctx->world_comm)) continue;
+  NEXAR__FOR_EACH_COMM(ctx, comm, {
     nexar__comm_set_error(comm, "%s", why);
     ctx->hooks->coll_fail_comm(comm, NEXAR_ERR_NOMEM);
     while (comm->posted) nexar__p2p_cancel(comm->posted, NEXAR_ERR_NOMEM);
-  }
+  });
 }
 
 /* |m| fits no bound: it keeps its stream, counted as refused for its
@@ -133,16 +131,15 @@ void nexar__p2p_detach(nexar_ctx_t *ctx, nexar__imsg_t *m) {
  * refused. */
 void nexar__p2p_redetach(nexar_ctx_t *ctx, int origin) {
   uint32_t left = ctx->topo.refused[origin];
-  for (int i = -1; i < ctx->ncomms && left; i++) {
-    nexar_comm_t *comm = i < 0 ? ctx->world_comm : ctx->comms[i];
-    if (!comm || (i >= 0 && comm == ctx->world_comm)) continue;
+  NEXAR__FOR_EACH_COMM(ctx, comm, {
+    if (!left) break;
     for (nexar__imsg_t *m = comm->unexp; m && left; m = m->next) {
       if (!m->refused_of || m->origin != origin) continue;
       left--;
       nexar__p2p_take_whole(ctx, m);
       nexar__p2p_detach(ctx, m);
     }
-  }
+  });
 }
 
 /* On a sparse topology, an unexpected message above the eager size (a

@@ -253,9 +253,8 @@ void nexar__rdv_cut(nexar_ctx_t *ctx, nexar__imsg_t *m, int err) {
 
 void nexar__rdv_fail_peer(nexar_ctx_t *ctx, int peer, int err,
                           const char *why) {
-  for (int i = -1; i < ctx->ncomms; i++) {
-    nexar_comm_t *comm = i < 0 ? ctx->world_comm : ctx->comms[i];
-    for (nexar__req_t *r = comm ? comm->rdv : NULL, *next; r; r = next) {
+  NEXAR__FOR_EACH_COMM(ctx, comm, {
+    for (nexar__req_t *r = comm->rdv, *next; r; r = next) {
       next = r->rdv_next;
       if (r->rdv_origin != peer) continue;
       nexar__rdv_unlink(r);
@@ -264,5 +263,5 @@ void nexar__rdv_fail_peer(nexar_ctx_t *ctx, int peer, int err,
       FAIL_TEXT(comm, "%s", why);
       nexar__req_complete(r, err);
     }
-  }
+  });
 }
