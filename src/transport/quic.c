@@ -635,7 +635,8 @@ static bool quic_input(nexar__ep_t *ep) {
       free(ep->stash[i].data);
     }
   }
-  for (int i = 0; i < ep->nconns; i++)
+  /* Links' RPC connections: walked only while some exist. */
+  for (int i = 0; ep->quic && ep->quic->nrpc && i < ep->nconns; i++)
     if (ep->conns[i]->tp == &nexar__tp_quic && Q(ep->conns[i])->rpc)
       nexar__qrpc_settle(Q(ep->conns[i]), !ep->rx_more);
   return ep->rx_more;
