@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
 .PHONY: all deps build run run-ft test ft-campaign scale-campaign elastic-soak \
-  rpc-soak asan fuzz relay-stress \
+  rpc-soak asan fuzz relay-stress lint \
   clean install deb
 
 all: build
@@ -106,6 +106,12 @@ fuzz: deps
 	@cmake -S . -B $(BUILD) -DNEXAR_WERROR=ON -DNEXAR_FUZZ=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target fuzzers
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh $(BUILD)
+
+# The lint (docs/testing.md, "Lint"): clang-format over every C/C++ file
+# (also a test of `make test`, test_format) and clang-tidy with .clang-tidy
+# over src/ and tools/ (about 3 minutes on 2 cores); not part of `make test`.
+lint: deps
+	bash scripts/lint.sh
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -7,6 +7,8 @@ pkgs=(gcc g++ make cmake pkg-config libc6-dev libngtcp2-dev libngtcp2-crypto-gnu
       # The libFuzzer harnesses (docs/testing.md): their corpus replays run
       # in `make test` when clang links -fsanitize=fuzzer; `make fuzz`.
       clang libclang-rt-14-dev
+      # The lint (docs/testing.md): the format check runs in `make test`.
+      clang-format clang-tidy
       # Packaging (docs/installing.md): man pages, the .deb, static links.
       help2man dpkg-dev file libunistring-dev
       # Launchers (docs/launching.md): PMIx headers, Open MPI's mpirun, and a

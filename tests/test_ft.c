@@ -317,9 +317,8 @@ static int manual(int index, void *arg) {
     NT_OKC(w, nexar_barrier(w));
     /* A barrier can end here before its last message has left this
      * process: die only once every survivor is out of it. */
-    for (int i = 0; i < 10000 && __atomic_load_n(&sh->passed,
-                                                  __ATOMIC_ACQUIRE) < 3;
-         i++)
+    for (int i = 0;
+         i < 10000 && __atomic_load_n(&sh->passed, __ATOMIC_ACQUIRE) < 3; i++)
       sleep_ms(1);
     sh->t_kill = nt_now_ms();
     raise(SIGKILL);

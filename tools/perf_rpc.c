@@ -208,7 +208,7 @@ int perf_rpc(perf_t *p, size_t bytes, size_t load, int iters, int warmup,
   l.p.opname = "rpc load";
   l.count = load / sizeof(float);
   p->size = bytes;
-  double *t = malloc((size_t)iters * sizeof *t);
+  double *t = calloc((size_t)iters, sizeof *t);
   p->sendbuf = malloc(bytes + 1);
   p->recvbuf = malloc(bytes * (size_t)window + 1);
   p->reqs = calloc((size_t)window, sizeof *p->reqs);

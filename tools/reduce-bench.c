@@ -71,6 +71,8 @@ int main(int argc, char **argv) {
   float *inout = malloc(bytes), *in = malloc(bytes);
   if (inout == NULL || in == NULL) {
     fprintf(stderr, "%s: out of memory\n", argv[0]);
+    free(inout);
+    free(in);
     return 1;
   }
   /* Ordinary finite values that stay far from overflow and from the

@@ -36,7 +36,7 @@ static int round_trip(nexar_comm_t *comm, const int *ranks, int n, int me,
     return rc < 0 ? rc : code_of(out[0]);
   }
   nexar__req_t **reqs = calloc((size_t)n, sizeof(*reqs));
-  int64_t *got = malloc((size_t)n * 2 * sizeof(*got));
+  int64_t *got = calloc((size_t)n * 2, sizeof(*got));
   if (!reqs || !got) {
     free(reqs);
     free(got);
@@ -101,7 +101,8 @@ int nexar_comm_create_group(nexar_comm_t *comm, const int *ranks, int n,
   nexar_ctx_t *ctx = comm->ctx;
   /* The world is id 0: proposals start at 1. */
   nexar__bump_next_id(ctx, 1);
-  int64_t mine[2] = {0, (int64_t)atomic_load(&ctx->next_free_id)}, got[2];
+  int64_t mine[2] = {0, (int64_t)atomic_load(&ctx->next_free_id)};
+  int64_t got[2] = {0, 0};
   int rc = round_trip(comm, ranks, n, me, tag, mine, got);
   if (rc < 0) return rc;
   uint64_t id = (uint64_t)got[1];

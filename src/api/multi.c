@@ -148,7 +148,8 @@ int nexar_multi_free(nexar_multi_t **pm) {
     int r = nexar_wait(&m->b[j].req, NULL); /* nothing left in flight */
     if (rc == NEXAR_OK && r < 0) rc = r;
   }
-  for (size_t j = 0; j < m->nb; j++) free(m->b[j].pack);
+  /* m->b is NULL when nexar_multi_create ran out of memory for it. */
+  for (size_t j = 0; m->b && j < m->nb; j++) free(m->b[j].pack);
   free(m->b);
   free(m->t);
   free(m->bucket_of);

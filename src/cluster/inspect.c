@@ -283,7 +283,7 @@ int nexar__inspect(const nexar__inspect_opts_t *o, FILE *out, char *err,
   rc = 0;
 out:
   if (s->ep_up) nexar__ep_fini(&s->ep);
-  for (int r = 0; r < s->world; r++) free(s->rk[r].body);
+  for (int r = 0; s->rk && r < s->world; r++) free(s->rk[r].body);
   free(s->rk);
   gnutls_memset(s->key, 0, sizeof s->key);
   pthread_mutex_destroy(&s->mu);

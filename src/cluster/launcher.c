@@ -585,9 +585,8 @@ int nexar__slurm_first_host(const char *list, char *host, size_t hostlen,
       const char *a = e;
       while (e < close && *e >= '0' && *e <= '9') e++;
       size_t alen = (size_t)(e - a);
-      const char *b = e;
       if (alen && e < close && *e == '-') {
-        b = ++e;
+        const char *b = ++e;
         while (e < close && *e >= '0' && *e <= '9') e++;
         if (e == b || strtoull(a, NULL, 10) > strtoull(b, NULL, 10))
           return bad(err, n, "'%.*s' is not a range N-M with N <= M",

@@ -83,10 +83,11 @@ static int admit(nexar__seedc_t *s, int slot, const nexar__seed_admit_t *a,
   uint32_t *members =
       nexar__seedc_realloc(s, NULL, (size_t)(n + room + 1) * sizeof(uint32_t));
   uint8_t *frame = NULL;
-  size_t cap = NEXAR__SEED_FRAME_HDR + 24 + (size_t)(s->nids + room) * 96 +
-               4 * (size_t)(n + room) + 64; /* and the job section */
+  size_t cap = NEXAR__SEED_FRAME_HDR + 24 +
+               ((size_t)s->nids + (size_t)room) * 96 + 4 * (size_t)(n + room) +
+               64; /* and the job section */
   if (!j || !jslot || !members ||
-      nexar__seedc_grow(s, &s->ids, &s->ids_cap, (size_t)(s->nids + room),
+      nexar__seedc_grow(s, &s->ids, &s->ids_cap, (size_t)s->nids + (size_t)room,
                         sizeof(*s->ids)) < 0 ||
       nexar__seedc_grow(s, &s->tmp, &s->tmp_cap, s->ntmp + 1, sizeof(*s->tmp)) <
           0 ||

@@ -27,11 +27,15 @@ int nexar__ct_equal(const uint8_t *a, const uint8_t *b, size_t n) {
 
 void nexar__mac(const uint8_t key[32], const char *label,
                 const uint8_t exporter[32], uint8_t out[32]) {
-  uint8_t msg[96];
-  size_t ll = strlen(label);
-  memcpy(msg, label, ll);
-  memcpy(msg + ll, exporter, 32);
-  gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, 32, msg, ll + 32, out);
+  /* HMAC over label || exporter, fed in two parts (no copy, any label). */
+  gnutls_hmac_hd_t h;
+  if (gnutls_hmac_init(&h, GNUTLS_MAC_SHA256, key, 32) < 0) {
+    memset(out, 0, 32); /* matches no peer's MAC */
+    return;
+  }
+  gnutls_hmac(h, label, strlen(label));
+  gnutls_hmac(h, exporter, 32);
+  gnutls_hmac_deinit(h, out);
 }
 
 int nexar__identity_init(nexar__identity_t *id) {
