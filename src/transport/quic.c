@@ -16,7 +16,6 @@
 #include <stdarg.h>
 #include <gnutls/crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -690,22 +689,10 @@ static bool quic_input(nexar__ep_t *ep) {
   return ep->rx_more;
 }
 
-/* Whether a pass may find input: the idle socket's next read is due
- * (quic_input), or a QUIC link is up or coming up and one of the engine's
- * descriptors (the sockets above all) is readable. A waiting caller polls
- * this between passes (engine.c spin): one poll(2) of the epoll set costs
- * a third of a pass that finds nothing (its recvmmsg, the links' timers,
- * the writes), so the datagram it waits for is seen sooner, and a rank
- * that shares its CPU (it yields at each poll) leaves more of it to the
- * others. Initials held for the roster and accepted RPC connections not
- * bound yet are run by passes only: while there are some, every poll is a
- * pass, as before. */
+/* Whether a pass may find input: a QUIC link is up or coming up, or the
+ * idle socket's next read is due (quic_input). */
 static bool quic_ready(nexar__ep_t *ep, uint64_t now) {
-  if (now >= ep->udp_read_at) return true;
-  if (!ep->quic_any) return false;
-  if (ep->nstash || (ep->quic && ep->quic->npending)) return true;
-  struct pollfd pf = {ep->epfd, POLLIN, 0};
-  return poll(&pf, 1, 0) != 0;
+  return now >= ep->udp_read_at || ep->quic_any;
 }
 
 static bool quic_arm(nexar__ep_t *ep) {
