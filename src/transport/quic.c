@@ -451,6 +451,39 @@ void nexar__quic_on_datagram(nexar__ep_t *ep, const uint8_t *data, size_t len,
   nexar__quic_read(Q(c), data, len);
 }
 
+/* How long the ACK of a small packet may wait for the next packet to its
+ * sender: half the ACK delay we advertise (NEXAR__WRITE_DEFER_NS), so that
+ * a late pass still acknowledges within it. */
+#define ACK_WAIT_NS (NEXAR__WRITE_DEFER_NS / 2)
+/* Datagrams at most this long are small: a reply, a collective's step, a
+ * heartbeat, an ACK; a bulk transfer's packets are larger. */
+#define ACK_WAIT_MAX_BYTES 1024
+/* At most this many small packets wait unacknowledged: a peer that sends
+ * a stream of them gets an ACK at least every ACK_WAIT_MAX_PKTS. */
+#define ACK_WAIT_MAX_PKTS 4
+
+/* Whether what ngtcp2 has to write after reading the |len|-byte datagram
+ * of |q| (its ACK, and the RESET_STREAM that shuts a delivered message's
+ * unused direction) may wait for the next packet to that peer, up to
+ * ACK_WAIT_NS. A rank that answers, or sends its next step to the same
+ * peer, within that time carries them in that packet; one that turns to
+ * another peer (a collective's next round) costs no datagram for them,
+ * where the next flush of the link wrote them at once and ngtcp2 (which
+ * leaves an ACK out of a packet written within an eighth of the RTT of
+ * what it acknowledges) then sent the ACK alone. Not when this side has
+ * data to write to that peer (the ACK's freed window lets it go on), nor
+ * for large datagrams (a bulk sender waits for the ACKs of its few packets
+ * in flight), nor past ACK_WAIT_MAX_PKTS, nor for RPC connections, seed
+ * links or handshakes. What the upper layers ask for while reading (a
+ * stream's credit, MAX_STREAMS) sets want_write itself and goes out at
+ * once. */
+static bool ack_may_wait(nexar__quic_t *q, size_t len) {
+  nexar__link_t *c = &q->l;
+  return len <= ACK_WAIT_MAX_BYTES && q->ack_waiting < ACK_WAIT_MAX_PKTS &&
+         !q->is_rpc && c->role == NEXAR__ROLE_MESH &&
+         c->state == NEXAR__CS_READY && !nexar__link_tx_pending(c);
+}
+
 void nexar__quic_read(nexar__quic_t *q, const uint8_t *data, size_t len) {
   nexar__link_t *c = &q->l;
   if (c->state == NEXAR__CS_DEAD || up(c)->state == NEXAR__CS_DEAD) return;
@@ -464,6 +497,13 @@ void nexar__quic_read(nexar__quic_t *q, const uint8_t *data, size_t len) {
   }
   /* The failure detector judges by what is received. */
   c->last_rx = up(c)->last_rx = now;
+  if (ack_may_wait(q, len)) {
+    q->ack_waiting++;
+    if (!q->ack_by) q->ack_by = now + ACK_WAIT_NS; /* the first's time */
+    return;
+  }
+  q->ack_waiting = 0;
+  q->ack_by = 0;
   c->want_write = up(c)->want_write = true;
 }
 
@@ -471,6 +511,11 @@ uint64_t nexar__quic_conn_expiry(nexar__quic_t *q) {
   nexar__link_t *c = &q->l;
   if (!q->qc || c->state == NEXAR__CS_DEAD) return UINT64_MAX;
   uint64_t e = ngtcp2_conn_get_expiry(q->qc);
+  /* A waiting ACK holds back ngtcp2's timers (its ACK delay above all:
+   * a packet written meanwhile carries the ACK once ngtcp2 finds it due)
+   * until its own time, while nothing waits to be written; the timers are
+   * then at most ACK_WAIT_NS late. */
+  if (q->ack_by && e < q->ack_by && !nexar__link_tx_pending(c)) e = q->ack_by;
   if (c->state == NEXAR__CS_HANDSHAKE && q->handshake_deadline &&
       q->handshake_deadline < e)
     e = q->handshake_deadline;
@@ -503,6 +548,8 @@ void nexar__quic_expire(nexar__link_t *c, uint64_t now) {
     nexar__link_fail(c, NEXAR_ERR_TIMEOUT, "QUIC handshake did not finish");
     return;
   }
+  if (Q(c)->ack_by <= now) /* ngtcp2's timers again */
+    Q(c)->ack_by = Q(c)->ack_waiting = 0;
   int rv = ngtcp2_conn_handle_expiry(Q(c)->qc, now);
   if (rv != 0) {
     const char *why = rv == NGTCP2_ERR_IDLE_CLOSE

@@ -53,6 +53,12 @@ struct nexar__quic {
    * the first connection while the RPC connection was up (tests). */
   uint64_t rpc_conn_pkts, rpc_main_opened;
   uint64_t handshake_deadline;
+  /* Small packets whose ACK (and the frames that go with it: the
+   * RESET_STREAM of a delivered message's stream) waits for this
+   * connection's next packet, and the time it waits until (quic.c
+   * nexar__quic_read); 0: none waits. */
+  uint32_t ack_waiting;
+  uint64_t ack_by;
   /* ---- The RPC connection (quic_rpc.c). */
   bool is_rpc;           /* this is an RPC connection */
   nexar__quic_t *parent; /* an RPC connection: its link (NULL until an

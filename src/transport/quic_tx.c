@@ -341,6 +341,7 @@ void nexar__quic_flush_conn(nexar__quic_t *q, nexar__link_t *c) {
       count_rpc_pkt(q, (size_t)n, prio_in, data_in);
     prio_in = data_in = false;
     if (n == 0) break;
+    q->ack_waiting = 0; /* it carries the ACK if due, else ack_by sends it */
     total += (size_t)n;
     if (nseg == 0) {
       seg = (size_t)n;
