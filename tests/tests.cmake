@@ -161,6 +161,17 @@ nexar_test(test_ft_majority 120 test_ft_majority.c)
 # Sparse topologies: links per rank, relayed p2p, collectives, RPC, child
 # communicators, a forged relay origin, a failed relay (docs/topology.md).
 nexar_test(test_topology 240 test_topology.c)
+# The lazy mesh (docs/topology.md section 2) at 8 ranks, over shared memory
+# and QUIC: hypercube links at formation, every pair dialled on demand by
+# both ends at once, every collective exact; a dial to a killed rank ends
+# in an error that every survivor shares.
+foreach(tp auto quic)
+  foreach(case lazy lazy_kill)
+    add_test(NAME test_topology_${case}_${tp} COMMAND test_topology ${case})
+    set_tests_properties(test_topology_${case}_${tp} PROPERTIES TIMEOUT 60
+      ENVIRONMENT NEXAR_TRANSPORT=${tp})
+  endforeach()
+endforeach()
 # The seed's work is O(N) (issue 16, section 3): 1000 and 10000 simulated
 # workers against the seed's protocol core, no sockets, a simulated clock;
 # time and memory per worker may not grow more than 3x (docs/performance.md).

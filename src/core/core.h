@@ -191,6 +191,8 @@ typedef struct nexar__topo_stats {
   uint64_t rejected;  /* relayed messages refused (bad tag, bad origin) */
   uint64_t dropped;   /* frames dropped (hop limit, no route) */
   uint64_t rerouted;  /* frames moved off a failed link */
+  uint64_t dialled;   /* lazy mesh: links dialled on demand */
+  uint64_t crossed;   /* lazy mesh: own dials given up for a lower rank's */
 } nexar__topo_stats_t;
 /* End-to-end relay credit of this process towards one destination on one
  * lane (p2p/credit.c; docs/topology.md section 10). */
@@ -219,8 +221,7 @@ typedef struct nexar__topo {
    * detector and flooded over; the others are dialled when first needed
    * (p2p/send.c). */
   bool lazy;
-  int lazy_retired;    /* crossing dials' losing links still open */
-  uint64_t lazy_dials; /* links dialled on demand (p2p/lazy.c) */
+  int lazy_retired; /* crossing dials' losing links still open */
   /* Relay keys: each id's X25519 public key from its roster certificate,
    * and the pair keys derived on first use (relay.c). */
   uint8_t (*pub)[32];

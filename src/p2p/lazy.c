@@ -57,7 +57,7 @@ nexar__link_t *nexar__lazy_dial(nexar_ctx_t *ctx, int id, const char **why) {
     *why = err;
     return NULL;
   }
-  ctx->topo.lazy_dials++;
+  ctx->topo.st.dialled++;
   NEXAR__INFO(NEXAR__SUB_NET, "rank %d: dialling rank %d at %s on demand",
               ctx->rank, id, ctx->peers[id]->remote_str);
   return ctx->peers[id];
@@ -109,6 +109,7 @@ bool nexar__lazy_cross(nexar_ctx_t *ctx, nexar__link_t *c) {
               "rank %d: rank %d dialled this process while it dialled rank "
               "%d: the lower rank's connection is kept",
               ctx->rank, r, r);
+  ctx->topo.st.crossed++;
   ctx->peers[r] = c;
   move_unstarted(own, c);
   retire(ctx, own);
