@@ -559,13 +559,13 @@ static int worker_lazy(int index, void *arg) {
    * are the hypercube's: it dials no one, and no rank dials before all
    * counted (the barrier's dissemination would). */
   int64_t one = 1;
-  NT_OKC(w, nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64,
-                            NEXAR_SUM));
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
   int links = nexar__topo_links(ctx), deg = degree_of("hypercube", r, n);
   NT_CHECKF(links == deg, "rank %d holds %d links at formation, not %d", r,
             links, deg);
-  NT_OKC(w, nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64,
-                            NEXAR_SUM));
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
   NT_CHECKF(one == n * n, "allreduce %lld", (long long)one);
   if (pairs(w, r, n) || colls(w, r, n) || rpc_and_child(w, r, n)) return 1;
   links = nexar__topo_links(ctx);
@@ -631,8 +631,10 @@ static int worker_lazy_kill(int index, void *arg) {
     rc = nexar_waitall(2, q, NULL);
     NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED,
               "p2p with the killed rank: %d", rc);
-    fprintf(stderr, "lazy mesh: a wait on a dial to a killed rank ended "
-            "after %.0f ms: %s\n", nt_now_ms() - t0, nexar_comm_last_error(w));
+    fprintf(stderr,
+            "lazy mesh: a wait on a dial to a killed rank ended "
+            "after %.0f ms: %s\n",
+            nt_now_ms() - t0, nexar_comm_last_error(w));
   }
   int64_t v = 1;
   while ((rc = nexar_allreduce(w, NEXAR_IN_PLACE, &v, 1, NEXAR_INT64,
@@ -713,9 +715,8 @@ int main(int argc, char **argv) {
   /* The lazy mesh (not in the no-argument run: ctest runs each case over
    * shared memory and QUIC). */
   if (!strcmp(only, "lazy")) {
-    nt_opts_t o = {.world_size = 8,
-                   .timeout_ms = 60000,
-                   .env = "NEXAR_MESH_LAZY_MIN=2"};
+    nt_opts_t o = {
+        .world_size = 8, .timeout_ms = 60000, .env = "NEXAR_MESH_LAZY_MIN=2"};
     int rc = nt_run(&o, worker_lazy, NULL);
     fprintf(stderr, "lazy mesh: %s\n", rc ? "FAILED" : "ok");
     fails += rc;
@@ -723,9 +724,10 @@ int main(int argc, char **argv) {
   if (!strcmp(only, "lazy_kill")) {
     nt_opts_t o = {.world_size = 8,
                    .timeout_ms = 60000,
-                   .env = "NEXAR_MESH_LAZY_MIN=2\n"
-                          "NEXAR_HEARTBEAT_MS=100\n"
-                          "NEXAR_HEARTBEAT_TIMEOUT_MS=1000",
+                   .env =
+                       "NEXAR_MESH_LAZY_MIN=2\n"
+                       "NEXAR_HEARTBEAT_MS=100\n"
+                       "NEXAR_HEARTBEAT_TIMEOUT_MS=1000",
                    .tolerate_kill = 1};
     int rc = nt_run(&o, worker_lazy_kill, NULL);
     fprintf(stderr, "lazy mesh, dial to a killed rank: %s\n",
