@@ -478,7 +478,6 @@ static void mesh_timeout(nexar_ctx_t *ctx) {
 static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   nexar_ctx_t *ctx = ep->owner;
   if (ctx->boot_state >= BOOT_DONE) {
-    nexar__lazy_tick(ctx);
     nexar__ft_tick(ctx, now);
     nexar__observe_tick(ctx, now);
     if (ctx->flight) nexar__flight_poll(ctx);

@@ -10,11 +10,13 @@
  * - Either side may dial first, so both may dial at once. The lower rank's
  *   connection wins, the same on both sides: the lower rank keeps its own
  *   dial and only reads what the higher rank's carries; the higher rank
- *   takes the lower rank's connection as its link, moves what its own has
- *   not started onto it, and closes its own once what it did start is
- *   acknowledged (frames are ordered by sequence number per origin, not
- *   per link, so the two links deliver in order). A retired link is in no
- *   peer table: its end is no one's failure.
+ *   takes the lower rank's connection as its link and moves what its own
+ *   has not started onto it; what it did start goes on (frames are ordered
+ *   by sequence number per origin, not per link, so the two links deliver
+ *   in order). The losing link stays open until finalize: closing it
+ *   earlier would drop a message that arrived whole on it but waits there,
+ *   unmatched. A retired link is in no peer table: its end is no one's
+ *   failure.
  */
 #include <stdio.h>
 #include <string.h>
@@ -116,17 +118,31 @@ bool nexar__lazy_cross(nexar_ctx_t *ctx, nexar__link_t *c) {
   return true;
 }
 
-void nexar__lazy_tick(nexar_ctx_t *ctx) {
-  if (!ctx->topo.lazy_retired) return;
-  for (int i = 0; i < ctx->ep.nconns; i++) {
+/* Calls |fn| on every retired link still open; stops at the first that
+ * returns false, and returns whether none did. */
+static bool each_retired(nexar_ctx_t *ctx, bool (*fn)(nexar__link_t *c)) {
+  for (int i = 0; ctx->topo.lazy_retired && i < ctx->ep.nconns; i++) {
     nexar__link_t *c = ctx->ep.conns[i];
-    /* The higher rank closes its own retired dial (the lower rank's is
-     * closed by it, from the other side). */
-    if (!c->retired || c->is_server || c->close_req ||
-        c->state == NEXAR__CS_DEAD || !nexar__link_idle(c))
-      continue;
-    nexar__link_close(c, NEXAR__CLOSE_OK, "crossing dial: not used");
+    if (c->retired && c->state != NEXAR__CS_DEAD && !fn(c)) return false;
   }
+  return true;
+}
+
+static bool settled(nexar__link_t *c) {
+  return c->state != NEXAR__CS_READY || c->port_closed || nexar__link_idle(c);
+}
+
+static bool close_one(nexar__link_t *c) {
+  nexar__link_close(c, NEXAR__CLOSE_OK, "finalized (a crossing dial's link)");
+  return true;
+}
+
+bool nexar__lazy_idle(nexar_ctx_t *ctx) {
+  return each_retired(ctx, settled);
+}
+
+void nexar__lazy_close(nexar_ctx_t *ctx) {
+  each_retired(ctx, close_one);
 }
 
 void nexar__lazy_gone(nexar_ctx_t *ctx, nexar__link_t *c) {

@@ -183,9 +183,10 @@ nexar__link_t *nexar__lazy_dial(nexar_ctx_t *ctx, int id, const char **why);
  * wins (peer table, queued frames; the loser is retired) and true is
  * returned; false otherwise (a duplicate). */
 bool nexar__lazy_cross(nexar_ctx_t *ctx, nexar__link_t *c);
-/* Closes this process's retired dials once what they carry is
- * acknowledged (every pass while some are open). */
-void nexar__lazy_tick(nexar_ctx_t *ctx);
+/* Finalize: whether what was sent on the retired links is acknowledged
+ * (or their peer cannot acknowledge it any more); closes them. */
+bool nexar__lazy_idle(nexar_ctx_t *ctx);
+void nexar__lazy_close(nexar_ctx_t *ctx);
 /* Link |c| ended (its close was reported). */
 void nexar__lazy_gone(nexar_ctx_t *ctx, nexar__link_t *c);
 
