@@ -564,9 +564,21 @@ static int worker_lazy(int index, void *arg) {
   int links = nexar__topo_links(ctx), deg = degree_of("hypercube", r, n);
   NT_CHECKF(links == deg, "rank %d holds %d links at formation, not %d", r,
             links, deg);
+  /* The last rank comes late: the others' allreduce waits past
+   * NEXAR_COLL_PROBE_MS (200 here) and sends its fingerprint probe, to the
+   * linked ranks only (to every member, it dialled them all). */
+  if (r == n - 1) {
+    struct timespec ts = {0, 700 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   NT_OKC(w,
          nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
   NT_CHECKF(one == n * n, "allreduce %lld", (long long)one);
+  links = nexar__topo_links(ctx);
+  NT_CHECKF(links == deg, "rank %d holds %d links after a probe, not %d", r,
+            links, deg);
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
   if (pairs(w, r, n) || colls(w, r, n) || rpc_and_child(w, r, n)) return 1;
   links = nexar__topo_links(ctx);
   NT_CHECKF(links == n - 1, "rank %d holds %d links after traffic", r, links);
@@ -715,8 +727,9 @@ int main(int argc, char **argv) {
   /* The lazy mesh (not in the no-argument run: ctest runs each case over
    * shared memory and QUIC). */
   if (!strcmp(only, "lazy")) {
-    nt_opts_t o = {
-        .world_size = 8, .timeout_ms = 60000, .env = "NEXAR_MESH_LAZY_MIN=2"};
+    nt_opts_t o = {.world_size = 8,
+                   .timeout_ms = 60000,
+                   .env = "NEXAR_MESH_LAZY_MIN=2\nNEXAR_COLL_PROBE_MS=200"};
     int rc = nt_run(&o, worker_lazy, NULL);
     fprintf(stderr, "lazy mesh: %s\n", rc ? "FAILED" : "ok");
     fails += rc;

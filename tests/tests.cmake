@@ -162,9 +162,10 @@ nexar_test(test_ft_majority 120 test_ft_majority.c)
 # communicators, a forged relay origin, a failed relay (docs/topology.md).
 nexar_test(test_topology 240 test_topology.c)
 # The lazy mesh (docs/topology.md section 2) at 8 ranks, over shared memory
-# and QUIC: hypercube links at formation, every pair dialled on demand by
-# both ends at once, every collective exact; a dial to a killed rank ends
-# in an error that every survivor shares.
+# and QUIC: hypercube links at formation (and still after a slow
+# collective's fingerprint probe: it dialled every member before), every
+# pair dialled on demand by both ends at once, every collective exact; a
+# dial to a killed rank ends in an error that every survivor shares.
 foreach(tp auto quic)
   foreach(case lazy lazy_kill)
     add_test(NAME test_topology_${case}_${tp} COMMAND test_topology ${case})
