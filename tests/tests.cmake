@@ -166,6 +166,11 @@ nexar_test(test_topology 240 test_topology.c)
 # collective's fingerprint probe: it dialled every member before), every
 # pair dialled on demand by both ends at once, every collective exact; a
 # dial to a killed rank ends in an error that every survivor shares.
+# Failures, detection and recovery (test_ft) over a lazy mesh: the
+# recovery's proposals, direct, can outrun the flooded failure notice.
+add_test(NAME test_ft_lazy COMMAND test_ft)
+set_tests_properties(test_ft_lazy PROPERTIES TIMEOUT 180
+  ENVIRONMENT NEXAR_MESH_LAZY_MIN=2)
 foreach(tp auto quic)
   foreach(case lazy lazy_kill)
     add_test(NAME test_topology_${case}_${tp} COMMAND test_topology ${case})
