@@ -544,6 +544,125 @@ static int worker_bench(int index, void *arg) {
   return 0;
 }
 
+/* ---- The lazy mesh (docs/topology.md section 2), forced at 8 ranks by
+ * NEXAR_MESH_LAZY_MIN=2: the hypercube's links at formation, every other
+ * link dialled by its first message, by both ends at once for every pair
+ * (crossing dials); no frame is relayed. */
+static int worker_lazy(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  /* A small allreduce's partners (recursive doubling, n a power of two)
+   * are the hypercube's: it dials no one, and no rank dials before all
+   * counted (the barrier's dissemination would). */
+  int64_t one = 1;
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
+  int links = nexar__topo_links(ctx), deg = degree_of("hypercube", r, n);
+  NT_CHECKF(links == deg, "rank %d holds %d links at formation, not %d", r,
+            links, deg);
+  /* The last rank comes late: the others' allreduce waits past
+   * NEXAR_COLL_PROBE_MS (200 here) and sends its fingerprint probe, to the
+   * linked ranks only (to every member, it dialled them all). */
+  if (r == n - 1) {
+    struct timespec ts = {0, 700 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
+  NT_CHECKF(one == n * n, "allreduce %lld", (long long)one);
+  links = nexar__topo_links(ctx);
+  NT_CHECKF(links == deg, "rank %d holds %d links after a probe, not %d", r,
+            links, deg);
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
+  if (pairs(w, r, n) || colls(w, r, n) || rpc_and_child(w, r, n)) return 1;
+  links = nexar__topo_links(ctx);
+  NT_CHECKF(links == n - 1, "rank %d holds %d links after traffic", r, links);
+  nexar__topo_stats_t st;
+  nexar__topo_stats(ctx, &st);
+  NT_CHECKF(!st.sent && !st.forwarded && !st.delivered,
+            "relay frames on a full mesh: %llu sent, %llu forwarded",
+            (unsigned long long)st.sent, (unsigned long long)st.forwarded);
+  /* Each pair without a formed link was dialled once, or twice when both
+   * dialled at once (then the higher rank gave its own dial up). */
+  int64_t c[2] = {(int64_t)st.dialled, (int64_t)st.crossed};
+  NT_OKC(w, nexar_allreduce(w, NEXAR_IN_PLACE, c, 2, NEXAR_INT64, NEXAR_SUM));
+  int64_t edges = 0;
+  for (int q = 0; q < n; q++) edges += degree_of("hypercube", q, n);
+  int64_t lazy_pairs = (int64_t)n * (n - 1) / 2 - edges / 2;
+  NT_CHECKF(c[0] == lazy_pairs + c[1],
+            "%lld dials, %lld given up, for %lld pairs", (long long)c[0],
+            (long long)c[1], (long long)lazy_pairs);
+  if (r == 0)
+    fprintf(stderr, "lazy mesh: %lld pairs dialled on demand, %lld crossed\n",
+            (long long)lazy_pairs, (long long)c[1]);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
+/* A rank killed while rank 0 waits on its dial to it (not a neighbour:
+ * 0 ^ 5 has two bits): the victim stops, rank 0 dials it (the handshake
+ * cannot end), then kills it. Rank 0's receive and send end with an error;
+ * every survivor hears of the failure over the hypercube. */
+static int worker_lazy_kill(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  const int victim = 5;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  /* Recursive doubling (n a power of two): over the hypercube's links. */
+  int64_t pid = getpid(), pids[8];
+  NT_CHECK(n == 8);
+  NT_OKC(w, nexar_allgather(w, &pid, pids, 1, NEXAR_INT64));
+  if (r == victim) {
+    raise(SIGSTOP);
+    return 1; /* never resumed */
+  }
+  int rc;
+  struct timespec ts = {0, 100 * 1000000L};
+  if (r == 0) {
+    nanosleep(&ts, NULL);
+    int64_t v = 1, got = 0;
+    nexar_req_t *q[2];
+    rc = nexar_irecv(w, &got, 1, NEXAR_INT64, victim, 3, &q[0]);
+    NT_CHECKF(rc == NEXAR_OK, "irecv: %d", rc);
+    rc = nexar_isend(w, &v, 1, NEXAR_INT64, victim, 3, &q[1]);
+    NT_CHECKF(rc == NEXAR_OK, "isend: %d", rc);
+    nanosleep(&ts, NULL);
+    int done = 0;
+    NT_OK(nexar_test(&q[0], &done, NULL));
+    NT_CHECKF(!done, "a receive from a stopped rank completed");
+    kill((pid_t)pids[victim], SIGKILL);
+    double t0 = nt_now_ms();
+    rc = nexar_waitall(2, q, NULL);
+    NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED,
+              "p2p with the killed rank: %d", rc);
+    fprintf(stderr,
+            "lazy mesh: a wait on a dial to a killed rank ended "
+            "after %.0f ms: %s\n",
+            nt_now_ms() - t0, nexar_comm_last_error(w));
+  }
+  int64_t v = 1;
+  while ((rc = nexar_allreduce(w, NEXAR_IN_PLACE, &v, 1, NEXAR_INT64,
+                               NEXAR_SUM)) == NEXAR_OK)
+    v = 1;
+  NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED, "rc %d",
+            rc);
+  int nf = 0;
+  nexar_failure_t f[4];
+  NT_OK(nexar_failures(ctx, f, 4, &nf));
+  NT_CHECKF(nf == 1 && f[0].id == victim, "%d failures, first id %d", nf,
+            nf ? f[0].id : -1);
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int fails = 0;
   if (argc > 2) return run_basic(argv[1], atoi(argv[2]));
@@ -603,6 +722,29 @@ int main(int argc, char **argv) {
                    .tolerate_kill = 1};
     int rc = nt_run(&o, worker_kill, NULL);
     fprintf(stderr, "failed relay routed around: %s\n", rc ? "FAILED" : "ok");
+    fails += rc;
+  }
+  /* The lazy mesh (not in the no-argument run: ctest runs each case over
+   * shared memory and QUIC). */
+  if (!strcmp(only, "lazy")) {
+    nt_opts_t o = {.world_size = 8,
+                   .timeout_ms = 60000,
+                   .env = "NEXAR_MESH_LAZY_MIN=2\nNEXAR_COLL_PROBE_MS=200"};
+    int rc = nt_run(&o, worker_lazy, NULL);
+    fprintf(stderr, "lazy mesh: %s\n", rc ? "FAILED" : "ok");
+    fails += rc;
+  }
+  if (!strcmp(only, "lazy_kill")) {
+    nt_opts_t o = {.world_size = 8,
+                   .timeout_ms = 60000,
+                   .env =
+                       "NEXAR_MESH_LAZY_MIN=2\n"
+                       "NEXAR_HEARTBEAT_MS=100\n"
+                       "NEXAR_HEARTBEAT_TIMEOUT_MS=1000",
+                   .tolerate_kill = 1};
+    int rc = nt_run(&o, worker_lazy_kill, NULL);
+    fprintf(stderr, "lazy mesh, dial to a killed rank: %s\n",
+            rc ? "FAILED" : "ok");
     fails += rc;
   }
   return fails ? 1 : 0;

@@ -161,6 +161,23 @@ nexar_test(test_ft_majority 120 test_ft_majority.c)
 # Sparse topologies: links per rank, relayed p2p, collectives, RPC, child
 # communicators, a forged relay origin, a failed relay (docs/topology.md).
 nexar_test(test_topology 240 test_topology.c)
+# The lazy mesh (docs/topology.md section 2) at 8 ranks, over shared memory
+# and QUIC: hypercube links at formation (and still after a slow
+# collective's fingerprint probe: it dialled every member before), every
+# pair dialled on demand by both ends at once, every collective exact; a
+# dial to a killed rank ends in an error that every survivor shares.
+# Failures, detection and recovery (test_ft) over a lazy mesh: the
+# recovery's proposals, direct, can outrun the flooded failure notice.
+add_test(NAME test_ft_lazy COMMAND test_ft)
+set_tests_properties(test_ft_lazy PROPERTIES TIMEOUT 180
+  ENVIRONMENT NEXAR_MESH_LAZY_MIN=2)
+foreach(tp auto quic)
+  foreach(case lazy lazy_kill)
+    add_test(NAME test_topology_${case}_${tp} COMMAND test_topology ${case})
+    set_tests_properties(test_topology_${case}_${tp} PROPERTIES TIMEOUT 60
+      ENVIRONMENT NEXAR_TRANSPORT=${tp})
+  endforeach()
+endforeach()
 # The seed's work is O(N) (issue 16, section 3): 1000 and 10000 simulated
 # workers against the seed's protocol core, no sockets, a simulated clock;
 # time and memory per worker may not grow more than 3x (docs/performance.md).

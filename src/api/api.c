@@ -438,6 +438,7 @@ int nexar_comm_free(nexar_comm_t **pcomm) {
 static int flushed_fn(nexar__req_t *ctl) {
   nexar_ctx_t *ctx = ctl->cb_arg;
   if (!nexar__credit_idle(ctx)) return 0; /* relay frames still to go */
+  if (!nexar__lazy_idle(ctx)) return 0;   /* crossing dials' links */
   for (int r = 0; r < ctx->world; r++) {
     nexar__link_t *c = ctx->peers[r];
     if (c && c->state == NEXAR__CS_READY && !c->port_closed &&
@@ -460,6 +461,7 @@ static int close_fn(nexar__req_t *ctl) {
   snprintf(why, sizeof(why), "rank %d finalized", ctx->rank);
   for (int r = 0; r < ctx->world; r++)
     if (ctx->peers[r]) nexar__link_close(ctx->peers[r], NEXAR__CLOSE_OK, why);
+  nexar__lazy_close(ctx);
   return 0;
 }
 

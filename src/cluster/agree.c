@@ -446,12 +446,38 @@ bool nexar__agree_gone(nexar_ctx_t *ctx, uint64_t wid) {
   return nexar__find_comm(ctx, wid & ~NEXAR__AGREE_BIT) == NULL;
 }
 
+/* What member |from| of the communicator recovered by |ag|, or of |comm|
+ * when there is no agreement yet, says failed in |msg| is final (fencing),
+ * here too. */
+static void adopt_failed(nexar_ctx_t *ctx, const nexar__agree_t *ag,
+                         const nexar_comm_t *comm, int from,
+                         const nexar__agree_msg_t *msg) {
+  for (uint32_t i = 0; i < msg->n; i++) {
+    int id = (int)nexar__id_at(msg->ids, i);
+    bool member = ag ? idx_of(ag, id) >= 0 : nexar__comm_rank_of(comm, id) >= 0;
+    if (member && id < ctx->world && ctx->dead[id] != 1)
+      nexar__declare_failed(ctx, id, NEXAR_FAIL_REPORTED, from,
+                            "named in an agreement proposal");
+  }
+}
+
 void nexar__agree_on_msg(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
                          const uint8_t *payload, size_t len) {
   nexar__agree_t *ag = find(ctx, h->comm_id);
   if (!ag) {
     nexar_comm_t *comm = nexar__find_comm(ctx, h->comm_id & ~NEXAR__AGREE_BIT);
     if (!comm || comm->ag) return;
+    /* The failures it names first, so that the revocation below names
+     * them too: a recovery's first message can outrun the notice of the
+     * failure that started it (on a lazy mesh it comes direct, the notice
+     * floods over the hypercube). */
+    nexar__agree_msg_t first;
+    if (nexar__comm_rank_of(comm, from) >= 0 &&
+        nexar__agree_decode(&first, payload, len, (uint32_t)comm->size) == 0)
+      adopt_failed(ctx, NULL, comm, from, &first);
+    if (comm->ag ||
+        nexar__find_comm(ctx, h->comm_id & ~NEXAR__AGREE_BIT) != comm)
+      return;
     ag = create(ctx, comm);
     if (!ag) return;
     char why[NEXAR__ERRMSG_MAX];
@@ -487,11 +513,7 @@ void nexar__agree_on_msg(nexar_ctx_t *ctx, int from, const nexar__hdr_t *h,
   } else if (h->step == NEXAR__AG_READY) {
     ag->ready[p] = 1;
   }
-  /* What others know failed is final (fencing), here too. */
-  for (int k = 0; k < ag->n; k++)
-    if (set[k] && ctx->dead[ag->ids[k]] != 1)
-      nexar__declare_failed(ctx, ag->ids[k], NEXAR_FAIL_REPORTED, from,
-                            "named in an agreement proposal");
+  adopt_failed(ctx, ag, NULL, from, &msg);
   free(set);
   evaluate(ag);
 }

@@ -8,7 +8,9 @@
  *           fingerprint), accept every lower neighbour (whose certificate
  *           must be its roster entry), until the links to all neighbours of
  *           the topology are up (every other rank on a full mesh, K on
- *           kregular:K; docs/topology.md).
+ *           kregular:K; docs/topology.md). A lazy full mesh forms the
+ *           hypercube's links only, and accepts any member's connection
+ *           (p2p/lazy.c dials the others when first needed).
  * Runs on the progress thread; nexar_init waits on ctx->boot_state.
  */
 #include <errno.h>
@@ -46,12 +48,12 @@ static void boot_fail(nexar_ctx_t *ctx, int rc, const char *fmt, ...) {
 }
 
 static bool neighbour(nexar_ctx_t *ctx, int r) {
-  return nexar__topo_adjacent(&ctx->topo, ctx->rank, r);
+  return nexar__topo_linked(&ctx->topo, ctx->rank, r);
 }
 
-/* Whether this process holds a link to |r|: a member of its world
+/* Whether this process forms a link to |r|: a member of its world
  * (dead[r] == 0; all of them after a classic welcome) that the topology
- * makes a neighbour. */
+ * makes a neighbour (on a lazy mesh, a hypercube neighbour). */
 static bool link_peer(nexar_ctx_t *ctx, int r) {
   return r != ctx->rank && !ctx->dead[r] && neighbour(ctx, r);
 }
@@ -66,7 +68,7 @@ static int mesh_peers(nexar_ctx_t *ctx) {
 static int connected_peers(nexar_ctx_t *ctx) {
   int n = 0;
   for (int r = 0; r < ctx->world; r++)
-    if (!ctx->dead[r] && ctx->peers[r] &&
+    if (link_peer(ctx, r) && ctx->peers[r] &&
         ctx->peers[r]->state == NEXAR__CS_READY)
       n++;
   return n;
@@ -84,8 +86,9 @@ static void say_meshed(nexar_ctx_t *ctx, int r) {
 
 static void boot_done(nexar_ctx_t *ctx) {
   boot_set(ctx, BOOT_DONE);
+  /* Every link up (on a lazy mesh, those dialled here on demand too). */
   for (int r = 0; r < ctx->world; r++)
-    if (link_peer(ctx, r)) say_meshed(ctx, r);
+    if (r != ctx->rank && !ctx->dead[r]) say_meshed(ctx, r);
   NEXAR__INFO(NEXAR__SUB_BOOTSTRAP,
               "rank %d: mesh of %d formed (topology %s): %d links", ctx->rank,
               ctx->world, ctx->topo.name, connected_peers(ctx));
@@ -145,23 +148,6 @@ static int send_hello(nexar_ctx_t *ctx, nexar__link_t *c,
   int n = nexar__seed_hello_encode(&h, frame, sizeof(frame));
   if (n < 0) return n;
   return nexar__link_seed_send(c, frame, (size_t)n);
-}
-
-int nexar__dial_peer(nexar_ctx_t *ctx, int id) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  if (nexar__wire_to_addr(&ctx->roster[id].addr, &ss, &sl) < 0)
-    return NEXAR_ERR_PROTO;
-  nexar__link_t *c;
-  nexar__dial_t d = {&ss,
-                     sl,
-                     NEXAR__ROLE_MESH,
-                     id,
-                     ctx->roster[id].fingerprint,
-                     &ctx->roster[id].host};
-  NEXAR__CHECK(nexar__link_dial(&ctx->ep, &d, &c));
-  ctx->peers[id] = c;
-  return 0;
 }
 
 /* Whether this process dialled |r| and the handshake is not over. */
@@ -324,12 +310,14 @@ static void worker_on_ready(nexar__link_t *c) {
   if (c->role == NEXAR__ROLE_OBSERVE) nexar__observe_ready(ctx, c);
   if (c->role != NEXAR__ROLE_MESH) return;
   if (c->is_server && c->peer >= 0) {
-    if (ctx->peers[c->peer] && ctx->peers[c->peer] != c) {
+    if (ctx->peers[c->peer] && ctx->peers[c->peer] != c &&
+        !nexar__lazy_cross(ctx, c)) {
       nexar__link_close(c, NEXAR__CLOSE_PROTO, "duplicate connection");
       c->peer = -1;
       nexar__link_fail(c, NEXAR_ERR_PROTO, "duplicate connection");
       return;
     }
+    if (c->retired) return;
     ctx->peers[c->peer] = c;
     nexar__relay_unpark(ctx, c->peer);
   }
@@ -397,6 +385,13 @@ static void worker_on_closed(nexar__link_t *c) {
     return;
   }
   if (c->peer < 0) return;
+  /* A crossing dial's loser, or an accepted link that never became the
+   * peer's (lazy mesh): no one's failure. */
+  nexar__lazy_gone(ctx, c);
+  if (c->retired || (ctx->topo.lazy && ctx->peers[c->peer] != c)) return;
+  /* A link dialled on demand (lazy mesh) to this forming process: the
+   * mesh's deadline judges only the links it forms. */
+  if (ctx->boot_state == BOOT_MESH && !link_peer(ctx, c->peer)) return;
   if (ctx->boot_state == BOOT_MESH) {
     boot_fail(ctx,
               c->err == NEXAR_ERR_AUTH ? NEXAR_ERR_AUTH : NEXAR_ERR_TRANSPORT,
@@ -533,12 +528,20 @@ static void worker_on_tick(nexar__ep_t *ep, uint64_t now) {
   mesh_timeout(ctx);
 }
 
+/* Whether a connection from member |r| is taken: a lower neighbour's, or
+ * on a lazy mesh any live member's. */
+static bool accepts(nexar_ctx_t *ctx, int r) {
+  if (ctx->topo.lazy) return r != ctx->rank && !ctx->dead[r];
+  return r < ctx->rank && link_peer(ctx, r);
+}
+
 static int worker_verify_client(nexar__ep_t *ep, const uint8_t *fp) {
   nexar_ctx_t *ctx = ep->owner;
   if (!ctx->roster) return -1;
-  /* Only lower neighbours dial us, and only members of our world. */
-  for (int r = 0; r < ctx->rank; r++)
-    if (link_peer(ctx, r) &&
+  /* Only lower neighbours dial us, and only members of our world; on a
+   * lazy mesh any member may (p2p/lazy.c). */
+  for (int r = 0; r < ctx->world; r++)
+    if (accepts(ctx, r) &&
         nexar__ct_equal(ctx->roster[r].fingerprint, fp, NEXAR__FP_BYTES))
       return r;
   return -1;
@@ -551,16 +554,17 @@ static int worker_verify_observer(nexar__ep_t *ep) {
 }
 
 /* A same-host transport's peer: the roster member below us (only lower
- * neighbours dial) with this fingerprint, host key and pid. */
+ * neighbours dial; any member on a lazy mesh) with this fingerprint, host
+ * key and pid. */
 static int worker_verify_local(nexar__ep_t *ep, const uint8_t *fp,
                                uint32_t pid) {
   nexar_ctx_t *ctx = ep->owner;
   if (!ctx->roster || !ctx->host.key) return -1;
   /* The pid (vouched for by the kernel) picks the candidates cheaply; the
    * fingerprint is then compared in constant time. */
-  for (int r = 0; r < ctx->rank; r++)
+  for (int r = 0; r < ctx->world; r++)
     if (ctx->roster[r].host.pid == pid &&
-        ctx->roster[r].host.key == ctx->host.key && link_peer(ctx, r) &&
+        ctx->roster[r].host.key == ctx->host.key && accepts(ctx, r) &&
         nexar__ct_equal(ctx->roster[r].fingerprint, fp, NEXAR__FP_BYTES))
       return r;
   return -1;

@@ -131,9 +131,6 @@ int nexar__comm_rebuild(nexar_ctx_t *ctx, nexar_comm_t *comm, const int *ids,
                         int n, uint64_t new_id);
 int nexar__bootstrap(nexar_ctx_t *ctx);
 extern const nexar__ep_ops_t nexar__worker_ops;
-/* bootstrap.c (engine): dials stable id |id| at its roster address, pinning
- * its certificate; sets ctx->peers[id]. */
-int nexar__dial_peer(nexar_ctx_t *ctx, int id);
 /* elastic.c. Engine: grows roster, peers and dead to |n| stable ids (the new
  * ones: no connection, dead = 2 until they are made members). Returns 0,
  * NEXAR_ERR_INVALID_ARG above NEXAR__ELASTIC_MAX_IDS, NEXAR_ERR_NOMEM. */

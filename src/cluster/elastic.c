@@ -40,6 +40,9 @@
 int nexar__ctx_grow_ids(nexar_ctx_t *ctx, int n) {
   if (n <= ctx->world) return 0;
   if (n > (int)NEXAR__ELASTIC_MAX_IDS) return NEXAR_ERR_INVALID_ARG;
+  /* A lazy mesh's links and flooding are the hypercube of the ids it
+   * started with (docs/topology.md section 2). */
+  if (ctx->topo.lazy) return NEXAR_ERR_UNSUPPORTED;
   size_t old = (size_t)ctx->world, add = (size_t)n - old;
   nexar__roster_entry_t *ro = realloc(ctx->roster, (size_t)n * sizeof(*ro));
   if (!ro) return NEXAR_ERR_NOMEM;
@@ -379,8 +382,12 @@ static int prepare_fn(nexar__req_t *req) {
   if (rc < 0) {
     nexar__comm_free(ph);
     snprintf(x->err, sizeof(x->err),
-             "id %d: cannot take in the %u joiners (%u ids): %s", ctx->rank,
-             x->adm.njoin, x->adm.nids, nexar_strerror(rc));
+             "id %d: cannot take in the %u joiners (%u ids): %s%s", ctx->rank,
+             x->adm.njoin, x->adm.nids, nexar_strerror(rc),
+             ctx->topo.lazy ? " (a lazy full mesh does not grow: "
+                              "NEXAR_MESH_LAZY_MIN=0 or above the largest "
+                              "world keeps an elastic job's mesh eager)"
+                            : "");
     return rc;
   }
   if (!ph) return NEXAR_ERR_INTERNAL; /* rc == 0 implies ph */

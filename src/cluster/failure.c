@@ -245,11 +245,12 @@ void nexar__declare_failed(nexar_ctx_t *ctx, int id, int reason, int reporter,
                     .src_rank = (uint32_t)ctx->rank};
   for (int p = 0; p < ctx->world; p++)
     if (p != ctx->rank && !ctx->dead[p] &&
-        nexar__topo_adjacent(&ctx->topo, ctx->rank, p))
+        nexar__topo_linked(&ctx->topo, ctx->rank, p))
       nexar__ctl_send(ctx, p, &h, pl, sizeof(pl));
   nexar__agree_on_failure(ctx);
-  /* New routes around it (topology.c); on a sparse graph the notice above
-   * went to the neighbours only and floods on from each of them. */
+  /* New routes around it (topology.c); on a sparse graph (and over a lazy
+   * mesh's hypercube) the notice above went to the neighbours only and
+   * floods on from each of them. */
   nexar__topo_on_failure(ctx);
 }
 
@@ -290,7 +291,9 @@ void nexar__ft_on_unreachable(nexar_ctx_t *ctx,
     return;
   for (int id = 0; id < ctx->world; id++) {
     nexar__link_t *c = ctx->peers[id];
-    if (!c || ctx->dead[id] || c->state != NEXAR__CS_READY ||
+    /* A lazy mesh's link in its handshake: proof that the dial fails. */
+    bool dialling = ctx->topo.lazy && c && c->state == NEXAR__CS_HANDSHAKE;
+    if (!c || ctx->dead[id] || (c->state != NEXAR__CS_READY && !dialling) ||
         !nexar__addr_equal(&c->remote, to))
       continue;
     nexar__declare_failed(ctx, id, NEXAR_FAIL_CONNECTION, ctx->rank,
@@ -380,7 +383,7 @@ void nexar__ft_on_resume(nexar_ctx_t *ctx, uint64_t paused_ns) {
   for (int id = 0; id < ctx->world; id++) {
     nexar__link_t *c = ctx->peers[id];
     if (id == ctx->rank || ctx->dead[id] ||
-        !nexar__topo_adjacent(&ctx->topo, ctx->rank, id))
+        !nexar__topo_linked(&ctx->topo, ctx->rank, id))
       continue;
     need[id] = 1;
     ctx->rs_left++;

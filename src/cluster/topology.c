@@ -104,6 +104,11 @@ int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len) {
   if (rc < 0) return rc;
   t->n = n;
   t->forge_as = -1;
+  /* A joiner is only admitted to a full mesh formed eagerly (growth is
+   * refused on a lazy one, below), so it forms one too. */
+  int64_t lazy_min = ctx->prm.mesh_lazy_min;
+  t->lazy = t->kind == NEXAR__TOPO_FULL && lazy_min > 0 && n >= lazy_min &&
+            !ctx->prm.join;
   t->next = malloc((size_t)n * sizeof(int));
   t->dist = malloc((size_t)n * sizeof(int));
   t->queue = malloc((size_t)2 * (size_t)n * sizeof(int));
@@ -134,7 +139,9 @@ int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len) {
 int nexar__topo_grow(nexar_ctx_t *ctx, int n) {
   nexar__topo_t *t = &ctx->topo;
   if (!t->next || n <= t->n) return 0;
-  if (t->kind != NEXAR__TOPO_FULL) return NEXAR_ERR_UNSUPPORTED;
+  /* A lazy mesh keeps its size: its links and flooding are the
+   * hypercube of the ids it started with (docs/topology.md section 2). */
+  if (t->kind != NEXAR__TOPO_FULL || t->lazy) return NEXAR_ERR_UNSUPPORTED;
   int *next = realloc(t->next, (size_t)n * sizeof(int));
   if (next) t->next = next;
   int *dist = realloc(t->dist, (size_t)n * sizeof(int));

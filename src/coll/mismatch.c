@@ -110,8 +110,14 @@ static void notice_sent(nexar__req_t *r) {
 }
 
 static void notify_all(nexar_comm_t *comm, const nexar__notice_t *n) {
+  nexar_ctx_t *ctx = comm->ctx;
   for (int p = 0; p < comm->size; p++) {
     if (p == comm->rank) continue;
+    /* A lazy mesh: only the members this process holds a link to (its
+     * hypercube neighbours at least), so that a notice never dials; every
+     * process of a slow collective probing all of them made N(N - 1)
+     * handshakes at once (docs/topology.md section 2). */
+    if (ctx->topo.lazy && !ctx->peers[comm->world_ranks[p]]) continue;
     notice_tx_t *t = calloc(1, sizeof(*t));
     if (!t) return; /* the deadline still ends the peers' waits */
     nexar__notice_encode(n, t->buf);

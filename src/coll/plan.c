@@ -183,7 +183,12 @@ void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *p) {
   }
   bool forced = a != NEXAR__ALGO_DEFAULT && a != NEXAR__ALGO_HIER;
   if (!forced) a = nexar__coll_flat_algo(s, p, s->comm->size);
-  if (s->comm->ctx->topo.kind != NEXAR__TOPO_FULL && (!forced || s->a.final))
+  const nexar__topo_t *t = &s->comm->ctx->topo;
+  if (t->kind != NEXAR__TOPO_FULL && (!forced || s->a.final))
     a = sparse_plan(s, p, a);
+  /* A lazy mesh's final barrier floods over the links it formed (the
+   * hypercube's): finalize dials no one. */
+  else if (t->lazy && s->a.final)
+    a = NEXAR__ALGO_NEIGHBOUR;
   s->a.algo = a;
 }

@@ -191,6 +191,8 @@ typedef struct nexar__topo_stats {
   uint64_t rejected;  /* relayed messages refused (bad tag, bad origin) */
   uint64_t dropped;   /* frames dropped (hop limit, no route) */
   uint64_t rerouted;  /* frames moved off a failed link */
+  uint64_t dialled;   /* lazy mesh: links dialled on demand */
+  uint64_t crossed;   /* lazy mesh: own dials given up for a lower rank's */
 } nexar__topo_stats_t;
 /* End-to-end relay credit of this process towards one destination on one
  * lane (p2p/credit.c; docs/topology.md section 10). */
@@ -213,6 +215,13 @@ typedef struct nexar__topo {
    * id (-1: unreachable), over the processes not known failed or gone. */
   int *next, *dist, *queue;
   int degree; /* neighbours in the graph (connections when all live) */
+  /* A full topology formed lazily (NEXAR_MESH_LAZY_MIN, docs/topology.md
+   * section 2): every route is direct (kind stays FULL), but only the
+   * hypercube's links are made at formation, watched by the failure
+   * detector and flooded over; the others are dialled when first needed
+   * (p2p/send.c). */
+  bool lazy;
+  int lazy_retired; /* crossing dials' losing links still open */
   /* Relay keys: each id's X25519 public key from its roster certificate,
    * and the pair keys derived on first use (relay.c). */
   uint8_t (*pub)[32];
@@ -489,6 +498,10 @@ void nexar__bump_next_id(nexar_ctx_t *ctx, uint64_t v);
 int nexar__comm_rank_of(const nexar_comm_t *comm, int id);
 /* Whether stable ids |a| != |b| are neighbours. */
 bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b);
+/* Whether |a| != |b| share a link made at formation and kept for the
+ * job: neighbours, but on a lazy full topology the hypercube's pairs only
+ * (the links failures and the final barrier flood over). */
+bool nexar__topo_linked(const nexar__topo_t *t, int a, int b);
 /* Next hop towards |dest| (itself when a neighbour), or -1. */
 int nexar__topo_next(nexar_ctx_t *ctx, int dest);
 
@@ -509,11 +522,11 @@ unsigned nexar__topo_comm_shape(const nexar_comm_t *comm);
 /* Rounds of the neighbour barrier of |comm| (at least the diameter of the
  * graph its members span; the same on every member). */
 int nexar__topo_flood_rounds(const nexar_comm_t *comm);
-/* Comm ranks of |comm|'s members that are this process's neighbours, in
- * increasing order; returns their number. */
+/* Comm ranks of |comm|'s members linked to this process
+ * (nexar__topo_linked), in increasing order; returns their number. */
 int nexar__topo_comm_neighbours(const nexar_comm_t *comm, int *out);
-/* Neighbours of |id| in increasing order into |out| (room for t->n);
- * returns their number. */
+/* The ids linked to |id| (nexar__topo_linked) in increasing order into
+ * |out| (room for t->n); returns their number. */
 int nexar__topo_neighbours(const nexar__topo_t *t, int id, int *out);
 
 /* ---------------- stage.c: device buffers staged through host memory,

@@ -14,9 +14,10 @@ static int cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b) {
+/* Whether |a| and |b| are adjacent in the graph of kind |kind|. */
+static bool adjacent(const nexar__topo_t *t, int kind, int a, int b) {
   if (a == b || a < 0 || b < 0 || a >= t->n || b >= t->n) return false;
-  switch (t->kind) {
+  switch (kind) {
     case NEXAR__TOPO_KREGULAR: {
       int d = (b - a + t->n) % t->n;
       int ring = d < t->n - d ? d : t->n - d;
@@ -31,9 +32,22 @@ bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b) {
   }
 }
 
+/* The kind of the graph of links made at formation. */
+static int linked_kind(const nexar__topo_t *t) {
+  return t->lazy ? NEXAR__TOPO_HYPERCUBE : t->kind;
+}
+
+bool nexar__topo_adjacent(const nexar__topo_t *t, int a, int b) {
+  return adjacent(t, t->kind, a, b);
+}
+
+bool nexar__topo_linked(const nexar__topo_t *t, int a, int b) {
+  return adjacent(t, linked_kind(t), a, b);
+}
+
 int nexar__topo_neighbours(const nexar__topo_t *t, int id, int *out) {
   int c = 0, n = t->n;
-  switch (t->kind) {
+  switch (linked_kind(t)) {
     case NEXAR__TOPO_KREGULAR:
       for (int d = 1; d <= t->k / 2; d++) {
         out[c++] = (id + d) % n;
@@ -117,9 +131,8 @@ int nexar__topo_comm_neighbours(const nexar_comm_t *comm, int *out) {
   const nexar__topo_t *t = &comm->ctx->topo;
   int c = 0;
   for (int r = 0; r < comm->size; r++)
-    if (r != comm->rank &&
-        nexar__topo_adjacent(t, comm->world_ranks[comm->rank],
-                             comm->world_ranks[r]))
+    if (r != comm->rank && nexar__topo_linked(t, comm->world_ranks[comm->rank],
+                                              comm->world_ranks[r]))
       out[c++] = r;
   return c;
 }

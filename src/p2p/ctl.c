@@ -87,7 +87,10 @@ void nexar__p2p_ctl_recv(nexar_ctx_t *ctx, nexar__imsg_t *m) {
 int nexar__ctl_send(nexar_ctx_t *ctx, int to, const nexar__hdr_t *h,
                     const void *payload, size_t len) {
   nexar__link_t *c = ctx->peers ? ctx->peers[to] : NULL;
-  if (c && c->state != NEXAR__CS_READY) return NEXAR_ERR_PEER_FAILED;
+  /* A lazy mesh's link still in its handshake queues it. */
+  if (c && c->state != NEXAR__CS_READY &&
+      !(ctx->topo.lazy && c->state == NEXAR__CS_HANDSHAKE))
+    return NEXAR_ERR_PEER_FAILED;
   nexar__hdr_t hd = *h;
   return nexar__p2p_emit(ctx, to, &hd, NEXAR__LANE_CONTROL, payload, len, true,
                          NULL, NULL);

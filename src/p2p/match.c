@@ -26,7 +26,9 @@ bool nexar__peer_gone(nexar_ctx_t *ctx, int peer) {
   if (!nexar__topo_adjacent(&ctx->topo, ctx->rank, peer))
     return nexar__topo_next(ctx, peer) < 0;
   nexar__link_t *c = ctx->peers ? ctx->peers[peer] : NULL;
-  return !c || c->state == NEXAR__CS_DEAD;
+  /* A lazy mesh dials a peer when first needed: no link is no failure. */
+  if (!c) return !ctx->topo.lazy || !ctx->peers;
+  return c->state == NEXAR__CS_DEAD;
 }
 
 /* The communicator |id| of this process (registry in the ctx), or NULL. */

@@ -169,6 +169,27 @@ void nexar__relay_unpark(nexar_ctx_t *ctx, int id);
 /* Frees what is still parked (context teardown, before the endpoint). */
 void nexar__relay_fini(nexar_ctx_t *ctx);
 
+/* ---- lazy.c: the lazy mesh's links (docs/topology.md section 2). */
+/* Dials stable id |id| at its roster address, pinning its certificate;
+ * sets ctx->peers[id]. Returns 0 or the transport's NEXAR_ERR_*. */
+int nexar__dial_peer(nexar_ctx_t *ctx, int id);
+/* A frame needs a link to |id| and there is none: on a lazy mesh, dials it
+ * and returns the new link (frames queue on it until it is up); else, or
+ * when the dial cannot start, NULL with |why| saying so (it names the
+ * address). */
+nexar__link_t *nexar__lazy_dial(nexar_ctx_t *ctx, int id, const char **why);
+/* Accepted link |c| from rank c->peer is up while ctx->peers holds this
+ * process's own dial to it: on a lazy mesh, the lower rank's connection
+ * wins (peer table, queued frames; the loser is retired) and true is
+ * returned; false otherwise (a duplicate). */
+bool nexar__lazy_cross(nexar_ctx_t *ctx, nexar__link_t *c);
+/* Finalize: whether what was sent on the retired links is acknowledged
+ * (or their peer cannot acknowledge it any more); closes them. */
+bool nexar__lazy_idle(nexar_ctx_t *ctx);
+void nexar__lazy_close(nexar_ctx_t *ctx);
+/* Link |c| ended (its close was reported). */
+void nexar__lazy_gone(nexar_ctx_t *ctx, nexar__link_t *c);
+
 /* The error text of a request failed by a peer's end: a revoked
  * communicator keeps the revocation's text (which names the failure and
  * says the buffers are unspecified), whatever ends its requests later. */

@@ -67,6 +67,8 @@ static nexar__link_t *route(nexar_ctx_t *ctx, int dest, const char **why) {
   }
   int hop = nexar__topo_next(ctx, dest);
   nexar__link_t *c = hop >= 0 ? ctx->peers[hop] : NULL;
+  /* A lazy mesh's first frame to |dest| dials it (lazy.c). */
+  if (!c && hop >= 0 && ctx->topo.lazy) return nexar__lazy_dial(ctx, hop, why);
   if (!c || c->state == NEXAR__CS_DEAD) {
     *why = c         ? c->close_reason
            : hop < 0 ? "no route: every path crosses failed processes"

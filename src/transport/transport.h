@@ -299,6 +299,9 @@ struct nexar__link {
    * heartbeat timeout (failure.c). */
   bool peer_meshed;
   bool starved_said; /* a starved silence of the peer's was logged */
+  /* A crossing dial's losing link (lazy mesh, p2p/lazy.c): in no peer
+   * table; it carries what was started on it, then closes. */
+  bool retired;
 };
 
 /* ---- Endpoint: one UDP socket, one progress thread, many connections. */
