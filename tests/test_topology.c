@@ -608,6 +608,37 @@ static int worker_lazy(int index, void *arg) {
  * 0 ^ 5 has two bits): the victim stops, rank 0 dials it (the handshake
  * cannot end), then kills it. Rank 0's receive and send end with an error;
  * every survivor hears of the failure over the hypercube. */
+/* ---- Only rank 0 sets NEXAR_MESH_LAZY_MIN=2: every member forms rank
+ * 0's mesh (a setting the job shares, docs/configuration.md), the
+ * hypercube's links, then dials on demand. Before the setting joined the
+ * roster's job section, ranks 1..7 formed the eager mesh and waited for
+ * links rank 0 never dialled, until the bootstrap deadline. */
+static int worker_lazy_rank0(int index, void *arg) {
+  (void)arg;
+  if (index == 0) setenv("NEXAR_MESH_LAZY_MIN", "2", 1);
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int r, n;
+  NT_OK(nt_join_world(&ctx, &w, &r, &n));
+  /* Over the hypercube's links (recursive doubling): no rank dials
+   * before every rank has counted. */
+  int64_t one = 1;
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
+  int links = nexar__topo_links(ctx), deg = degree_of("hypercube", r, n);
+  NT_CHECKF(links == deg, "rank %d holds %d links at formation, not %d", r,
+            links, deg);
+  NT_OKC(w,
+         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
+  NT_CHECKF(one == n * n, "allreduce %lld", (long long)one);
+  if (pairs(w, r, n)) return 1;
+  links = nexar__topo_links(ctx);
+  NT_CHECKF(links == n - 1, "rank %d holds %d links after traffic", r, links);
+  NT_OKC(w, nexar_barrier(w));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 static int worker_lazy_kill(int index, void *arg) {
   (void)index;
   (void)arg;
@@ -732,6 +763,15 @@ int main(int argc, char **argv) {
                    .env = "NEXAR_MESH_LAZY_MIN=2\nNEXAR_COLL_PROBE_MS=200"};
     int rc = nt_run(&o, worker_lazy, NULL);
     fprintf(stderr, "lazy mesh: %s\n", rc ? "FAILED" : "ok");
+    fails += rc;
+  }
+  if (!strcmp(only, "lazy_rank0")) {
+    nt_opts_t o = {.world_size = 8,
+                   .timeout_ms = 60000,
+                   .env = "NEXAR_BOOTSTRAP_TIMEOUT_MS=10000"};
+    int rc = nt_run(&o, worker_lazy_rank0, NULL);
+    fprintf(stderr, "lazy mesh set by rank 0 alone: %s\n",
+            rc ? "FAILED" : "ok");
     fails += rc;
   }
   if (!strcmp(only, "lazy_kill")) {

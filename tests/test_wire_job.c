@@ -19,7 +19,7 @@
 static uint8_t buf[1 << 16];
 static nexar__roster_entry_t roster[8];
 static uint32_t ids[8];
-static const nexar__job_t job = {NEXAR__JOB_VALUES, {1024, 4096, 8192}};
+static const nexar__job_t job = {NEXAR__JOB_VALUES, {1024, 4096, 8192, 0}};
 
 static void fill_roster(uint32_t n, int hosts) {
   memset(roster, 0, sizeof roster);
@@ -43,8 +43,8 @@ static void assert_job(const nexar__job_t *j) {
 /* The job section ends |body| (|len| bytes) whose decoder is |dec|, which
  * accepts it as is and without it (|without|): every length between but
  * |other| (0: none; a HELLO cut there reads as one with a host extension),
- * a byte more, a bad mark, count, a zero value and one above the bound
- * are refused. */
+ * a byte more, a bad mark, another count (3: the section before
+ * NEXAR_MESH_LAZY_MIN joined it) and values above the bound are refused. */
 static void refuse_forms(int (*dec)(const uint8_t *, size_t), uint8_t *body,
                          size_t len, size_t without, size_t other) {
   assert_int_equal(dec(body, len), 0);
@@ -54,8 +54,9 @@ static void refuse_forms(int (*dec)(const uint8_t *, size_t), uint8_t *body,
   body[len] = 0;
   assert_int_equal(dec(body, len + 1), NEXAR_ERR_PROTO);
   uint8_t *x = body + len - JOB_BYTES;
-  static const size_t at[] = {0, 2, 3, 3, 3 + 8 * (NEXAR__JOB_VALUES - 1)};
-  static const uint64_t bad[] = {0xffff, 2, 0, NEXAR__JOB_VALUE_MAX + 1, 0};
+  static const size_t at[] = {0, 2, 2, 3, 3 + 8 * (NEXAR__JOB_VALUES - 1)};
+  static const uint64_t bad[] = {0xffff, 3, 5, NEXAR__JOB_VALUE_MAX + 1,
+                                 NEXAR__JOB_VALUE_MAX + 1};
   for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
     uint8_t keep[8];
     memcpy(keep, x + at[i], 8);
@@ -124,9 +125,6 @@ static void test_hello_job(void **state) {
   assert_int_equal(nexar__seed_hello_encode(&h, buf, sizeof buf),
                    NEXAR_ERR_INVALID_ARG);
   h.job = job;
-  h.job.v[1] = 0;
-  assert_int_equal(nexar__seed_hello_encode(&h, buf, sizeof buf),
-                   NEXAR_ERR_INVALID_ARG);
   h.job.v[1] = NEXAR__JOB_VALUE_MAX + 1;
   assert_int_equal(nexar__seed_hello_encode(&h, buf, sizeof buf),
                    NEXAR_ERR_INVALID_ARG);
@@ -172,7 +170,7 @@ static void test_welcome_job(void **state) {
                                      sizeof buf),
       (int)(NEXAR__SEED_FRAME_HDR + WELCOME_FIXED + WS * ENTRY_BYTES));
   nexar__job_t bad = job;
-  bad.v[0] = 0;
+  bad.v[3] = NEXAR__JOB_VALUE_MAX + 1;
   assert_int_equal(nexar__seed_welcome_encode_job(2, WS, roster, NULL, NULL,
                                                   &bad, buf, sizeof buf),
                    NEXAR_ERR_INVALID_ARG);
@@ -230,13 +228,23 @@ static void test_adopt(void **state) {
   assert_int_equal(nexar__params_job_adopt(&p, &bad, 3, 0, err, sizeof err),
                    NEXAR_ERR_PROTO);
   assert_non_null(strstr(err, "NEXAR_SEG_BYTES"));
+  bad = job;
+  bad.v[3] = (1u << 20) + 1; /* NEXAR_MESH_LAZY_MIN is at most 2^20 */
+  assert_int_equal(nexar__params_job_adopt(&p, &bad, 3, 0, err, sizeof err),
+                   NEXAR_ERR_PROTO);
+  assert_non_null(strstr(err, "NEXAR_MESH_LAZY_MIN"));
+  bad = job;
+  bad.v[0] = 0; /* the wire carries 0; NEXAR_EAGER_BYTES is at least 1024 */
+  assert_int_equal(nexar__params_job_adopt(&p, &bad, 3, 0, err, sizeof err),
+                   NEXAR_ERR_PROTO);
   assert_memory_equal(&p, &keep, sizeof p);
   /* Adopted; the relay window raised to the eager size. */
-  nexar__job_t j = {NEXAR__JOB_VALUES, {8192, 65536, 1 << 20}};
+  nexar__job_t j = {NEXAR__JOB_VALUES, {8192, 65536, 1 << 20, 2}};
   assert_int_equal(nexar__params_job_adopt(&p, &j, 3, 0, err, sizeof err), 0);
   assert_int_equal(p.eager_bytes, 8192);
   assert_int_equal(p.relay_credit_bytes, 65536);
   assert_int_equal(p.seg_bytes, 1 << 20);
+  assert_int_equal(p.mesh_lazy_min, 2);
   assert_int_equal(p.relay_window_bytes, 8192);
   /* What a HELLO carries is what was adopted. */
   nexar__job_t got;

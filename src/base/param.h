@@ -257,13 +257,15 @@ typedef struct nexar__params {
  * docs/configuration.md, "Settings the job shares"): both ends of a
  * transfer cut and number it by them (collective steps, clear-to-send,
  * rendezvous and RPC parts, pipeline segments) and a destination bounds
- * what its origins send by its own (docs/topology.md section 10). Rank
+ * what its origins send by its own (docs/topology.md section 10); every
+ * member forms the same mesh, eager or lazy (NEXAR_MESH_LAZY_MIN). Rank
  * 0's values travel in the roster; every member adopts them.
  */
 #define NEXAR__PARAM_JOB(X)                         \
   X(eager_bytes, "NEXAR_EAGER_BYTES")               \
   X(relay_credit_bytes, "NEXAR_RELAY_CREDIT_BYTES") \
-  X(seg_bytes, "NEXAR_SEG_BYTES")
+  X(seg_bytes, "NEXAR_SEG_BYTES")                   \
+  X(mesh_lazy_min, "NEXAR_MESH_LAZY_MIN")
 
 struct nexar__job;
 /* |p|'s values of the settings the job shares, into |job| (n set). */

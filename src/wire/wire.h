@@ -347,11 +347,11 @@ typedef struct nexar__waddr {
  * member must share, in the order of nexar__job_names (base/param.h lists
  * which settings they are; the wire only bounds them). A HELLO carries the
  * worker's own, WELCOME and JOIN the job's, which every member adopts. */
-#define NEXAR__JOB_VALUES 3u
+#define NEXAR__JOB_VALUES 4u
 #define NEXAR__JOB_VALUE_MAX (1ull << 30)
 typedef struct nexar__job {
   uint8_t n;                     /* 0: absent, else NEXAR__JOB_VALUES */
-  uint64_t v[NEXAR__JOB_VALUES]; /* each 1 .. NEXAR__JOB_VALUE_MAX */
+  uint64_t v[NEXAR__JOB_VALUES]; /* each 0 .. NEXAR__JOB_VALUE_MAX */
 } nexar__job_t;
 
 typedef struct nexar__seed_hello {

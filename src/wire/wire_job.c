@@ -8,8 +8,7 @@ int nexar__wire_job_len(const nexar__job_t *job) {
   if (!job || !job->n) return 0;
   if (job->n != NEXAR__JOB_VALUES) return NEXAR_ERR_INVALID_ARG;
   for (uint32_t i = 0; i < NEXAR__JOB_VALUES; i++)
-    if (job->v[i] < 1 || job->v[i] > NEXAR__JOB_VALUE_MAX)
-      return NEXAR_ERR_INVALID_ARG;
+    if (job->v[i] > NEXAR__JOB_VALUE_MAX) return NEXAR_ERR_INVALID_ARG;
   return (int)JOB_BYTES;
 }
 
@@ -31,7 +30,7 @@ int64_t nexar__wire_job_split(const uint8_t *p, size_t r, size_t sect,
   nexar__job_t d = {.n = NEXAR__JOB_VALUES};
   for (uint32_t i = 0; i < NEXAR__JOB_VALUES; i++) {
     d.v[i] = nexar__get_u64(x + 3 + 8 * i);
-    if (d.v[i] < 1 || d.v[i] > NEXAR__JOB_VALUE_MAX) return NEXAR_ERR_PROTO;
+    if (d.v[i] > NEXAR__JOB_VALUE_MAX) return NEXAR_ERR_PROTO;
   }
   *job = d;
   return (int64_t)(r - JOB_BYTES);
