@@ -544,6 +544,19 @@ static int worker_bench(int index, void *arg) {
   return 0;
 }
 
+/* A lazy mesh right after formation: the hypercube's links only. A small
+ * allreduce of |*one| first: its partners (recursive doubling, n a power
+ * of two) are the hypercube's, so it dials no one, and no rank dials
+ * before every rank has counted (the barrier's dissemination would). */
+static int lazy_formed(nexar_ctx_t *ctx, nexar_comm_t *w, int r, int n,
+                       int64_t *one) {
+  NT_OKC(w, nexar_allreduce(w, NEXAR_IN_PLACE, one, 1, NEXAR_INT64, NEXAR_SUM));
+  int links = nexar__topo_links(ctx), deg = degree_of("hypercube", r, n);
+  NT_CHECKF(links == deg, "rank %d holds %d links at formation, not %d", r,
+            links, deg);
+  return 0;
+}
+
 /* ---- The lazy mesh (docs/topology.md section 2), forced at 8 ranks by
  * NEXAR_MESH_LAZY_MIN=2: the hypercube's links at formation, every other
  * link dialled by its first message, by both ends at once for every pair
@@ -555,15 +568,9 @@ static int worker_lazy(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  /* A small allreduce's partners (recursive doubling, n a power of two)
-   * are the hypercube's: it dials no one, and no rank dials before all
-   * counted (the barrier's dissemination would). */
   int64_t one = 1;
-  NT_OKC(w,
-         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
-  int links = nexar__topo_links(ctx), deg = degree_of("hypercube", r, n);
-  NT_CHECKF(links == deg, "rank %d holds %d links at formation, not %d", r,
-            links, deg);
+  if (lazy_formed(ctx, w, r, n, &one)) return 1;
+  int links, deg = degree_of("hypercube", r, n);
   /* The last rank comes late: the others' allreduce waits past
    * NEXAR_COLL_PROBE_MS (200 here) and sends its fingerprint probe, to the
    * linked ranks only (to every member, it dialled them all). */
@@ -620,19 +627,13 @@ static int worker_lazy_rank0(int index, void *arg) {
   nexar_comm_t *w;
   int r, n;
   NT_OK(nt_join_world(&ctx, &w, &r, &n));
-  /* Over the hypercube's links (recursive doubling): no rank dials
-   * before every rank has counted. */
   int64_t one = 1;
-  NT_OKC(w,
-         nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
-  int links = nexar__topo_links(ctx), deg = degree_of("hypercube", r, n);
-  NT_CHECKF(links == deg, "rank %d holds %d links at formation, not %d", r,
-            links, deg);
+  if (lazy_formed(ctx, w, r, n, &one)) return 1;
   NT_OKC(w,
          nexar_allreduce(w, NEXAR_IN_PLACE, &one, 1, NEXAR_INT64, NEXAR_SUM));
   NT_CHECKF(one == n * n, "allreduce %lld", (long long)one);
   if (pairs(w, r, n)) return 1;
-  links = nexar__topo_links(ctx);
+  int links = nexar__topo_links(ctx);
   NT_CHECKF(links == n - 1, "rank %d holds %d links after traffic", r, links);
   NT_OKC(w, nexar_barrier(w));
   NT_OK(nexar_finalize(ctx));
