@@ -414,6 +414,25 @@ static int worker_config(int index, void *arg) {
   return 0;
 }
 
+/* A survivor's allreduces until the failure of process |victim| ends one
+ * (PEER_FAILED, or REVOKED by another member's report); it is then the one
+ * failure this process knows. */
+static int until_failed(nexar_ctx_t *ctx, nexar_comm_t *w, int victim) {
+  int64_t v = 1;
+  int rc;
+  while ((rc = nexar_allreduce(w, NEXAR_IN_PLACE, &v, 1, NEXAR_INT64,
+                               NEXAR_SUM)) == NEXAR_OK)
+    v = 1;
+  NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED, "rc %d",
+            rc);
+  int nf = 0;
+  nexar_failure_t f[4];
+  NT_OK(nexar_failures(ctx, f, 4, &nf));
+  NT_CHECKF(nf == 1 && f[0].id == victim, "%d failures, first id %d", nf,
+            nf ? f[0].id : -1);
+  return 0;
+}
+
 /* ---- A failed relay: on a ring of 6 (kregular:2), rank 1 carries the
  * traffic between ranks 0 and 2. It is killed; under automatic recovery
  * the survivors rebuild the world and 0 and 2 talk again, around it. */
@@ -449,18 +468,7 @@ static int worker_kill(int index, void *arg) {
     raise(SIGKILL);
   }
   double t0 = nt_now_ms();
-  int64_t v = 1;
-  int rc;
-  while ((rc = nexar_allreduce(w, NEXAR_IN_PLACE, &v, 1, NEXAR_INT64,
-                               NEXAR_SUM)) == NEXAR_OK)
-    v = 1;
-  NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED, "rc %d",
-            rc);
-  int nf = 0;
-  nexar_failure_t f[4];
-  NT_OK(nexar_failures(ctx, f, 4, &nf));
-  NT_CHECKF(nf == 1 && f[0].id == victim, "%d failures, first id %d", nf,
-            nf ? f[0].id : -1);
+  if (until_failed(ctx, w, victim)) return 1;
   /* Rebuilt in place: 5 ranks, ids 0, 2, 3, 4, 5. */
   int nr, nn, id;
   NT_OK(nexar_comm_rank(w, &nr));
@@ -680,17 +688,7 @@ static int worker_lazy_kill(int index, void *arg) {
             "after %.0f ms: %s\n",
             nt_now_ms() - t0, nexar_comm_last_error(w));
   }
-  int64_t v = 1;
-  while ((rc = nexar_allreduce(w, NEXAR_IN_PLACE, &v, 1, NEXAR_INT64,
-                               NEXAR_SUM)) == NEXAR_OK)
-    v = 1;
-  NT_CHECKF(rc == NEXAR_ERR_PEER_FAILED || rc == NEXAR_ERR_REVOKED, "rc %d",
-            rc);
-  int nf = 0;
-  nexar_failure_t f[4];
-  NT_OK(nexar_failures(ctx, f, 4, &nf));
-  NT_CHECKF(nf == 1 && f[0].id == victim, "%d failures, first id %d", nf,
-            nf ? f[0].id : -1);
+  if (until_failed(ctx, w, victim)) return 1;
   NT_OK(nexar_finalize(ctx));
   return 0;
 }
