@@ -34,7 +34,7 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
                    const nexar__params_t *prm, const nexar__host_id_t *host) {
   int rc;
   memset(ep, 0, sizeof(*ep));
-  ep->fd = ep->epfd = ep->evfd = ep->tfd = -1;
+  ep->fd = ep->epfd = ep->evfd = ep->tfd = ep->pkfd = -1;
   ep->ops = ops;
   ep->owner = owner;
   ep->prm = prm;
@@ -57,7 +57,9 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   ep->epfd = epoll_create1(EPOLL_CLOEXEC);
   ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   ep->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (ep->epfd < 0 || ep->evfd < 0 || ep->tfd < 0) return NEXAR_ERR_SYS;
+  ep->pkfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep->epfd < 0 || ep->evfd < 0 || ep->tfd < 0 || ep->pkfd < 0)
+    return NEXAR_ERR_SYS;
   struct epoll_event ev = {.events = EPOLLIN, .data.fd = ep->evfd};
   epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &ev);
   /* QUIC always (the seed and every host is reached through it); shared
@@ -86,12 +88,26 @@ static bool ep_read(nexar__ep_t *ep) {
   return more;
 }
 
+/* Wakes the progress thread from its sleep while a caller drives. */
+static void wake_parked(nexar__ep_t *ep) {
+  uint64_t one = 1;
+  ssize_t r = write(ep->pkfd, &one, sizeof(one));
+  (void)r;
+}
+
+/* Wakes whoever sleeps on the engine: a caller that drives (the kick
+ * eventfd is in the engine's epoll set), else the progress thread. While
+ * a caller drives, the progress thread, parked, is left asleep: the
+ * caller runs what the kick is for, and waking the thread too cost a
+ * context switch per operation for nothing (a post from another thread
+ * kicks whenever the next pass is due sooner than the last sleep). */
 static void kick(nexar__ep_t *ep) {
   uint64_t one = 1;
   ssize_t r = write(ep->evfd, &one, sizeof(one));
   (void)r;
   /* After the write: a pass that sees the flag finds the counter set. */
   atomic_store(&ep->ev_armed, true);
+  if (!atomic_load(&ep->driving)) wake_parked(ep);
 }
 
 /* Releases the engine lock; wakes the progress thread if it would sleep
@@ -309,6 +325,9 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
   uint64_t end = nexar__now();
   atomic_store(&ep->drv_end, end);
   atomic_store(&ep->driving, false);
+  /* An operation posted while we drove, and not run by us: its kick left
+   * the parked progress thread asleep. */
+  if (ops_queued(ep)) wake_parked(ep);
   if (ep->linger_ns) {
     /* The progress thread sleeps while callers drive; the timer (pushed
      * back by every drive that ends) wakes it once they have stopped, or
@@ -609,17 +628,24 @@ static uint64_t ep_pass(nexar__ep_t *ep) {
   return ep->due = ep_output(ep);
 }
 
-/* The progress thread's sleep while callers drive: only a kick or the
- * linger timer (or |ts|, when given) wakes it. */
-static void park_sleep(nexar__ep_t *ep, const struct timespec *ts) {
-  struct pollfd pf[2] = {{ep->evfd, POLLIN, 0}, {ep->tfd, POLLIN, 0}};
-  if (ppoll(pf, 2, ts, NULL) <= 0) return;
-  if (pf[0].revents) drain_kick(ep);
+/* The progress thread's sleep while callers drive (|driven|: one drives
+ * now) or did within the linger: the linger timer, |ts| when given,
+ * wake_parked, and a kick unless a caller drives wake it. */
+static void park_sleep(nexar__ep_t *ep, const struct timespec *ts,
+                       bool driven) {
+  struct pollfd pf[3] = {
+      {ep->pkfd, POLLIN, 0}, {ep->tfd, POLLIN, 0}, {ep->evfd, POLLIN, 0}};
+  if (ppoll(pf, driven ? 2 : 3, ts, NULL) <= 0) return;
+  uint64_t v;
+  if (pf[0].revents) {
+    ssize_t r = read(ep->pkfd, &v, sizeof(v));
+    (void)r;
+  }
   if (pf[1].revents) {
-    uint64_t v;
     ssize_t r = read(ep->tfd, &v, sizeof(v));
     (void)r;
   }
+  if (!driven && pf[2].revents) drain_kick(ep);
 }
 
 /* The progress thread takes the engine lock: waits for it unless callers
@@ -657,7 +683,7 @@ static void *ep_main(void *arg) {
     if (ep->linger_ns && atomic_load(&ep->driving) && !ops_queued(ep)) {
       /* A caller drives: it does all the work; back to sleep without
        * contending for the engine lock. */
-      park_sleep(ep, NULL);
+      park_sleep(ep, NULL, true);
       continue;
     }
     if (!ep_try_enter(ep)) {
@@ -693,7 +719,7 @@ static void *ep_main(void *arg) {
     now = nexar__now();
     struct timespec ts = ns_to_ts(wake > now ? wake - now : 0);
     if (park) {
-      park_sleep(ep, wake == UINT64_MAX ? NULL : &ts);
+      park_sleep(ep, wake == UINT64_MAX ? NULL : &ts, false);
     } else {
       if (ep_sleep(ep, evs, 4, &ts) < 0 && errno != EINTR) {
         NEXAR__WARN(NEXAR__SUB_NET,
@@ -716,6 +742,7 @@ void nexar__ep_stop(nexar__ep_t *ep) {
   if (!ep->thread_started) return;
   atomic_store(&ep->stop, true);
   kick(ep);
+  wake_parked(ep);
   pthread_join(ep->thread, NULL);
   ep->thread_started = false;
 }
@@ -731,7 +758,8 @@ void nexar__ep_fini(nexar__ep_t *ep) {
   if (ep->epfd >= 0) close(ep->epfd);
   if (ep->evfd >= 0) close(ep->evfd);
   if (ep->tfd >= 0) close(ep->tfd);
-  ep->fd = ep->epfd = ep->evfd = ep->tfd = -1;
+  if (ep->pkfd >= 0) close(ep->pkfd);
+  ep->fd = ep->epfd = ep->evfd = ep->tfd = ep->pkfd = -1;
   nexar__identity_fini(&ep->id);
   free(ep->txbuf);
   free(ep->rxbuf);

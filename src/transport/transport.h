@@ -375,6 +375,7 @@ typedef struct nexar__ep_ops {
 
 struct nexar__ep {
   int fd, epfd, evfd, tfd; /* socket, epoll, kick eventfd, linger timer */
+  int pkfd; /* wakes the progress thread parked while a caller drives */
   struct sockaddr_storage local;
   socklen_t local_len;
   char local_str[64];
