@@ -139,9 +139,8 @@ int nexar__topo_init(nexar_ctx_t *ctx, int n, char *err, size_t len) {
 int nexar__topo_grow(nexar_ctx_t *ctx, int n) {
   nexar__topo_t *t = &ctx->topo;
   if (!t->next || n <= t->n) return 0;
-  /* A lazy mesh keeps its size: its links and flooding are the
-   * hypercube of the ids it started with (docs/topology.md section 2). */
-  if (t->kind != NEXAR__TOPO_FULL || t->lazy) return NEXAR_ERR_UNSUPPORTED;
+  /* A lazy mesh is refused before this (nexar__ctx_grow_ids). */
+  if (t->kind != NEXAR__TOPO_FULL) return NEXAR_ERR_UNSUPPORTED;
   int *next = realloc(t->next, (size_t)n * sizeof(int));
   if (next) t->next = next;
   int *dist = realloc(t->dist, (size_t)n * sizeof(int));
