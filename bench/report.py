@@ -331,6 +331,54 @@ def kernel_rows(refs):
     return out
 
 
+def ring_limit(refs, np):
+    """refs sealed-ring's figure at np: the most busbw an encrypted
+    allreduce reaches on this host (bench/refs.c)."""
+    vals = [r["GBps"] for r in refs
+            if r["ref"] == "udp-sealed-ring" and r.get("np") == np]
+    return max(vals) if vals else None
+
+
+def quic_allreduce_table(rows, refs, nps):
+    """Issue 16's allreduce targets over QUIC at every size from 64 KiB to
+    16 MiB and at 64 MiB: nexar's busbw against 1.0x Open MPI over TCP
+    (and 1.2x Gloo at 64 MiB), each target beside the limit of an
+    encrypted ring measured in the same run (refs sealed-ring): a target
+    above it cannot be met with packet protection on this host."""
+    out = ["| np | size | nexar busbw | Open MPI TCP | Gloo | encrypted "
+           "ring's limit | target | verdict |", "|---|---|---|---|---|---|---|---|"]
+    for np in nps:
+        lim = ring_limit(refs, np)
+        sizes = sorted({r["size"] for r in rows if r["op"] == "allreduce"
+                        and r["nranks"] == np and r["peer"] == "nexar"})
+        for size in sizes:
+            if not (64 * 1024 <= size <= 16 * MiB or size == 64 * MiB):
+                continue
+            nx, om, gl = (find(rows, p, "allreduce", np, size)
+                          for p in ("nexar", "ompi-tcp", "gloo"))
+            if not nx or not om:
+                continue
+            v = nx["busbw_GBps"]
+            goals = [("1.0x Open MPI TCP", om["busbw_GBps"])]
+            if size == 64 * MiB and gl:
+                goals.append(("1.2x Gloo", 1.2 * gl["busbw_GBps"]))
+            for name, t in goals:
+                if v >= t:
+                    verdict = "met"
+                elif lim and t > lim:
+                    verdict = f"above the limit ({t / lim:.2f}x it)"
+                else:
+                    verdict = "**no**"
+                out.append(
+                    f"| {np} | {fmt(size / MiB)} MiB | {fmt(v)} | "
+                    f"{fmt(om['busbw_GBps'])} ({v / om['busbw_GBps']:.2f}x) | "
+                    + (f"{fmt(gl['busbw_GBps'])} ({v / gl['busbw_GBps']:.2f}x)"
+                       if gl and gl["busbw_GBps"] else "–")
+                    + f" | {fmt(lim)}" + (f" ({v / lim:.2f} of it)" if lim else "")
+                    + f" | {name} = {fmt(t)} | {verdict} |")
+    return out if len(out) > 2 else []
+
+
 def refs_table(refs, rows, nps):
     out = ["| reference | size | GB/s | note |", "|---|---|---|---|"]
     for r in refs:
@@ -458,8 +506,8 @@ def main():
     with open(os.path.join(res, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "refs": refs}, f, indent=1)
     with open(os.path.join(res, "refs.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["ref", "size", "GBps", "seconds",
-                                          "note"])
+        w = csv.DictWriter(f, fieldnames=["ref", "size", "np", "GBps",
+                                          "seconds", "note"])
         w.writeheader()
         for r in refs:
             w.writerow(r)
@@ -504,6 +552,14 @@ def main():
                "ratio above 1 means nexar is slower, for MB/s one below 1. "
                "Launch lines: raw/osu/commands.txt.", ""]
         md += osu_table(osu_rows, osu_status)
+    qa = quic_allreduce_table(rows, refs, nps)
+    if qa:
+        md += ["", "## nexar's allreduce over QUIC against the encrypted "
+               "ring's limit", "",
+               "busbw GB/s. The limit is `refs sealed-ring` at that np (this "
+               "run): one thread per process seals to the next and opens the "
+               "previous one's datagrams, no QUIC, no reduction; no "
+               "encrypted allreduce's busbw exceeds it.", ""] + qa
     shm = shm_table(rows, nps)
     if shm:
         md += ["", "## nexar over shared memory against Open MPI's", ""] + shm
