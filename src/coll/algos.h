@@ -49,6 +49,30 @@ static inline void nexar__recv_reduce_segs(nexar__sched_t *s, int peer,
     nexar__sched_reduce(s, dst, dst_off + at, src, src_off + at, b);
   }
 }
+/* The same where the rank's own operand is not in dst yet but at |own| +
+ * |own_off| (an out-of-place call's send buffer): dst[dst_off + o] =
+ * own[own_off + o] op incoming, folded as it lands, so the input is never
+ * copied into dst first; elements too large to fold take the copy. */
+static inline void nexar__recv_reduce_own_segs(nexar__sched_t *s, int peer,
+                                               uint64_t cnt, uint64_t tmp,
+                                               int dst, uint64_t dst_off,
+                                               int own, uint64_t own_off) {
+  uint64_t seg = nexar__seg_elems(s), es = s->a.es;
+  if (es > NEXAR__FOLD_MAX_ES) {
+    nexar__sched_copy(s, dst, dst_off, own, own_off, cnt * es);
+    nexar__recv_reduce_segs(s, peer, cnt, tmp, dst, dst_off, NEXAR__BUF_TMP,
+                            tmp);
+    return;
+  }
+  for (uint64_t o = 0; o == 0 || o < cnt; o += seg) {
+    uint64_t b = (cnt - o < seg ? cnt - o : seg) * es, at = o * es;
+    if (b)
+      nexar__sched_recv_fold_own(s, dst, dst_off + at, own, own_off + at, b,
+                                 peer, false);
+    else
+      nexar__sched_recv(s, NEXAR__BUF_TMP, tmp, 0, peer);
+  }
+}
 #define nexar__send_segs(s, buf, off, cnt, peer) \
   nexar__xfer_segs((s), true, (buf), (off), (cnt), (peer))
 #define nexar__recv_segs(s, buf, off, cnt, peer) \

@@ -1,7 +1,9 @@
 /*
  * Allreduce schedules: ring (pipelined), recursive doubling and
- * Rabenseifner. The input is in WORK (copied in from SEND first unless in
- * place); the result ends in WORK on every rank.
+ * Rabenseifner. The result ends in WORK on every rank. Out of place, the
+ * ring and a power-of-two Rabenseifner read the input from SEND where
+ * they first send or combine it (no copy of the whole vector into WORK
+ * first); recursive doubling and the others copy it in first.
  */
 #include "coll/algos.h"
 
@@ -19,16 +21,19 @@ static void ring(nexar__sched_t *s) {
 #define CB(c) (nexar__blk_cnt(count, n, (c)) * es)
 #define CO(c) (nexar__blk_off(count, n, (c)) * es)
   uint64_t tmp = nexar__sched_tmp(s, CB(0));
-  if (!s->a.in_place)
-    for (int k = 0; k < n; k++) { /* own chunk first: it leaves first */
-      int c = (r - k + n) % n;
-      nexar__sched_copy(s, W, CO(c), NEXAR__BUF_SEND, CO(c), CB(c));
-    }
+  /* Out of place, the input stays in SEND: the own chunk leaves from
+   * there, and each chunk that comes in is combined with SEND's into W,
+   * which holds nothing of the input before. */
+  int in = s->a.in_place ? W : NEXAR__BUF_SEND;
   int right = (r + 1) % n, left = (r - 1 + n) % n;
   for (int k = 0; k < n - 1; k++) {
     int sc = (r - k + n) % n, rc = (r - k - 1 + n) % n;
-    nexar__send_segs(s, W, CO(sc), CB(sc) / es, right);
-    nexar__recv_reduce_segs(s, left, CB(rc) / es, tmp, W, CO(rc), T, tmp);
+    nexar__send_segs(s, k == 0 ? in : W, CO(sc), CB(sc) / es, right);
+    if (in == W)
+      nexar__recv_reduce_segs(s, left, CB(rc) / es, tmp, W, CO(rc), T, tmp);
+    else
+      nexar__recv_reduce_own_segs(s, left, CB(rc) / es, tmp, W, CO(rc), in,
+                                  CO(rc));
   }
   int own = (r + 1) % n;
   nexar__sched_finalize(s, W, CO(own), CB(own));
@@ -122,16 +127,20 @@ static void rabenseifner(nexar__sched_t *s) {
     int p = f.pof2, me = f.newrank;
 #define BO(i) (nexar__blk_off(count, p, (i)) * es) /* block i's offset */
     int lo = 0, hi = p; /* blocks this rank still reduces */
+    /* Out of place with no ranks folded in, the first round reads the
+     * input from SEND (build_allreduce copied nothing into W). */
+    int in = s->a.in_place || f.rem ? W : NEXAR__BUF_SEND;
     for (int d = p / 2; d >= 1; d /= 2) {
       int dst = fold_real(&f, me ^ d), mid = lo + (hi - lo) / 2;
       bool upper = (me & d) != 0;
       int klo = upper ? mid : lo, khi = upper ? hi : mid; /* kept */
       int slo = upper ? lo : mid, shi = upper ? mid : hi; /* sent */
-      nexar__sched_send(s, W, BO(slo), BO(shi) - BO(slo), dst);
+      int from = d == p / 2 ? in : W;
+      nexar__sched_send(s, from, BO(slo), BO(shi) - BO(slo), dst);
       /* The kept half is not the half being sent: fold it in as it lands,
        * the lower rank's operand on the left. */
-      nexar__sched_recv_fold(s, W, BO(klo), BO(khi) - BO(klo), dst,
-                             dst < s->grank);
+      nexar__sched_recv_fold_own(s, W, BO(klo), from, BO(klo),
+                                 BO(khi) - BO(klo), dst, dst < s->grank);
       lo = klo;
       hi = khi;
     }
@@ -162,7 +171,10 @@ int nexar__build_allreduce(nexar__sched_t *s) {
     ring(s);
     return s->build_rc;
   }
-  if (!s->a.in_place) nexar__sched_copy(s, W, 0, NEXAR__BUF_SEND, 0, bytes);
+  bool pof2 = (s->gsize & (s->gsize - 1)) == 0;
+  bool reads_send = s->a.algo == NEXAR__ALGO_RABENSEIFNER && pof2;
+  if (!s->a.in_place && !reads_send)
+    nexar__sched_copy(s, W, 0, NEXAR__BUF_SEND, 0, bytes);
   if (s->a.algo == NEXAR__ALGO_RD)
     rd(s);
   else

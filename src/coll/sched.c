@@ -43,7 +43,10 @@ typedef struct {
 static int reads(const nexar__step_t *st, range_t r[2]) {
   switch (st->kind) {
     case NEXAR__ST_RECV:
-      r[0] = (range_t){st->buf, st->off, st->len};
+      if (st->fold_own)
+        r[0] = (range_t){st->src_buf, st->src_off, st->len};
+      else
+        r[0] = (range_t){st->buf, st->off, st->len};
       return st->fold ? 1 : 0;
     case NEXAR__ST_SEND:
       r[0] = (range_t){st->buf, st->off, st->len};
@@ -223,17 +226,26 @@ void nexar__sched_recv(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
        bytes);
 }
 
-void nexar__sched_recv_fold(nexar__sched_t *s, int buf, uint64_t off,
-                            uint64_t bytes, int peer, bool left) {
+void nexar__sched_recv_fold_own(nexar__sched_t *s, int buf, uint64_t off,
+                                int own, uint64_t own_off, uint64_t bytes,
+                                int peer, bool left) {
   if ((peer = peer_rank(s, peer)) < 0) return;
   xfer(s,
        (nexar__step_t){.kind = NEXAR__ST_RECV,
                        .fold = bytes != 0,
                        .fold_left = left,
+                       .fold_own = own != buf || own_off != off,
                        .buf = (uint8_t)buf,
+                       .src_buf = (uint8_t)own,
                        .peer = peer,
-                       .off = off},
+                       .off = off,
+                       .src_off = own_off},
        bytes);
+}
+
+void nexar__sched_recv_fold(nexar__sched_t *s, int buf, uint64_t off,
+                            uint64_t bytes, int peer, bool left) {
+  nexar__sched_recv_fold_own(s, buf, off, buf, off, bytes, peer, left);
 }
 
 void nexar__sched_reduce(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
@@ -461,13 +473,18 @@ static void comm_done(nexar__req_t *r) {
 static void fold(const nexar__req_t *r, uint8_t *dst, const uint8_t *src,
                  size_t n) {
   const nexar__sched_t *s = r->cb_arg;
-  nexar__reduce(dst, src, n / s->a.es, s->a.dtype, s->a.op);
+  if (r->fold_own)
+    nexar__reduce3(dst, r->fold_own + (dst - r->buf), src, n / s->a.es,
+                   s->a.dtype, s->a.op);
+  else
+    nexar__reduce(dst, src, n / s->a.es, s->a.dtype, s->a.op);
 }
 
 static void fold_left(const nexar__req_t *r, uint8_t *dst, const uint8_t *src,
                       size_t n) {
   const nexar__sched_t *s = r->cb_arg;
-  nexar__reduce3(dst, src, dst, n / s->a.es, s->a.dtype, s->a.op);
+  const uint8_t *own = r->fold_own ? r->fold_own + (dst - r->buf) : dst;
+  nexar__reduce3(dst, src, own, n / s->a.es, s->a.dtype, s->a.op);
 }
 
 static void post(nexar__sched_t *s, uint32_t i) {
@@ -492,6 +509,8 @@ static void post(nexar__sched_t *s, uint32_t i) {
     r->is_coll = true;
     r->fold = !st->fold ? NULL : st->fold_left ? fold_left : fold;
     r->fold_es = (uint32_t)s->a.es;
+    r->fold_own =
+        st->fold && st->fold_own ? s->bufs[st->src_buf] + st->src_off : NULL;
   }
   s->steps[i].state = ST_POSTED;
   s->inflight++;

@@ -80,11 +80,12 @@ enum nexar__buf {
 
 typedef struct nexar__step {
   uint8_t kind, buf, src_buf;
-  uint8_t state;              /* run time: waiting, ready, posted, done */
-  bool fold;                  /* RECV: buf = buf op incoming, as it lands */
-  bool fold_left;             /* ... or buf = incoming op buf */
-  int peer;                   /* comm rank (SEND/RECV) */
-  uint32_t id;                /* message step id (SEND/RECV) */
+  uint8_t state;  /* run time: waiting, ready, posted, done */
+  bool fold;      /* RECV: buf = buf op incoming, as it lands */
+  bool fold_left; /* ... or buf = incoming op buf */
+  bool fold_own;  /* ... buf's operand read from src_buf[src_off..] */
+  int peer;       /* comm rank (SEND/RECV) */
+  uint32_t id;    /* message step id (SEND/RECV) */
   uint64_t off, len, src_off; /* bytes */
   uint32_t ndeps;             /* unfinished predecessors (run time) */
   uint32_t succ, nsucc;       /* successors: s->succ[succ .. succ+nsucc) */
@@ -193,6 +194,13 @@ void nexar__sched_recv(nexar__sched_t *s, int buf, uint64_t off, uint64_t bytes,
  * waits for the peer's receive). */
 void nexar__sched_recv_fold(nexar__sched_t *s, int buf, uint64_t off,
                             uint64_t bytes, int peer, bool left);
+/* The same with the own operand read from |own| at |own_off| instead of
+ * buf: buf[off..] = own[own_off..] op incoming (or incoming op own when
+ * |left|), so that an out-of-place call's input needs no copy into buf
+ * before it is combined. */
+void nexar__sched_recv_fold_own(nexar__sched_t *s, int buf, uint64_t off,
+                                int own, uint64_t own_off, uint64_t bytes,
+                                int peer, bool left);
 /* dst = dst op src over |bytes| bytes (a multiple of the element size). */
 void nexar__sched_reduce(nexar__sched_t *s, int dst, uint64_t dst_off, int src,
                          uint64_t src_off, uint64_t bytes);

@@ -75,6 +75,9 @@ struct nexar_req {
   void (*fold)(const struct nexar_req *r, uint8_t *dst, const uint8_t *src,
                size_t n);
   uint32_t fold_es;
+  /* Non-NULL: the fold's own operand is read here, at the offset dst has
+   * in buf, and buf is only written (no copy of it into buf first). */
+  const uint8_t *fold_own;
   nexar__imsg_t *msg;
   nexar__omsg_t *omsg;
   /* Collective. */
