@@ -243,33 +243,57 @@ static void seal_nonce(unsigned char nonce[12], const unsigned char *hdr) {
   memcpy(nonce + 4, hdr, SEAL_HDR);
 }
 
-/* Sender: user bytes into the datagram, sealed in place. */
-static int seal_one(seal_t *z, unsigned char *d, size_t dg) {
+/* Sender: user bytes sealed into the datagram, copied in first and sealed
+ * in place (as ngtcp2 does), or, |direct|, sealed straight from the user
+ * buffer (no copy but the cipher's). */
+static int seal_one(seal_t *z, unsigned char *d, size_t dg, bool direct) {
   size_t pt = dg - SEAL_HDR - SEAL_TAG, ct = pt + SEAL_TAG;
   unsigned char nonce[12];
   if (z->off + pt > SEAL_USER) z->off = 0;
   memcpy(d, &z->seq, SEAL_HDR);
   z->seq++;
-  memcpy(d + SEAL_HDR, z->user + z->off, pt);
+  const unsigned char *src = z->user + z->off;
+  if (!direct) src = memcpy(d + SEAL_HDR, src, pt);
   z->off += pt;
   seal_nonce(nonce, d);
-  return gnutls_aead_cipher_encrypt(z->h, nonce, 12, d, SEAL_HDR, SEAL_TAG,
-                                    d + SEAL_HDR, pt, d + SEAL_HDR, &ct);
+  return gnutls_aead_cipher_encrypt(z->h, nonce, 12, d, SEAL_HDR, SEAL_TAG, src,
+                                    pt, d + SEAL_HDR, &ct);
 }
 
-/* Receiver: opened into its own buffer (the tag checked), then copied out.
- * Returns the plaintext bytes, 0 for a datagram that did not open. */
-static size_t open_one(seal_t *z, const unsigned char *d, size_t len) {
+/* out = a + b, vectorized (as nexar's kernels are). */
+__attribute__((optimize("O3"))) static void sum_f32(float *restrict out,
+                                                    const float *restrict a,
+                                                    const float *restrict b,
+                                                    size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* What a receiver does with a datagram's plaintext: opened into its own
+ * buffer and copied into the user buffer (OPEN_COPY, refs sealed), opened
+ * straight into the user buffer (OPEN_DIRECT), or opened into its own
+ * buffer and summed as float32 with |own| into the user buffer at the
+ * same offset (OPEN_FOLD: a folding receive). */
+enum { OPEN_COPY, OPEN_DIRECT, OPEN_FOLD };
+
+/* Opens one datagram (the tag checked). Returns the plaintext bytes, 0 for
+ * a datagram that did not open. */
+static size_t open_one(seal_t *z, const unsigned char *d, size_t len, int how,
+                       const unsigned char *own) {
+  if (len <= SEAL_HDR + SEAL_TAG) return 0;
   size_t pt = len - SEAL_HDR - SEAL_TAG;
   unsigned char nonce[12];
-  if (len <= SEAL_HDR + SEAL_TAG) return 0;
+  if (z->off + pt > SEAL_USER) z->off = 0;
+  unsigned char *at = z->user + z->off;
   seal_nonce(nonce, d);
   if (gnutls_aead_cipher_decrypt(z->h, nonce, 12, d, SEAL_HDR, SEAL_TAG,
-                                 d + SEAL_HDR, len - SEAL_HDR, z->plain,
-                                 &pt) < 0)
+                                 d + SEAL_HDR, len - SEAL_HDR,
+                                 how == OPEN_DIRECT ? at : z->plain, &pt) < 0)
     return 0;
-  if (z->off + pt > SEAL_USER) z->off = 0;
-  memcpy(z->user + z->off, z->plain, pt);
+  if (how == OPEN_COPY)
+    memcpy(at, z->plain, pt);
+  else if (how == OPEN_FOLD)
+    sum_f32((float *)(void *)at, (const float *)(const void *)(own + z->off),
+            (const float *)(const void *)z->plain, pt / sizeof(float));
   z->off += pt;
   return pt;
 }
@@ -311,8 +335,9 @@ static int udp_run(double secs, bool sealed) {
       ssize_t r = recvfrom(rfd, buf, dg, 0, (struct sockaddr *)&from, &fl);
       if (r <= 0) continue;
       if (r == 1) break; /* end marker */
-      size_t got =
-          sealed ? open_one(&z, (unsigned char *)buf, (size_t)r) : (size_t)r;
+      size_t got = sealed ? open_one(&z, (unsigned char *)buf, (size_t)r,
+                                     OPEN_COPY, NULL)
+                          : (size_t)r;
       if (!got) continue;
       if (sealed && ++opened % SEAL_ACK_EVERY == 0)
         sendto(rfd, &opened, sizeof opened, 0, (struct sockaddr *)&from, fl);
@@ -347,7 +372,7 @@ static int udp_run(double secs, bool sealed) {
       while (recv(sfd, &v, sizeof v, MSG_DONTWAIT) == sizeof v)
         if (v > acked) acked = v;
     }
-    if (sealed && seal_one(&z, (unsigned char *)buf, dg) < 0) {
+    if (sealed && seal_one(&z, (unsigned char *)buf, dg, false) < 0) {
       fprintf(stderr, "refs: sealed: encryption failed\n");
       return 1;
     }
@@ -387,66 +412,6 @@ static int t_udp(int argc, char **argv, bool sealed) {
 #define RING_GRACE_S 0.3 /* after the window: keep opening, send nothing */
 #define RING_HALF 16     /* datagrams folded, then as many placed, in turn */
 
-/* The ring's work per datagram, with no copy but the cipher's own: the
- * sender seals straight from its user buffer into the datagram, the
- * receiver opens straight into its user buffer (a design that decrypts
- * into the posted receive buffer). */
-static int seal_direct(seal_t *z, unsigned char *d, size_t dg) {
-  size_t pt = dg - SEAL_HDR - SEAL_TAG, ct = pt + SEAL_TAG;
-  unsigned char nonce[12];
-  if (z->off + pt > SEAL_USER) z->off = 0;
-  memcpy(d, &z->seq, SEAL_HDR);
-  z->seq++;
-  seal_nonce(nonce, d);
-  int rc = gnutls_aead_cipher_encrypt(z->h, nonce, 12, d, SEAL_HDR, SEAL_TAG,
-                                      z->user + z->off, pt, d + SEAL_HDR, &ct);
-  z->off += pt;
-  return rc;
-}
-
-static size_t open_direct(seal_t *z, const unsigned char *d, size_t len) {
-  if (len <= SEAL_HDR + SEAL_TAG) return 0;
-  size_t pt = len - SEAL_HDR - SEAL_TAG;
-  unsigned char nonce[12];
-  if (z->off + pt > SEAL_USER) z->off = 0;
-  seal_nonce(nonce, d);
-  if (gnutls_aead_cipher_decrypt(z->h, nonce, 12, d, SEAL_HDR, SEAL_TAG,
-                                 d + SEAL_HDR, len - SEAL_HDR, z->user + z->off,
-                                 &pt) < 0)
-    return 0;
-  z->off += pt;
-  return pt;
-}
-
-/* out = a + b, vectorized (as nexar's kernels are). */
-__attribute__((optimize("O3"))) static void sum_f32(float *restrict out,
-                                                    const float *restrict a,
-                                                    const float *restrict b,
-                                                    size_t n) {
-  for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
-}
-
-/* Reduce-scatter's datagram: opened into the receiver's own (hot) buffer,
- * then summed as float32 with the rank's contribution |own| into its
- * result at the same offset, as a folding receive does. */
-static size_t open_fold(seal_t *z, const unsigned char *own,
-                        const unsigned char *d, size_t len) {
-  if (len <= SEAL_HDR + SEAL_TAG) return 0;
-  size_t pt = len - SEAL_HDR - SEAL_TAG;
-  unsigned char nonce[12];
-  if (z->off + pt > SEAL_USER) z->off = 0;
-  seal_nonce(nonce, d);
-  if (gnutls_aead_cipher_decrypt(z->h, nonce, 12, d, SEAL_HDR, SEAL_TAG,
-                                 d + SEAL_HDR, len - SEAL_HDR, z->plain,
-                                 &pt) < 0)
-    return 0;
-  sum_f32((float *)(void *)(z->user + z->off),
-          (const float *)(const void *)(own + z->off),
-          (const float *)(const void *)z->plain, pt / sizeof(float));
-  z->off += pt;
-  return pt;
-}
-
 /* One process of the ring: sends sealed datagrams to |next| and opens
  * those of the previous process until |t_end|, counting the plaintext
  * opened in [t_meas, t_end); then serves its inbox for RING_GRACE_S so
@@ -479,9 +444,8 @@ static int ring_proc(int fd, int r, int n, const struct sockaddr_in *addrs,
       }
       /* Half of what a ring allreduce receives is combined with the
        * rank's own data (reduce-scatter), half is only placed. */
-      size_t pt = opened / RING_HALF % 2 == 0
-                      ? open_fold(&rx, tx.user, rbuf, (size_t)got)
-                      : open_direct(&rx, rbuf, (size_t)got);
+      int how = opened / RING_HALF % 2 == 0 ? OPEN_FOLD : OPEN_DIRECT;
+      size_t pt = open_one(&rx, rbuf, (size_t)got, how, tx.user);
       if (!pt) continue;
       double now = now_s();
       if (now >= t_meas && now < t_end) bytes += (double)pt;
@@ -489,7 +453,7 @@ static int ring_proc(int fd, int r, int n, const struct sockaddr_in *addrs,
         sendto(fd, &opened, sizeof opened, 0, prev, sizeof addrs[0]);
     }
     for (int i = 0; i < 4 && t < t_end && nsent - acked < SEAL_WINDOW; i++) {
-      if (seal_direct(&tx, sbuf, dg) < 0) return 1;
+      if (seal_one(&tx, sbuf, dg, true) < 0) return 1;
       if (sendto(fd, sbuf, dg, 0, next, sizeof addrs[0]) > 0) nsent++;
       did = true;
     }
