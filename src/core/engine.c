@@ -120,11 +120,15 @@ static void ep_leave(nexar__ep_t *ep) {
   pthread_mutex_unlock(&ep->emu);
 }
 
+void nexar__ep_leave(nexar__ep_t *ep) {
+  ep_leave(ep);
+}
+
 static uint64_t ep_pass(nexar__ep_t *ep);
 static bool ops_queued(nexar__ep_t *ep);
 
 /* Whether a transport may have input (a cheap look, no system call). */
-static bool ep_ready(nexar__ep_t *ep, uint64_t now) {
+bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now) {
   for (int i = 0; i < ep->ntps; i++)
     if (!ep->tps[i]->ready || ep->tps[i]->ready(ep, now)) return true;
   return false;
@@ -267,7 +271,7 @@ static void spin(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     /* The clock costs as much as a poll: read every CLOCK_EVERY. */
     if (*polls % CLOCK_EVERY == 0) *now = nexar__now();
   } while (*now < spin_until && *now < ep->due && !any_done(reqs, n) &&
-           !ops_queued(ep) && !ep_ready(ep, *now));
+           !ops_queued(ep) && !nexar__ep_ready(ep, *now));
 }
 
 static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
@@ -282,7 +286,8 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
    * than run a whole pass (every transport read, the timers and ticks)
    * for nothing; the pass runs once something may have come, or when one
    * is due. */
-  if (now < ep->due && now < deadline && !ops_queued(ep) && !ep_ready(ep, now))
+  if (now < ep->due && now < deadline && !ops_queued(ep) &&
+      !nexar__ep_ready(ep, now))
     spin(ep, reqs, n, spin_until, &polls, &now);
   for (;;) {
     ep_input(ep);
@@ -322,6 +327,10 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     }
     pthread_mutex_lock(&ep->emu);
   }
+  nexar__ep_drive_end(ep);
+}
+
+void nexar__ep_drive_end(nexar__ep_t *ep) {
   uint64_t end = nexar__now();
   atomic_store(&ep->drv_end, end);
   atomic_store(&ep->driving, false);
