@@ -420,9 +420,10 @@ bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now);
 /* Engine lock held: releases it, waking the progress thread if the next
  * pass is due before its planned wake-up. */
 void nexar__ep_leave(nexar__ep_t *ep);
-/* Engine lock held by a caller that drove (ep->driving set): the drive's
- * end (the progress thread's linger timer), then nexar__ep_leave. */
-void nexar__ep_drive_end(nexar__ep_t *ep);
+/* Engine lock held by a caller that drove (ep->driving set) until |end|
+ * (ns, its last clock reading): the drive's end (the progress thread's
+ * linger timer), then nexar__ep_leave. */
+void nexar__ep_drive_end(nexar__ep_t *ep, uint64_t end);
 
 /* ---------------- express.c: the express path's engine half ----------------
  * A small blocking send or receive between ranks of one host may run on

@@ -327,11 +327,10 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     }
     pthread_mutex_lock(&ep->emu);
   }
-  nexar__ep_drive_end(ep);
+  nexar__ep_drive_end(ep, nexar__now());
 }
 
-void nexar__ep_drive_end(nexar__ep_t *ep) {
-  uint64_t end = nexar__now();
+void nexar__ep_drive_end(nexar__ep_t *ep, uint64_t end) {
   atomic_store(&ep->drv_end, end);
   atomic_store(&ep->driving, false);
   /* An operation posted while we drove, and not run by us: its kick left

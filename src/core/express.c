@@ -51,25 +51,26 @@ bool nexar__ep_wait_link(nexar__ep_t *ep, nexar__req_t *req, nexar__link_t *l,
   if (until > deadline) until = deadline;
   unsigned polls = 0;
   while (!done(req)) {
+    /* Records read (of this request or others) count as polls too: a
+     * link that never stops bringing others ends the wait all the same. */
     int got = l->tp->poll_link(l);
-    if (got < 0) break;
-    if (got > 0) continue; /* read: look at the request again */
-    if (atomic_load_explicit(&ep->q_any, memory_order_acquire)) break;
-    if (++polls % ep->yield_every == 0) {
+    if (got < 0 || atomic_load_explicit(&ep->q_any, memory_order_acquire))
+      break;
+    ++polls;
+    if (!got && polls % ep->yield_every == 0) {
       pthread_mutex_unlock(&ep->emu);
       sched_yield();
       pthread_mutex_lock(&ep->emu);
     }
     if (polls % EXPRESS_CLOCK_EVERY == 0) {
       uint64_t now = ep->pass_now = nexar__now();
+      if (now >= until || now >= ep->due) break;
       /* Input elsewhere (a record of this link may have come since the
        * poll above: it is read first). */
-      if (now >= until || now >= ep->due ||
-          (nexar__ep_ready(ep, now) && l->tp->poll_link(l) == 0))
-        break;
+      if (!got && nexar__ep_ready(ep, now) && l->tp->poll_link(l) == 0) break;
     }
   }
-  nexar__ep_drive_end(ep);
+  nexar__ep_drive_end(ep, ep->pass_now);
   /* Callers that waited while this one drove look again. */
   pthread_mutex_lock(&ep->cmu);
   if (ep->waiters) pthread_cond_broadcast(&ep->ccv);

@@ -45,17 +45,6 @@ static nexar__link_t *neighbour(nexar_ctx_t *ctx, int dest) {
   return c && c->state == NEXAR__CS_READY && c->peer == dest ? c : NULL;
 }
 
-/* The flight recorder's entry of a send written at once: posted and
- * ended together (the general path's has a request; this one a stand-in
- * for the time of the call). */
-static void flight_sent(nexar_comm_t *comm, uint64_t bytes, int peer, int tag) {
-  nexar__req_t r = {.kind = NEXAR__REQ_SEND, .comm = comm};
-  r.t_start = nexar__now();
-  nexar__flight_post(comm->ctx, &r, "send", NULL, UINT64_MAX, -1, bytes, peer,
-                     tag);
-  nexar__flight_end(&r, NEXAR_OK);
-}
-
 bool nexar__p2p_express_send(nexar_comm_t *comm, const void *buf,
                              uint64_t bytes, nexar_dtype_t dtype, int peer,
                              int tag) {
@@ -87,7 +76,7 @@ bool nexar__p2p_express_send(nexar_comm_t *comm, const void *buf,
     sent = c->tp->send_now(c, NEXAR__LANE_DATA, hdr, buf, bytes);
     if (sent) {
       sq->next_tx[NEXAR__LANE_DATA]++;
-      if (ctx->flight) flight_sent(comm, bytes, peer, tag);
+      nexar__flight_sent(ctx, comm, bytes, peer, tag);
       atomic_fetch_add_explicit(&comm->tx_bytes, bytes, memory_order_relaxed);
     }
   }
