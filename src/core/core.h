@@ -404,6 +404,10 @@ void nexar__ep_rpc_seen(nexar__ep_t *ep);
 void nexar__ep_progress(nexar__ep_t *ep);
 /* Engine (emu held): marks |req| finished with |rc| and wakes waiters. */
 void nexar__req_complete(nexar__req_t *req, int rc);
+/* Wakes the callers waiting on ep->ccv, if any, after the caller changed
+ * (sequentially consistent) what they wait for: a request's done flag or
+ * ep->driving. */
+void nexar__ep_wake_waiters(nexar__ep_t *ep);
 /* User thread: waits until |req| is done or |deadline| (ns) passes,
  * driving progress itself while no other caller does. Returns 0 when
  * done, NEXAR_ERR_TIMEOUT otherwise. */

@@ -72,8 +72,6 @@ bool nexar__ep_wait_link(nexar__ep_t *ep, nexar__req_t *req, nexar__link_t *l,
   }
   nexar__ep_drive_end(ep, ep->pass_now);
   /* Callers that waited while this one drove look again. */
-  pthread_mutex_lock(&ep->cmu);
-  if (ep->waiters) pthread_cond_broadcast(&ep->ccv);
-  pthread_mutex_unlock(&ep->cmu);
+  nexar__ep_wake_waiters(ep);
   return done(req);
 }

@@ -77,7 +77,7 @@ bool nexar__p2p_express_send(nexar_comm_t *comm, const void *buf,
     if (sent) {
       sq->next_tx[NEXAR__LANE_DATA]++;
       nexar__flight_sent(ctx, comm, bytes, peer, tag);
-      atomic_fetch_add_explicit(&comm->tx_bytes, bytes, memory_order_relaxed);
+      nexar__comm_count_tx(comm, bytes);
     }
   }
   nexar__ep_leave(&ctx->ep);

@@ -245,6 +245,16 @@ void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h);
  * receive, a probe first in line, a collective mismatch. */
 bool nexar__p2p_on_whole(nexar__link_t *c, const uint8_t *d, size_t n);
 
+/* Engine (emu held): |bytes| more data sent on |comm|
+ * (nexar_comm_bytes_sent). Written under the engine lock only, so a load
+ * and a store, not an atomic addition; readers load it. */
+static inline void nexar__comm_count_tx(nexar_comm_t *comm, uint64_t bytes) {
+  atomic_store_explicit(
+      &comm->tx_bytes,
+      atomic_load_explicit(&comm->tx_bytes, memory_order_relaxed) + bytes,
+      memory_order_relaxed);
+}
+
 /* Eager copies in flight per peer (send.c): a larger total waits. */
 #define NEXAR__EAGER_COPY_CAP (16u << 20)
 

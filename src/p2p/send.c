@@ -212,7 +212,6 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
                ? nexar__rdv_rpc_send(ctx, req)
                : nexar__p2p_emit(ctx, req->peer, &req->hdr, req->lane, req->buf,
                                  req->cap, copy, req, comm);
-  if (rc == 0 && comm && bytes)
-    atomic_fetch_add_explicit(&comm->tx_bytes, bytes, memory_order_relaxed);
+  if (rc == 0 && comm && bytes) nexar__comm_count_tx(comm, bytes);
   return rc;
 }

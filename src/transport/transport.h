@@ -445,7 +445,10 @@ struct nexar__ep {
   /* Completion signalling to user threads that do not drive. */
   pthread_mutex_t cmu;
   pthread_cond_t ccv;
-  int waiters;
+  /* Callers waiting on ccv for another's drive (under cmu; atomic so that
+   * whoever ends a request or a drive wakes them only when there are some:
+   * see nexar__ep_wake_waiters). */
+  atomic_int waiters;
   /* Datagrams from unknown clients held until the roster is known. */
   struct {
     uint8_t *data;
