@@ -83,6 +83,15 @@ set_tests_properties(test_p2p_order PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
 add_test(NAME test_p2p_order_small COMMAND test_p2p_order)
 set_tests_properties(test_p2p_order_small PROPERTIES TIMEOUT 60
   ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_RING_KIB=64")
+# The express path of blocking small messages (src/p2p/express.c) mixed with
+# the general path: send order across both, wildcards, a receive posted
+# before a blocking one, truncation, several threads; over shared memory,
+# with the smallest rings, and over QUIC (test_p2p_express_quic, below).
+nexar_test(test_p2p_express 60 test_p2p_express.c)
+set_tests_properties(test_p2p_express PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
+add_test(NAME test_p2p_express_small COMMAND test_p2p_express)
+set_tests_properties(test_p2p_express_small PROPERTIES TIMEOUT 60
+  ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_RING_KIB=64")
 # Vectored p2p (sendv/recvv against contiguous peers, splits, truncation,
 # bad lists); over QUIC in test_p2pv_quic (below).
 nexar_test(test_p2pv 120 test_p2pv.c)
@@ -246,7 +255,8 @@ nexar_test(test_shm_ring 60 test_shm_ring.c shm_procs.c)
 # p2p, collective and lane suites over QUIC as well.
 set_tests_properties(test_backpressure test_streams test_ft_net PROPERTIES
   ENVIRONMENT NEXAR_TRANSPORT=quic)
-foreach(t test_p2p test_p2p_mpi test_p2pv test_p2p_order test_coll test_lanes)
+foreach(t test_p2p test_p2p_mpi test_p2pv test_p2p_order test_p2p_express
+    test_coll test_lanes)
   add_test(NAME ${t}_quic COMMAND ${t})
   get_test_property(${t} TIMEOUT tmo)
   set_tests_properties(${t}_quic PROPERTIES TIMEOUT ${tmo}

@@ -216,8 +216,25 @@ int nexar_irecv(nexar_comm_t *comm, void *buf, size_t count,
   return nexar__api_p2p(comm, buf, count, dtype, source, tag, 0, req);
 }
 
+/* Whether a blocking call may try the express path (p2p/express.c):
+ * arguments the general path accepts (it reports the others), host
+ * memory, a specific peer other than this rank. */
+static bool express_ok(nexar_comm_t *comm, const void *buf, size_t count,
+                       nexar_dtype_t dtype, int peer, int tag) {
+  size_t es = nexar_dtype_size(dtype);
+  return comm && es && (buf || !count) && count <= UINT64_MAX / es &&
+         peer >= 0 && peer < comm->size && peer != comm->rank &&
+         (tag == NEXAR_ANY_TAG || (tag >= 0 && tag <= NEXAR_TAG_MAX)) &&
+         nexar__dev_host_only(&comm->ctx->dev);
+}
+
 int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
                nexar_dtype_t dtype, int dest, int tag) {
+  if (tag != NEXAR_ANY_TAG && express_ok(comm, buf, count, dtype, dest, tag) &&
+      nexar__p2p_express_send(comm, buf,
+                              (uint64_t)count * nexar_dtype_size(dtype), dtype,
+                              dest, tag))
+    return NEXAR_OK;
   nexar__req_t *r;
   int rc = nexar_isend(comm, buf, count, dtype, dest, tag, &r);
   return rc < 0 ? rc : nexar_wait(&r, NULL);
@@ -225,8 +242,14 @@ int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
 
 int nexar_recv(nexar_comm_t *comm, void *buf, size_t count, nexar_dtype_t dtype,
                int source, int tag, nexar_status_t *status) {
+  int rc;
+  if (express_ok(comm, buf, count, dtype, source, tag) &&
+      nexar__p2p_express_recv(comm, buf,
+                              (uint64_t)count * nexar_dtype_size(dtype), source,
+                              tag, status, &rc))
+    return rc;
   nexar__req_t *r;
-  int rc = nexar_irecv(comm, buf, count, dtype, source, tag, &r);
+  rc = nexar_irecv(comm, buf, count, dtype, source, tag, &r);
   return rc < 0 ? rc : nexar_wait(&r, status);
 }
 

@@ -407,6 +407,10 @@ void nexar__ep_rpc_seen(nexar__ep_t *ep);
 void nexar__ep_progress(nexar__ep_t *ep);
 /* Engine (emu held): marks |req| finished with |rc| and wakes waiters. */
 void nexar__req_complete(nexar__req_t *req, int rc);
+/* Wakes the callers waiting on ep->ccv, if any, after the caller changed
+ * (sequentially consistent) what they wait for: a request's done flag or
+ * ep->driving. */
+void nexar__ep_wake_waiters(nexar__ep_t *ep);
 /* User thread: waits until |req| is done or |deadline| (ns) passes,
  * driving progress itself while no other caller does. Returns 0 when
  * done, NEXAR_ERR_TIMEOUT otherwise. */
@@ -418,6 +422,40 @@ int nexar__req_wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
 /* User thread: runs |fn| in the engine and waits for it. */
 int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
                    uint64_t deadline);
+/* Whether a transport may have input (a cheap look, no system call). */
+bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now);
+/* Engine lock held: releases it, waking the progress thread if the next
+ * pass is due before its planned wake-up. */
+void nexar__ep_leave(nexar__ep_t *ep);
+/* Engine lock held by a caller that drove (ep->driving set) until |end|
+ * (ns, its last clock reading): the drive's end (the progress thread's
+ * linger timer), then nexar__ep_leave. */
+void nexar__ep_drive_end(nexar__ep_t *ep, uint64_t end);
+
+/* ---------------- express.c: the express path's engine half ----------------
+ * A small blocking send or receive between ranks of one host may run on
+ * the caller's thread without a queued request or a whole pass
+ * (p2p/express.c); these give it the engine and a wait that reads one
+ * link only. */
+/* User thread: takes the engine lock when it is free and no operation is
+ * queued (every operation posted before is started, so a new one may
+ * start here in order); false otherwise (post the general way). */
+bool nexar__ep_try_own(nexar__ep_t *ep);
+/* Engine lock held (nexar__ep_try_own): waits for |req| by reading the
+ * input of link |l| only (l->tp->poll_link), as a driving caller: for at
+ * most NEXAR_SPIN_US from req->t_start, and not past |deadline|, the
+ * next due pass, an operation queued by another thread, input on any
+ * other transport or link (nexar__ep_ready), or |l| leaving the ready
+ * state. Returns with the lock released; true when |req| is done, false
+ * when the caller must wait the general way (nexar__req_wait). */
+bool nexar__ep_wait_link(nexar__ep_t *ep, nexar__req_t *req, nexar__link_t *l,
+                         uint64_t deadline);
+/* User thread (wait.c): nexar_wait for a request that lives in the
+ * caller's frame (not freed; no RPC lending): waits until its
+ * NEXAR_OP_TIMEOUT_MS deadline, expires it then, copies its status into
+ * |status| when given and returns its result through the hooks (as
+ * nexar_wait). */
+int nexar__req_wait_local(nexar__req_t *r, nexar_status_t *status);
 
 /* Handlers of the parts above p2p that p2p and cluster call (one table per
  * process, ctx->hooks, filled by src/api/api.c): what arrives for RPC and

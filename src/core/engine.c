@@ -120,11 +120,15 @@ static void ep_leave(nexar__ep_t *ep) {
   pthread_mutex_unlock(&ep->emu);
 }
 
+void nexar__ep_leave(nexar__ep_t *ep) {
+  ep_leave(ep);
+}
+
 static uint64_t ep_pass(nexar__ep_t *ep);
 static bool ops_queued(nexar__ep_t *ep);
 
 /* Whether a transport may have input (a cheap look, no system call). */
-static bool ep_ready(nexar__ep_t *ep, uint64_t now) {
+bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now) {
   for (int i = 0; i < ep->ntps; i++)
     if (!ep->tps[i]->ready || ep->tps[i]->ready(ep, now)) return true;
   return false;
@@ -215,10 +219,21 @@ void nexar__req_complete(nexar__req_t *req, int rc) {
     if (req->cb) req->cb(req);
     return;
   }
-  nexar__ep_t *ep = &req->comm->ctx->ep;
+  /* Sequentially consistent, then the waiters counted (see
+   * nexar__ep_wake_waiters). */
+  atomic_store(&req->done, 1);
+  nexar__ep_wake_waiters(&req->comm->ctx->ep);
+}
+
+void nexar__ep_wake_waiters(nexar__ep_t *ep) {
+  /* A waiter counts itself, then looks at the requests and ep->driving,
+   * all under cmu and sequentially consistent; the caller changed one of
+   * those (sequentially consistent) before it counts the waiters here. So
+   * either the waiter sees the change and does not sleep, or this sees
+   * the waiter and wakes it: cmu is taken only when someone waits. */
+  if (!atomic_load(&ep->waiters)) return;
   pthread_mutex_lock(&ep->cmu);
-  atomic_store_explicit(&req->done, 1, memory_order_release);
-  if (ep->waiters) pthread_cond_broadcast(&ep->ccv);
+  pthread_cond_broadcast(&ep->ccv);
   pthread_mutex_unlock(&ep->cmu);
 }
 
@@ -230,6 +245,14 @@ static bool req_done(const nexar__req_t *req) {
 static bool any_done(nexar__req_t *const *reqs, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (reqs[i] && req_done(reqs[i])) return true;
+  return false;
+}
+
+/* any_done, sequentially consistent (a waiter's look before it sleeps:
+ * nexar__ep_wake_waiters). */
+static bool any_done_sc(nexar__req_t *const *reqs, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (reqs[i] && atomic_load(&reqs[i]->done)) return true;
   return false;
 }
 
@@ -267,7 +290,7 @@ static void spin(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     /* The clock costs as much as a poll: read every CLOCK_EVERY. */
     if (*polls % CLOCK_EVERY == 0) *now = nexar__now();
   } while (*now < spin_until && *now < ep->due && !any_done(reqs, n) &&
-           !ops_queued(ep) && !ep_ready(ep, *now));
+           !ops_queued(ep) && !nexar__ep_ready(ep, *now));
 }
 
 static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
@@ -282,7 +305,8 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
    * than run a whole pass (every transport read, the timers and ticks)
    * for nothing; the pass runs once something may have come, or when one
    * is due. */
-  if (now < ep->due && now < deadline && !ops_queued(ep) && !ep_ready(ep, now))
+  if (now < ep->due && now < deadline && !ops_queued(ep) &&
+      !nexar__ep_ready(ep, now))
     spin(ep, reqs, n, spin_until, &polls, &now);
   for (;;) {
     ep_input(ep);
@@ -322,7 +346,10 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     }
     pthread_mutex_lock(&ep->emu);
   }
-  uint64_t end = nexar__now();
+  nexar__ep_drive_end(ep, nexar__now());
+}
+
+void nexar__ep_drive_end(nexar__ep_t *ep, uint64_t end) {
   atomic_store(&ep->drv_end, end);
   atomic_store(&ep->driving, false);
   /* An operation posted while we drove, and not run by us: its kick left
@@ -360,20 +387,19 @@ int nexar__req_wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     if (atomic_compare_exchange_strong(&ep->driving, &idle, true)) {
       /* One caller drives at a time; the others wait for completions. */
       drive(ep, reqs, n, deadline);
-      pthread_mutex_lock(&ep->cmu);
-      if (ep->waiters) pthread_cond_broadcast(&ep->ccv);
-      pthread_mutex_unlock(&ep->cmu);
+      nexar__ep_wake_waiters(ep);
       continue;
     }
-    /* The driver clears ep->driving before it takes cmu to wake us, so
-     * the check below and the wait cannot miss it. */
+    /* The driver clears ep->driving before it counts us to wake us
+     * (nexar__ep_wake_waiters), so the check below and the wait cannot
+     * miss it. */
     struct timespec ts = ns_to_ts(deadline);
     pthread_mutex_lock(&ep->cmu);
-    ep->waiters++;
-    while (!any_done(reqs, n) && atomic_load(&ep->driving) &&
+    atomic_fetch_add(&ep->waiters, 1);
+    while (!any_done_sc(reqs, n) && atomic_load(&ep->driving) &&
            pthread_cond_timedwait(&ep->ccv, &ep->cmu, &ts) != ETIMEDOUT) {
     }
-    ep->waiters--;
+    atomic_fetch_sub(&ep->waiters, 1);
     pthread_mutex_unlock(&ep->cmu);
   }
   return 0;

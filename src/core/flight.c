@@ -69,27 +69,25 @@ void nexar__flight_fini(nexar_ctx_t *ctx) {
   ctx->flight = NULL;
 }
 
-void nexar__flight_post(nexar_ctx_t *ctx, nexar__req_t *req, const char *op,
-                        const char *algo, uint64_t seq, int dtype,
-                        uint64_t count, int root, int tag) {
-  nexar__flight_t *f = ctx->flight;
-  if (!f) return;
+/* The next entry, filled for an operation of |c| posted at |t|. */
+static nexar__flight_ent_t *fill(nexar__flight_t *f, nexar_comm_t *c,
+                                 const char *op, const char *algo, uint64_t seq,
+                                 int dtype, uint64_t count, int root, int tag,
+                                 uint64_t t) {
   uint64_t id = f->next++;
   nexar__flight_ent_t *e = &f->ring[id & (f->cap - 1)];
   /* An entry overwritten while its request runs loses the link. */
   if (e->state == NEXAR__FL_POSTED && e->req) e->req->flight = 0;
-  nexar_comm_t *c = req->comm;
-  /* Field by field (the compound literal would clear wait[] whole); the
-   * post time is the request's own (the API took it for the deadline). */
+  /* Field by field (the compound literal would clear wait[] whole). */
   e->id = id;
   e->comm = c->id;
   e->seq = seq;
   e->count = count;
-  e->t_post = req->t_start ? req->t_start : nexar__now();
+  e->t_post = t;
   e->t_end = 0;
   e->op = op;
   e->algo = algo;
-  e->req = req;
+  e->req = NULL;
   e->epoch = c->epoch;
   e->crank = c->rank;
   e->csize = c->size;
@@ -99,7 +97,32 @@ void nexar__flight_post(nexar_ctx_t *ctx, nexar__req_t *req, const char *op,
   e->rc = 0;
   e->state = NEXAR__FL_POSTED;
   e->wait[0] = 0;
-  req->flight = id;
+  return e;
+}
+
+void nexar__flight_post(nexar_ctx_t *ctx, nexar__req_t *req, const char *op,
+                        const char *algo, uint64_t seq, int dtype,
+                        uint64_t count, int root, int tag) {
+  nexar__flight_t *f = ctx->flight;
+  if (!f) return;
+  /* The post time is the request's own (the API took it for the
+   * deadline). */
+  nexar__flight_ent_t *e =
+      fill(f, req->comm, op, algo, seq, dtype, count, root, tag,
+           req->t_start ? req->t_start : nexar__now());
+  e->req = req;
+  req->flight = e->id;
+}
+
+void nexar__flight_sent(nexar_ctx_t *ctx, nexar_comm_t *comm, uint64_t bytes,
+                        int peer, int tag) {
+  nexar__flight_t *f = ctx->flight;
+  if (!f) return;
+  uint64_t t = ctx->ep.pass_now;
+  nexar__flight_ent_t *e =
+      fill(f, comm, "send", NULL, UINT64_MAX, -1, bytes, peer, tag, t);
+  e->t_end = t;
+  e->state = NEXAR__FL_DONE;
 }
 
 static nexar__flight_ent_t *entry_of(const nexar__req_t *req) {

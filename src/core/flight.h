@@ -60,6 +60,12 @@ void nexar__flight_fini(nexar_ctx_t *ctx);
 void nexar__flight_post(nexar_ctx_t *ctx, nexar__req_t *req, const char *op,
                         const char *algo, uint64_t seq, int dtype,
                         uint64_t count, int root, int tag);
+/* Engine: a send of |bytes| to comm rank |peer| with |tag| on |comm| that
+ * started and ended at once, with no request (the express path,
+ * p2p/express.c): one finished entry, stamped with the engine's last
+ * clock reading (ep.pass_now), as a request's end is. */
+void nexar__flight_sent(nexar_ctx_t *ctx, nexar_comm_t *comm, uint64_t bytes,
+                        int peer, int tag);
 /* Engine: |req| ends with |rc| (nexar__req_complete). A failure that
  * names the state of the job (PEER_FAILED, TIMEOUT, REVOKED) dumps the
  * ring (at most once a second). */

@@ -8,8 +8,9 @@
 
 #include "core/core.h"
 
-static int req_finish(nexar__req_t **preq, nexar_status_t *status) {
-  nexar__req_t *r = *preq;
+/* The result of finished |r| (its staged buffers returned), its status
+ * into |status| when given. */
+static int req_result(nexar__req_t *r, nexar_status_t *status) {
   int rc = r->rc;
   if (r->stage) {
     /* Device buffers: the result goes back before the call returns. A
@@ -22,6 +23,12 @@ static int req_finish(nexar__req_t **preq, nexar_status_t *status) {
     r->st.error = rc;
   }
   if (status) *status = r->st;
+  return rc;
+}
+
+static int req_finish(nexar__req_t **preq, nexar_status_t *status) {
+  nexar__req_t *r = *preq;
+  int rc = req_result(r, status);
   nexar_comm_t *comm = r->comm;
   free(r);
   *preq = NULL;
@@ -63,6 +70,14 @@ int nexar_wait(nexar__req_t **preq, nexar_status_t *status) {
   if (nexar__req_wait(&ctx->ep, r, req_deadline(r)) < 0) expire(r);
   if (lent) ctx->hooks->rpc_unlend(ctx);
   return req_finish(preq, status);
+}
+
+int nexar__req_wait_local(nexar__req_t *r, nexar_status_t *status) {
+  nexar_ctx_t *ctx = r->comm->ctx;
+  if (!atomic_load_explicit(&r->done, memory_order_acquire) &&
+      nexar__req_wait(&ctx->ep, r, req_deadline(r)) < 0)
+    expire(r);
+  return ctx->hooks->after(r->comm, req_result(r, status));
 }
 
 int nexar_test(nexar__req_t **preq, int *done, nexar_status_t *status) {

@@ -245,6 +245,42 @@ void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h);
  * receive, a probe first in line, a collective mismatch. */
 bool nexar__p2p_on_whole(nexar__link_t *c, const uint8_t *d, size_t n);
 
+/* Engine (emu held): |bytes| more data sent on |comm|
+ * (nexar_comm_bytes_sent). Written under the engine lock only, so a load
+ * and a store, not an atomic addition; readers load it. */
+static inline void nexar__comm_count_tx(nexar_comm_t *comm, uint64_t bytes) {
+  atomic_store_explicit(
+      &comm->tx_bytes,
+      atomic_load_explicit(&comm->tx_bytes, memory_order_relaxed) + bytes,
+      memory_order_relaxed);
+}
+
+/* Eager copies in flight per peer (send.c): a larger total waits. */
+#define NEXAR__EAGER_COPY_CAP (16u << 20)
+
+/* ---- express.c: the express path of blocking small messages between
+ * ranks of one host (checked arguments, host memory, |peer| a rank of
+ * |comm|). Each returns false, having done nothing, when the general
+ * path must take the call. */
+/* nexar_send of |bytes| at |buf| (elements of |dtype|) to |peer| with
+ * |tag|: written into the link at once when the engine is free, nothing is
+ * queued, the peer is a ready neighbour whose transport writes whole
+ * messages at once (tp->send_now) and its lane has nothing waiting.
+ * True: sent (NEXAR_OK). */
+bool nexar__p2p_express_send(nexar_comm_t *comm, const void *buf,
+                             uint64_t bytes, nexar_dtype_t dtype, int peer,
+                             int tag);
+/* nexar_recv of up to |cap| bytes into |buf| from |peer| (not a wildcard)
+ * with |tag| (ANY_TAG allowed): a receive in the caller's frame, started
+ * under the engine lock when the engine is free and nothing is queued (the
+ * general matching: unexpected list first, then posted in order), waited
+ * for by reading the peer's link only (nexar__ep_wait_link), then the
+ * general wait. True with the call's result in *rc and |status| filled
+ * (when given). */
+bool nexar__p2p_express_recv(nexar_comm_t *comm, void *buf, uint64_t cap,
+                             int peer, int tag, nexar_status_t *status,
+                             int *rc);
+
 /* ---------------- p2p/credit.c ---------------- */
 /* The payload one credited relay frame carries (NEXAR_RELAY_CREDIT_BYTES
  * less the relay envelope and inner header); 0 on a full mesh, which

@@ -10,8 +10,6 @@
 
 #include "p2p/p2p.h"
 
-#define EAGER_COPY_CAP (16u << 20) /* eager copies in flight per peer */
-
 void nexar__omsg_free(nexar__omsg_t *m) {
   if (!m) return;
   if (m->fwd) nexar__relay_out_gone(m);
@@ -202,7 +200,7 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
   const char *why = NULL;
   nexar__link_t *c = route(ctx, req->peer, &why);
   bool copy = c && req->cap <= (uint64_t)ctx->prm.eager_bytes &&
-              c->eager_bytes + req->cap <= EAGER_COPY_CAP;
+              c->eager_bytes + req->cap <= NEXAR__EAGER_COPY_CAP;
   /* nexar_comm_bytes_sent counts data, not RPC replies or control
    * messages, which come here too. Read before the send: an eager send
    * completes inside it, and an internal request is freed then. */
@@ -214,7 +212,6 @@ int nexar__p2p_post_send(nexar_ctx_t *ctx, nexar__req_t *req) {
                ? nexar__rdv_rpc_send(ctx, req)
                : nexar__p2p_emit(ctx, req->peer, &req->hdr, req->lane, req->buf,
                                  req->cap, copy, req, comm);
-  if (rc == 0 && comm && bytes)
-    atomic_fetch_add_explicit(&comm->tx_bytes, bytes, memory_order_relaxed);
+  if (rc == 0 && comm && bytes) nexar__comm_count_tx(comm, bytes);
   return rc;
 }

@@ -630,6 +630,19 @@ static bool shm_ready(nexar__ep_t *ep, uint64_t now) {
   return false;
 }
 
+/* tp->poll_link: this link's rings, as shm_input reads them. A link that
+ * is parked or not polled is left to the passes (its kick and flags). */
+static int shm_poll_link(nexar__link_t *l) {
+  nexar__shm_t *s = S(l);
+  if (l->state != NEXAR__CS_READY || !s->polled) return -1;
+  nexar__shm_rec_t r;
+  if (nexar__shm_ring_peek(&s->pseg.rx, &r) == 0 &&
+      nexar__shm_ring_peek(&s->seg.rx, &r) == 0)
+    return 0;
+  nexar__shm_drain(s);
+  return 1;
+}
+
 const nexar__tp_t nexar__tp_shm = {
     .name = "shm",
     .caps = NEXAR__TP_RELIABLE | NEXAR__TP_SAME_HOST | NEXAR__TP_DONE_FORGETS,
@@ -642,6 +655,7 @@ const nexar__tp_t nexar__tp_shm = {
     .dial = nexar__shm_dial,
     .flush = nexar__shm_flush,
     .send_now = nexar__shm_send_now,
+    .poll_link = shm_poll_link,
     .expiry = shm_expiry,
     .on_expiry = shm_on_expiry,
     .send_close = nexar__shm_send_close,

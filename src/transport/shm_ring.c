@@ -14,17 +14,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The shared counters of one ring: the producer's pair of cache lines and
- * the consumer's (128 bytes each, against adjacent-line prefetch). */
+/* The shared counters of one ring: the producer's pair of cache lines, the
+ * consumer's tail and the consumer's sleep flag (128 bytes each, against
+ * adjacent-line prefetch). The flag has lines of its own: the producer
+ * reads it after every record it writes, and the consumer writes its tail
+ * after every record it reads, so together they would move a line between
+ * the two CPUs per record. */
 struct nexar__shm_ctl {
   _Atomic uint64_t head;    /* producer: bytes published */
   _Atomic uint32_t waiting; /* producer: blocked on a full ring */
   uint32_t pad;
   _Atomic uint64_t beat; /* producer: heartbeats (nexar__shm_ring_beat) */
   uint8_t pad0[128 - 24];
-  _Atomic uint64_t tail;     /* consumer: bytes released */
+  _Atomic uint64_t tail; /* consumer: bytes released */
+  uint8_t pad1[128 - 8];
   _Atomic uint32_t sleeping; /* consumer: blocked on an empty ring */
-  uint8_t pad1[128 - 12];
+  uint8_t pad2[128 - 4];
 };
 
 /* The segment header (offset 0). */
@@ -49,7 +54,7 @@ struct shm_rec_hdr {
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
                "shared counters must be lock-free");
-_Static_assert(sizeof(struct nexar__shm_ctl) == 256, "ctl layout");
+_Static_assert(sizeof(struct nexar__shm_ctl) == 384, "ctl layout");
 _Static_assert(sizeof(struct shm_rec_hdr) == NEXAR__SHM_REC_HDR, "rec hdr");
 _Static_assert(CTL_OFFSET + 2 * sizeof(struct nexar__shm_ctl) <=
                    NEXAR__SHM_HDR_BYTES,
@@ -206,23 +211,30 @@ static int ring_fail(nexar__shm_ring_t *r) {
   return NEXAR_ERR_PROTO;
 }
 
-/* Bytes not in use, from the consumer's tail read once; -1 when that tail
- * is impossible (ahead of head or more than the ring behind). */
-static int64_t prod_free(nexar__shm_ring_t *r) {
+/* Bytes not in use: from the consumer's tail last read when that leaves
+ * at least |want| bytes (the tail only grows, so the room it gives is
+ * there), else from the tail read once now; -1 when that tail is
+ * impossible (ahead of head or more than the ring behind). Reading the
+ * tail only when the room runs short leaves the consumer's line on its
+ * CPU. */
+static int64_t prod_free(nexar__shm_ring_t *r, uint64_t want) {
+  uint64_t used = r->head - r->tail_seen;
+  if (r->cap - used >= want) return (int64_t)(r->cap - used);
   uint64_t t = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
-  uint64_t used = r->head - t;
+  used = r->head - t;
   if (used > r->cap) return -1;
+  r->tail_seen = t;
   return (int64_t)(r->cap - used);
 }
 
 /* Room for a record of |len| payload bytes: 0 with the pad it needs first
  * (0 or the rest of the ring), NEXAR__SHM_AGAIN, or NEXAR_ERR_PROTO. */
 static int prod_room(nexar__shm_ring_t *r, uint32_t len, uint64_t *pad) {
-  int64_t avail = prod_free(r);
-  if (avail < 0) return ring_fail(r);
   uint64_t rec = rec_bytes(len);
   uint64_t to_end = r->cap - (r->head & (r->cap - 1));
   *pad = rec > to_end ? to_end : 0;
+  int64_t avail = prod_free(r, *pad + rec);
+  if (avail < 0) return ring_fail(r);
   return *pad + rec <= (uint64_t)avail ? 0 : NEXAR__SHM_AGAIN;
 }
 
@@ -290,8 +302,13 @@ int nexar__shm_ring_put(nexar__shm_ring_t *r, uint16_t type, uint16_t flags,
 }
 
 uint64_t nexar__shm_ring_free(nexar__shm_ring_t *r) {
-  int64_t avail = prod_free(r);
+  int64_t avail = prod_free(r, r->cap);
   return avail < 0 ? 0 : (uint64_t)avail;
+}
+
+bool nexar__shm_ring_has_free(nexar__shm_ring_t *r, uint64_t bytes) {
+  int64_t avail = prod_free(r, bytes);
+  return avail >= 0 && (uint64_t)avail >= bytes;
 }
 
 /* The waker's half of the protocol: fence (orders the caller's counter

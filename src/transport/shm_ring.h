@@ -15,9 +15,11 @@
  *   0       header: u64 magic, u32 version, u32 header bytes (4096),
  *           u64 ring bytes (a power of two), u64 total bytes
  *   256     ring 0 control: producer line (head, waiting, heartbeat
- *           count), consumer line (tail, sleeping), each 128 bytes so no
- *           two counters share a pair of cache lines
- *   768     ring 1 control, the same
+ *           count), consumer line (tail), consumer flag line (sleeping),
+ *           each 128 bytes so that the counters one side writes for every
+ *           record share no pair of cache lines with what the other side
+ *           reads for every record
+ *   640     ring 1 control, the same
  *   4096    ring 0 data (ring bytes), then ring 1 data (ring bytes)
  *
  * The creator produces into ring 0 and consumes ring 1; the attacher the
@@ -89,7 +91,7 @@
 #define NEXAR__SHM_AGAIN (-1000)
 
 #define NEXAR__SHM_MAGIC 0x474553534d48534eull /* "NSHMSSEG" */
-#define NEXAR__SHM_VERSION 2u                  /* 2: the heartbeat counter */
+#define NEXAR__SHM_VERSION 3u /* 2: the heartbeat counter; 3: the flag line */
 #define NEXAR__SHM_HDR_BYTES 4096u
 #define NEXAR__SHM_ALIGN 64u
 #define NEXAR__SHM_REC_HDR 24u /* record header bytes */
@@ -114,6 +116,7 @@ typedef struct nexar__shm_ring {
   uint8_t *data;              /* ring bytes of shared data */
   uint64_t cap;               /* ring bytes (power of two), local copy */
   uint64_t head;              /* producer: bytes published */
+  uint64_t tail_seen;         /* producer: the consumer's tail last read */
   uint64_t resv_pad;          /* producer: pad before the reservation */
   uint64_t resv_off;          /* producer: the reserved record's offset */
   uint32_t resv_len;          /* producer: payload bytes reserved */
@@ -219,6 +222,10 @@ int nexar__shm_ring_commit(nexar__shm_ring_t *r, uint16_t type, uint16_t flags,
  * rounded up to 64, and a wrap may cost the rest of the ring); 0 when the
  * tail is corrupt. */
 uint64_t nexar__shm_ring_free(nexar__shm_ring_t *r);
+
+/* Whether at least |bytes| are free (as nexar__shm_ring_free, but the
+ * consumer's tail is read only when the one last read leaves less). */
+bool nexar__shm_ring_has_free(nexar__shm_ring_t *r, uint64_t bytes);
 
 /* After put/commit: true when the consumer sleeps and its eventfd must be
  * written (once). See "Wakeups" above. */

@@ -24,7 +24,7 @@ static nexar__shm_ring_t *tx_ring(nexar__shm_t *s, int q) {
  * only then, so that the bulk ring is never filled by one message and a
  * producer waiting for room wakes when half of it is free. */
 static bool half_free(nexar__shm_ring_t *r) {
-  return nexar__shm_ring_free(r) >= r->cap / 2;
+  return nexar__shm_ring_has_free(r, r->cap / 2);
 }
 
 bool nexar__shm_tx_room(nexar__shm_t *s) {

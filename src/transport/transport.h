@@ -445,7 +445,10 @@ struct nexar__ep {
   /* Completion signalling to user threads that do not drive. */
   pthread_mutex_t cmu;
   pthread_cond_t ccv;
-  int waiters;
+  /* Callers waiting on ccv for another's drive (under cmu; atomic so that
+   * whoever ends a request or a drive wakes them only when there are some:
+   * see nexar__ep_wake_waiters). */
+  atomic_int waiters;
   /* Datagrams from unknown clients held until the roster is known. */
   struct {
     uint8_t *data;
@@ -602,6 +605,12 @@ typedef struct nexar__tp {
    * (the caller queues it). Optional: the same-host fast path. */
   bool (*send_now)(nexar__link_t *l, int lane, const uint8_t *hdr,
                    const uint8_t *data, uint64_t len);
+  /* Reads |l|'s input now, outside a pass (the engine lock held; records
+   * are stamped with ep->pass_now), as the transport's input would: 1 when
+   * it read something, 0 when there was nothing, negative when it cannot
+   * (the link is not ready, or is not polled): the caller then runs
+   * passes. Optional: the express path's receive (core/express.c). */
+  int (*poll_link)(nexar__link_t *l);
   uint64_t (*expiry)(nexar__link_t *l); /* ns; UINT64_MAX: none */
   void (*on_expiry)(nexar__link_t *l, uint64_t now);
   /* Sends the close that nexar__link_close requested (once). */
