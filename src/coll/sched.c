@@ -166,7 +166,7 @@ static uint64_t eager(const nexar__sched_t *s, uint64_t p) {
  * settings the job's). */
 static void xfer(nexar__sched_t *s, nexar__step_t st, uint64_t bytes) {
   const nexar_comm_t *c = s->comm;
-  uint64_t p = credited(s), off = st.off;
+  uint64_t p = credited(s), off = st.off, src_off = st.src_off;
   bool send = st.kind == NEXAR__ST_SEND, cts = p && bytes > eager(s, p);
   uint64_t max =
       cts && !nexar__topo_adjacent(&c->ctx->topo, c->world_ranks[c->rank],
@@ -188,6 +188,7 @@ static void xfer(nexar__sched_t *s, nexar__step_t st, uint64_t bytes) {
   do {
     st.len = max && bytes - o > max ? max : bytes - o;
     st.off = off + o;
+    st.src_off = src_off + o; /* a fold's own operand moves with it */
     st.id = ids[st.peer]++;
     add_step(s, st);
     if (cts && send && !s->build_rc) add_edge(s, wait, s->nsteps - 1);
