@@ -255,12 +255,47 @@ static int on_ack(nexar__shm_t *s, const nexar__shm_rec_t *r,
   return 0;
 }
 
+/* An R_SMALL record (shm.h): copied out of shared memory once, its 64-byte
+ * header rebuilt, and read as the DATA record with FIN of the next stream
+ * that it stands for. */
+static int on_small(nexar__shm_t *s, const nexar__shm_rec_t *r,
+                    const char **why) {
+  if (s->rx_q != Q_BULK || r->len < SMALL_PRE ||
+      r->len > SMALL_PRE + SMALL_MAX || r->flags > UINT8_MAX) {
+    *why = "a small message of a bad length or datatype";
+    return NEXAR_ERR_PROTO;
+  }
+  uint8_t msg[NEXAR__HDR_BYTES + SMALL_MAX];
+  uint32_t pre[2];
+  uint32_t n = r->len - SMALL_PRE;
+  memcpy(pre, r->payload, SMALL_PRE);
+  memcpy(msg + NEXAR__HDR_BYTES, (const uint8_t *)r->payload + SMALL_PRE, n);
+  const nexar__hdr_t h = {.kind = NEXAR__KIND_P2P,
+                          .lane = NEXAR__LANE_DATA,
+                          .dtype = (uint8_t)r->flags,
+                          .comm_id = r->b,
+                          .src_rank = pre[0],
+                          .tag = pre[1],
+                          .seq = r->a,
+                          .step = NEXAR__P2P_STANDARD,
+                          .payload_len = n};
+  nexar__hdr_encode(&h, msg);
+  const nexar__shm_rec_t d = {.len = NEXAR__HDR_BYTES + n,
+                              .type = R_DATA,
+                              .flags = F_FIN,
+                              .a = (uint64_t)(s->last_rsid[Q_BULK] + SID_STEP),
+                              .payload = msg};
+  return on_data(s, &d, why);
+}
+
 static int on_record(nexar__shm_t *s, const nexar__shm_rec_t *r,
                      const char **why) {
   nexar__link_t *l = &s->l;
   switch (r->type) {
     case R_DATA:
       return on_data(s, r, why);
+    case R_SMALL:
+      return on_small(s, r, why);
     case R_DESC:
       return on_desc(s, r, why);
     case R_ACK:

@@ -597,14 +597,15 @@ typedef struct nexar__tp {
   int (*dial)(nexar__ep_t *ep, const nexar__dial_t *d, nexar__link_t **out);
   /* Writes what its queues and protocol allow (want_write was set). */
   void (*flush)(nexar__link_t *l);
-  /* Writes a whole small message of |lane| now: its 64-byte header |hdr|
-   * and |len| payload bytes from |data|, when nothing of that lane waits
-   * in l->outq, a stream may open and the message fits one record. Returns
+  /* Writes a whole small message of |lane| now: its header |h| (with
+   * |hdr| its 64-byte encoding, or NULL: encoded here when needed) and
+   * |len| payload bytes from |data|, when nothing of that lane waits in
+   * l->outq, a stream may open and the message fits one record. Returns
    * true when written (the peer will receive it as if it had been queued
    * and flushed; the caller keeps no copy), false when nothing was written
    * (the caller queues it). Optional: the same-host fast path. */
-  bool (*send_now)(nexar__link_t *l, int lane, const uint8_t *hdr,
-                   const uint8_t *data, uint64_t len);
+  bool (*send_now)(nexar__link_t *l, int lane, const nexar__hdr_t *h,
+                   const uint8_t *hdr, const uint8_t *data, uint64_t len);
   /* Reads |l|'s input now, outside a pass (the engine lock held; records
    * are stamped with ep->pass_now), as the transport's input would: 1 when
    * it read something, 0 when there was nothing, negative when it cannot
