@@ -152,6 +152,20 @@ static bool take_whole(nexar__shm_t *s, const nexar__shm_rec_t *r) {
   return true;
 }
 
+/* take_whole for an R_SMALL record's rebuilt header |h| (its payload
+ * |d| already copied out): the next stream of the bulk ring. */
+static bool take_small(nexar__shm_t *s, const nexar__hdr_t *h,
+                       const uint8_t *d) {
+  nexar__link_t *l = &s->l;
+  if ((uint64_t)s->nrs >= s->rstreams_max || h->dtype >= NEXAR_NUM_DTYPES ||
+      h->tag > NEXAR_TAG_MAX || !l->ep->ops->on_whole_hdr ||
+      !l->ep->ops->on_whole_hdr(l, h, d))
+    return false;
+  s->last_rsid[Q_BULK] += SID_STEP;
+  owe_stream(s);
+  return true;
+}
+
 /* One DATA record. Returns 0, or NEXAR_ERR_PROTO with |why| set. */
 static int on_data(nexar__shm_t *s, const nexar__shm_rec_t *r,
                    const char **why) {
@@ -255,9 +269,11 @@ static int on_ack(nexar__shm_t *s, const nexar__shm_rec_t *r,
   return 0;
 }
 
-/* An R_SMALL record (shm.h): copied out of shared memory once, its 64-byte
- * header rebuilt, and read as the DATA record with FIN of the next stream
- * that it stands for. */
+/* An R_SMALL record (shm.h): copied out of shared memory once and its
+ * header rebuilt; taken whole when it can be (with the checks that
+ * nexar__hdr_decode makes of what the record sets: datatype, tag), else
+ * encoded and read as the DATA record with FIN of the next stream that it
+ * stands for (every check and refusal of the general path). */
 static int on_small(nexar__shm_t *s, const nexar__shm_rec_t *r,
                     const char **why) {
   if (s->rx_q != Q_BULK || r->len < SMALL_PRE ||
@@ -279,6 +295,7 @@ static int on_small(nexar__shm_t *s, const nexar__shm_rec_t *r,
                           .seq = r->a,
                           .step = NEXAR__P2P_STANDARD,
                           .payload_len = n};
+  if (take_small(s, &h, msg + NEXAR__HDR_BYTES)) return 0;
   nexar__hdr_encode(&h, msg);
   const nexar__shm_rec_t d = {.len = NEXAR__HDR_BYTES + n,
                               .type = R_DATA,

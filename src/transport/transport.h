@@ -371,6 +371,12 @@ typedef struct nexar__ep_ops {
    * on_stream_data. |d| may be memory the peer can still write: each byte
    * is read once (optional). */
   bool (*on_whole)(nexar__link_t *c, const uint8_t *d, size_t n);
+  /* As on_whole, for a message whose header the transport rebuilt from a
+   * compact form and checked as nexar__hdr_decode would: |h|, and its
+   * h->payload_len bytes at |payload| (already copied out of memory the
+   * peer can write). Optional. */
+  bool (*on_whole_hdr)(nexar__link_t *c, const nexar__hdr_t *h,
+                       const uint8_t *payload);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
