@@ -337,9 +337,12 @@ bool nexar__shm_send_now(nexar__link_t *l, int lane, const nexar__hdr_t *h,
   int q = LANE_Q(lane);
   nexar__shm_ring_t *r = tx_ring(s, q);
   uint64_t total = NEXAR__HDR_BYTES + len;
-  if (l->state != NEXAR__CS_READY || l->outq[lane] || s->tx_full[q] ||
-      !may_open(s, lane) || total > s->window || total > record_max(s, q) ||
-      by_desc(s, len) || (q == Q_BULK && !half_free(r)))
+  /* No |data| for |len| bytes: a gathered payload, which the queued
+   * path writes. */
+  if ((!data && len) || l->state != NEXAR__CS_READY || l->outq[lane] ||
+      s->tx_full[q] || !may_open(s, lane) || total > s->window ||
+      total > record_max(s, q) || by_desc(s, len) ||
+      (q == Q_BULK && !half_free(r)))
     return false;
   int rc;
   if (q == Q_BULK && small_ok(h, len)) {

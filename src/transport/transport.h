@@ -609,7 +609,8 @@ typedef struct nexar__tp {
    * l->outq, a stream may open and the message fits one record. Returns
    * true when written (the peer will receive it as if it had been queued
    * and flushed; the caller keeps no copy), false when nothing was written
-   * (the caller queues it). Optional: the same-host fast path. */
+   * (the caller queues it; always when |data| is NULL and |len| is not:
+   * a gathered payload). Optional: the same-host fast path. */
   bool (*send_now)(nexar__link_t *l, int lane, const nexar__hdr_t *h,
                    const uint8_t *hdr, const uint8_t *data, uint64_t len);
   /* Reads |l|'s input now, outside a pass (the engine lock held; records
