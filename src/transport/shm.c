@@ -22,8 +22,10 @@
  * receiver's window (eager bytes + header) until it extends it (CREDIT),
  * and at most the receiver's stream limit open at once, returned in
  * batches (STREAMS) as messages are delivered. Records: DATA (a: stream,
- * b: offset, FIN flag), CREDIT (a: stream, b: new limit), RESET (a:
- * stream), STREAMS (a: count), HB (nothing; accepted, no longer sent).
+ * b: offset, FIN flag), SMALL (a whole small message in one line, standing
+ * for the next stream's DATA with FIN; shm.h), CREDIT (a: stream, b: new
+ * limit), RESET (a: stream), STREAMS (a: count), HB (nothing; accepted, no
+ * longer sent).
  * The ring holds the bytes, so a record written is a record acknowledged.
  *
  * Everything read from the segment is untrusted: the ring checks its
