@@ -393,6 +393,7 @@ int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len) {
 static void publish(nexar__shm_ring_t *r) {
   if (r->tail == r->tail_pub) return;
   r->tail_pub = r->tail;
+  r->tail_fresh = 1;
   atomic_store_explicit(&r->ctl->tail, r->tail, memory_order_release);
 }
 
@@ -450,6 +451,8 @@ void nexar__shm_ring_pop(nexar__shm_ring_t *r) {
 
 bool nexar__shm_ring_need_kick_space(nexar__shm_ring_t *r) {
   publish(r);
+  if (!r->tail_fresh) return false; /* no fence: nothing new to see */
+  r->tail_fresh = 0;
   return take_flag(&r->ctl->waiting);
 }
 

@@ -139,6 +139,8 @@ typedef struct nexar__shm_ring {
   uint64_t beats;             /* producer: heartbeats written */
   uint64_t tail;              /* consumer: bytes released */
   uint64_t tail_pub;          /* consumer: the tail last published */
+  int tail_fresh;             /* consumer: published since the last look
+                                 at the producer's waiting flag */
   uint64_t beat_seen;         /* consumer: the peer's count last seen */
   uint64_t peeked;            /* consumer: bytes of the peeked record */
   nexar__shm_rec_t cur;       /* consumer: the peeked record */
@@ -278,7 +280,9 @@ int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out);
 void nexar__shm_ring_pop(nexar__shm_ring_t *r);
 
 /* After a batch of pops: publishes the tail, then true when the producer
- * waits for room and its eventfd must be written (once). */
+ * waits for room and its eventfd must be written (once). The flag is
+ * looked at (after a seq_cst fence) only when a tail was published since
+ * the last look: a producer that raised it later saw that tail. */
 bool nexar__shm_ring_need_kick_space(nexar__shm_ring_t *r);
 
 /* Before blocking on an empty ring: 1 when still empty (block now; the
