@@ -4,23 +4,24 @@
  * picks the target (modulo 2), the rest is its input.
  *
  *   0  the consumer's ring: u16 tail (in 64-byte units, the consumer's own
- *      counter), u64 head (the producer's shared counter, untrusted), then
- *      the ring's bytes from offset 0 (record headers, pads, payloads; at
- *      most the 4096-byte ring, the rest zero). Records are peeked and
- *      popped until the ring is empty or broken.
+ *      counter), u64 stamp key (made odd), then the ring's bytes from
+ *      offset 0 (record headers with their stamps, pads, payloads; at most
+ *      the 4096-byte ring, the rest zero). Records are peeked and popped
+ *      until the ring is empty or broken.
  *   1  a segment offered by a peer: u8 size (the file is 4096 + 4096 *
  *      (size % 5) + (size / 5) bytes), then the start of the file (its
  *      header, at most 64 bytes); nexar__shm_seg_attach maps it or refuses.
  *
  * Target 0 checks what the consumer promises: every record it returns lies
- * inside the ring and within what head published, with a payload of at
- * most nexar__shm_ring_max_payload() bytes (each payload is read whole);
- * the released tail stays 64-byte aligned, never passes head and grows by
- * whole records; a refusal is NEXAR_ERR_PROTO and stays so. Target 1 that
- * attach accepts exactly the header the rules allow (magic, version, header
- * bytes, a power-of-two ring of 4096 .. 1 GiB, total = 4096 + 2 * ring =
- * the file's size) and refuses anything else with NEXAR_ERR_PROTO. Any
- * difference aborts.
+ * inside the ring and carries the stamp of its position, with a payload of
+ * at most nexar__shm_ring_max_payload() bytes (each payload is read
+ * whole); the tail stays 64-byte aligned and grows by whole records, at
+ * most a ring's bytes; "empty" means the tail's stamp is not there; a
+ * refusal is NEXAR_ERR_PROTO and stays so. Target 1 that attach accepts
+ * exactly the header the rules allow (magic, version, header bytes, a
+ * power-of-two ring of 4096 .. 1 GiB, total = 4096 + 2 * ring = the file's
+ * size, an odd stamp key) and refuses anything else with NEXAR_ERR_PROTO.
+ * Any difference aborts.
  *
  * Build: cmake -DNEXAR_FUZZ=ON with CC=clang (tests/CMakeLists.txt).
  * Run:   scripts/fuzz.sh BUILD_DIR shm, or
@@ -57,15 +58,14 @@ static void fuzz_ring(const uint8_t *in, size_t len) {
   if (len < 10) return;
   nexar__shm_ring_t *r = &seg.rx; /* the creator consumes ring 1 */
   uint64_t tail = (uint64_t)(in[0] | in[1] << 8) * 64u;
-  uint64_t head = le64(in + 2);
+  r->key = le64(in + 2) | 1;
   in += 10;
   len -= 10;
   memset(r->data, 0, RING);
   memcpy(r->data, in, len < RING ? len : RING);
-  r->tail = tail;
+  r->tail = r->tail_pub = tail;
   r->peeked = 0;
   r->broken = 0;
-  __atomic_store_n((uint64_t *)(void *)r->ctl, head, __ATOMIC_RELEASE);
   const uint8_t *lo = r->data, *hi = r->data + RING;
   volatile uint8_t sink = 0;
   for (int i = 0; i < 2 * (int)(RING / 64) + 2; i++) {
@@ -77,23 +77,22 @@ static void fuzz_ring(const uint8_t *in, size_t len) {
       check(nexar__shm_ring_peek(r, &rec) == NEXAR_ERR_PROTO);
       return;
     }
-    check(r->tail % 64 == 0 && r->tail - tail <= RING &&
-          head - r->tail <= RING);
+    check(r->tail % 64 == 0 && r->tail - tail <= RING);
     if (rc == 0) {
-      check(r->tail == head);
+      check(le64(lo + (r->tail & (RING - 1))) != (r->tail ^ r->key));
       return;
     }
     check(rc == 1 && rec.type != NEXAR__SHM_PAD);
     check(rec.len <= nexar__shm_ring_max_payload(r));
     const uint8_t *p = rec.payload;
     check(p >= lo + NEXAR__SHM_REC_HDR && p + rec.len <= hi);
-    /* The record starts at the tail (past any pad) and ends within what
-     * head published. */
+    /* The record starts at the tail (past any pad), stamped for it. */
     check(p == lo + (r->tail & (RING - 1)) + NEXAR__SHM_REC_HDR);
-    check(r->tail + NEXAR__SHM_REC_HDR + rec.len <= head);
+    check(le64(p - NEXAR__SHM_REC_HDR) == (r->tail ^ r->key));
     for (uint32_t k = 0; k < rec.len; k++) sink ^= p[k];
     nexar__shm_ring_pop(r);
-    check(r->tail >= before + 64 && r->tail <= head && r->tail % 64 == 0);
+    check(r->tail >= before + 64 && r->tail - tail <= RING &&
+          r->tail % 64 == 0);
   }
   (void)sink;
   abort(); /* more records than a 4096-byte ring holds */
@@ -110,15 +109,15 @@ static void fuzz_attach(const uint8_t *in, size_t len) {
   size_t n = len < 64 ? len : 64;
   check(pwrite(fd, in, n, 0) == (ssize_t)n);
   check(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
-  uint8_t h[32] = {0};
-  memcpy(h, in, n < 32 ? n : 32);
+  uint8_t h[40] = {0};
+  memcpy(h, in, n < 40 ? n : 40);
   uint64_t ring = le64(h + 16);
   int ok = le64(h) == NEXAR__SHM_MAGIC &&
            (uint32_t)le64(h + 8) == NEXAR__SHM_VERSION &&
            (uint32_t)(le64(h + 8) >> 32) == NEXAR__SHM_HDR_BYTES &&
            ring >= NEXAR__SHM_RING_MIN && ring <= NEXAR__SHM_RING_MAX &&
            (ring & (ring - 1)) == 0 && le64(h + 24) == bytes &&
-           NEXAR__SHM_HDR_BYTES + 2 * ring == bytes;
+           NEXAR__SHM_HDR_BYTES + 2 * ring == bytes && (le64(h + 32) & 1);
   nexar__shm_seg_t seg;
   int rc = nexar__shm_seg_attach(fd, &seg);
   if (ok) {

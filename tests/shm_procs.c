@@ -81,52 +81,64 @@ static void put64(uint8_t *p, uint64_t v) {
   __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
 }
 
+/* A record header {stamp, len, type} at ring position |pos| (stamp
+ * |stamp|; the other fields zero). */
+static void put_hdr(nexar__shm_ring_t *w, uint64_t pos, uint64_t stamp,
+                    uint32_t len, uint16_t type) {
+  uint8_t *at = w->data + (pos & (w->cap - 1));
+  uint8_t hdr[NEXAR__SHM_REC_HDR - 8] = {0};
+  memcpy(hdr, &len, 4);
+  memcpy(hdr + 4, &type, 2);
+  memcpy(at + 8, hdr, sizeof hdr);
+  put64(at, stamp);
+}
+
 void sp_corrupt(nexar__shm_ring_t *w, uint64_t *s) {
-  uint8_t *ctl = (uint8_t *)w->ctl; /* head at 0, tail at 128 */
+  uint8_t *ctl = (uint8_t *)w->ctl; /* the consumer's tail at 128 */
   uint64_t cap = w->cap, mask = cap - 1;
   uint64_t tail =
       __atomic_load_n((uint64_t *)(void *)(ctl + 128), __ATOMIC_ACQUIRE);
-  uint64_t head = __atomic_load_n((uint64_t *)(void *)ctl, __ATOMIC_ACQUIRE);
   static const uint32_t lens[] = {0,    1,           40,          64,
-                                  2000, 2024,        2025,        4072,
-                                  4096, 0x7fffffffu, 0xffffffe8u, 0xffffffffu};
+                                  2000, 2016,        2017,        4064,
+                                  4096, 0x7fffffffu, 0xffffffe0u, 0xffffffffu};
   int n = 1 + (int)(sp_rng(s) % 3);
   for (int k = 0; k < n; k++) {
     uint64_t x = sp_rng(s), y = sp_rng(s);
     uint32_t len = x & 1 ? lens[(x >> 1) % 12] : (uint32_t)(y >> 32);
+    uint16_t type = (uint16_t)(y % 3 == 0 ? 0 : y >> 8);
     uint64_t at = (x >> 8) & mask & ~63ull;
-    uint8_t hdr[24] = {0};
     switch ((x >> 40) % 8) {
-      case 0: /* any head */
-        put64(ctl, y);
+      case 0: /* the next record's header, stamped right */
+        put_hdr(w, tail, tail ^ w->key, len, type);
         break;
-      case 1: /* near the tail, maybe unaligned or past the ring */
-        put64(ctl, tail + y % (2 * cap + 1));
+      case 1: /* a few records on, stamped right for there */
+        at = tail + 64 * (y % 40);
+        put_hdr(w, at, at ^ w->key, len, type);
         break;
-      case 2: /* a few records more, or fewer */
-        put64(ctl, head + 64 * (y % 9) - 64 * (y % 2 ? 8 : 0));
+      case 2: /* any header anywhere, any stamp */
+        put_hdr(w, at, y, len, type);
         break;
-      case 3: /* the next record's header */
-      case 4: /* any record's header (type 0 = pad sometimes) */
-        at = (x >> 40) % 8 == 3 ? tail & mask : at;
-        memcpy(hdr, &len, 4);
-        hdr[4] = (uint8_t)(y % 3 == 0 ? 0 : y >> 8);
-        hdr[5] = (uint8_t)(y >> 16);
-        memcpy(w->data + at, hdr, sizeof hdr);
-        if (y % 2) put64(ctl, tail + 64 * (1 + y % 40));
+      case 3: /* the next record stamped for an earlier or a later lap */
+        put_hdr(w, tail, (tail + cap * (y % 2 ? 1 : -1)) ^ w->key, 40, 5);
         break;
-      case 5: /* a pad at the tail reaching the ring's end, or not */
-        len = (uint32_t)(cap - (tail & mask) - 24 + 64 * (y % 3) - 64);
-        memcpy(hdr, &len, 4);
-        memcpy(w->data + (tail & mask), hdr, sizeof hdr);
-        put64(ctl, tail + cap - (tail & mask) + 64 * (y % 3));
+      case 4: /* a pad at the tail reaching the ring's end, or not */
+        len = (uint32_t)(cap - (tail & mask) - NEXAR__SHM_REC_HDR +
+                         64 * (y % 3) - 64);
+        put_hdr(w, tail, tail ^ w->key, len, 0);
+        break;
+      case 5: /* a chain of stamped records of any length */
+        for (uint64_t p = tail, i = 0; i < 1 + y % 6; i++) {
+          uint32_t l = lens[(y >> (4 * i)) % 12];
+          put_hdr(w, p, p ^ w->key, l, (uint16_t)(1 + i));
+          p += (NEXAR__SHM_REC_HDR + (uint64_t)l + 63) & ~63ull;
+        }
         break;
       case 6: /* bytes anywhere */
         for (int i = 0; i < 16; i++) w->data[sp_rng(s) & mask] = (uint8_t)y;
         break;
-      default: /* everything */
+      default: /* everything, then the tail stamped */
         for (uint64_t i = 0; i < cap; i += 8) put64(w->data + i, sp_rng(s));
-        put64(ctl, tail + (y % cap & ~63ull));
+        put64(w->data + (tail & mask), tail ^ w->key);
         break;
     }
   }

@@ -8,6 +8,8 @@
  *   mixed    rank 1 sends 600 messages of one tag to rank 0, each by one
  *            of: nexar_send small (express), nexar_send above the eager
  *            size (a stream), nexar_isend (waited for later), nexar_ssend;
+ *            small ones of 4..24 bytes go as one-line SMALL records, of
+ *            25..63 as DATA records, in one ring order that this checks;
  *            rank 2 sends on another tag meanwhile. Rank 0 takes them in
  *            send order with nexar_recv from the source (express),
  *            nexar_recv from ANY_SOURCE or with ANY_TAG, nexar_irecv, and

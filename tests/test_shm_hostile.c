@@ -7,13 +7,14 @@
  * kind:
  *   - fatal kinds (a DATA record for a stream never opened, at a wrong
  *     offset, past the stream window, an unknown record type, STREAMS
- *     returning more streams than were opened, a scribbled producer
- *     counter): rank 0's pending receive from rank 1 fails with
- *     NEXAR_ERR_PEER_FAILED naming process 1 and the violation, process 1 is in
- * its failure list (connection); rank 2's world barrier fails naming process 1;
- * ranks 0 and 2 then exchange messages and an allreduce on their own
- * communicator bit-exact; rank 1, resumed, finds its calls failing and
- * finalizes;
+ *     returning more streams than were opened, a published record past
+ *     the ring's end, a one-line small message too short for its header
+ *     or naming the receiver as its source): rank 0's pending receive from rank
+ * 1 fails with NEXAR_ERR_PEER_FAILED naming process 1 and the violation,
+ * process 1 is in its failure list (connection); rank 2's world barrier fails
+ * naming process 1; ranks 0 and 2 then exchange messages and an allreduce on
+ * their own communicator bit-exact; rank 1, resumed, finds its calls failing
+ * and finalizes;
  *   - harmless kinds (CREDIT and RESET for unknown streams, both ways):
  *     nothing changes, later messages of 0 B to 300 KB arrive bit-exact.
  * To make the outcome definite (rank 1, told of its violation, would
@@ -59,8 +60,12 @@ static const struct kind {
      "a record of unknown type"},
     {NEXAR__SHM_FORGE_STREAMS, "STREAMS returning more than opened",
      "more streams returned than were opened"},
-    {NEXAR__SHM_FORGE_RING, "a scribbled producer counter",
+    {NEXAR__SHM_FORGE_RING, "a published record past the ring's end",
      "its ring is corrupt"},
+    {NEXAR__SHM_FORGE_SMALL_LEN, "a one-line message too short for its header",
+     "a small message of a bad length or datatype"},
+    {NEXAR__SHM_FORGE_SMALL_SRC, "a one-line message naming another source",
+     "source rank does not match the authenticated peer"},
     {0, "CREDIT and RESET for unknown streams", NULL},
 };
 

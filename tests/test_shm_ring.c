@@ -45,7 +45,7 @@ static void test_sizes(void **state) {
   assert_int_equal(nexar__shm_seg_attach(-1, &s), NEXAR_ERR_INVALID_ARG);
   nexar__shm_seg_t w, c;
   open_pair(4096, &w, &c);
-  assert_int_equal(nexar__shm_ring_max_payload(&w.tx), 2048 - 24);
+  assert_int_equal(nexar__shm_ring_max_payload(&w.tx), 2048 - 32);
   assert_int_equal(w.map_bytes, 4096 + 2 * 4096);
   assert_ptr_equal(w.tx.data,
                    c.rx.data - (uint8_t *)c.base + (uint8_t *)w.base);
@@ -66,7 +66,7 @@ static void test_basic(void **state) {
   assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 0);
   assert_int_equal(nexar__shm_ring_free(&w.tx), 4096);
   /* Invalid puts change nothing. */
-  struct iovec big = {buf, 2025};
+  struct iovec big = {buf, 2017};
   assert_int_equal(nexar__shm_ring_put(&w.tx, 1, 0, 0, 0, &big, 1),
                    NEXAR_ERR_INVALID_ARG);
   assert_int_equal(nexar__shm_ring_put(&w.tx, NEXAR__SHM_PAD, 0, 0, 0, NULL, 0),
@@ -76,17 +76,17 @@ static void test_basic(void **state) {
   assert_int_equal(nexar__shm_ring_commit(&w.tx, 1, 0, 0, 0, 0),
                    NEXAR_ERR_INVALID_USAGE);
   assert_int_equal(nexar__shm_ring_free(&w.tx), 4096);
-  /* Two iovecs: 0 + 40 = 40 payload bytes, a 64-byte record. */
-  struct iovec two[2] = {{buf, 10}, {buf + 10, 30}};
+  /* Two iovecs: 10 + 22 = 32 payload bytes, a 64-byte record. */
+  struct iovec two[2] = {{buf, 10}, {buf + 10, 22}};
   assert_int_equal(nexar__shm_ring_put(&w.tx, 7, 9, 11, 13, two, 2), 0);
   assert_int_equal(nexar__shm_ring_free(&w.tx), 4096 - 64);
   assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 1);
-  assert_int_equal(r.len, 40);
+  assert_int_equal(r.len, 32);
   assert_int_equal(r.type, 7);
   assert_int_equal(r.flags, 9);
   assert_int_equal(r.a, 11);
   assert_int_equal(r.b, 13);
-  assert_memory_equal(r.payload, buf, 40);
+  assert_memory_equal(r.payload, buf, 32);
   nexar__shm_rec_t again;
   assert_int_equal(nexar__shm_ring_peek(&c.rx, &again), 1);
   assert_ptr_equal(again.payload, r.payload);
@@ -110,6 +110,11 @@ static void test_basic(void **state) {
   assert_int_equal(r.a, 5);
   assert_memory_equal(r.payload, buf, 50);
   nexar__shm_ring_pop(&c.rx);
+  /* Released lazily: the producer sees the room once the consumer finds
+   * the ring empty (or kicks, or sleeps). */
+  assert_int_equal(nexar__shm_ring_free(&w.tx), 4096 - 128);
+  assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 0);
+  assert_int_equal(nexar__shm_ring_free(&w.tx), 4096);
   /* Fill: 64 records of 0 bytes fill 4096, then full (nothing written). */
   for (int i = 0; i < 64; i++)
     assert_int_equal(nexar__shm_ring_put(&w.tx, 3, 0, (uint64_t)i, 0, NULL, 0),
@@ -165,7 +170,7 @@ static void test_model(void **state) {
         continue;
       }
       assert_int_equal(rc, 0);
-      pads += (w.tx.head - h0) > ((24 + len + 63) & ~63u);
+      pads += (w.tx.head - h0) > ((32 + len + 63) & ~63u);
       qlen[put % Q] = len;
       qoff[put % Q] = off;
       put++;
@@ -224,10 +229,11 @@ static void test_wakeup_flags(void **state) {
 }
 
 /* ---- Exact corruptions of ring 0 (4096 bytes): the consumer's tail is
- * moved to |tail| by valid 0-byte records, then a header {len, type} is
- * written at |at| (after a pad, valid 40-byte records at offset 0 and
- * right after the pad), and head set to |head|. Returns what peek says. */
-static int corrupt_case(uint64_t tail, uint64_t head, uint64_t at, uint32_t len,
+ * moved to |tail| by valid 0-byte records, then a header {len, type}
+ * stamped for ring position |pos| is written at |pos|'s offset (after a
+ * pad, a valid 8-byte record stamped right at offset 0). Returns what peek
+ * says. */
+static int corrupt_case(uint64_t tail, uint64_t pos, uint32_t len,
                         uint16_t type) {
   nexar__shm_seg_t w, c;
   nexar__shm_rec_t r;
@@ -237,18 +243,26 @@ static int corrupt_case(uint64_t tail, uint64_t head, uint64_t at, uint32_t len,
     assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 1);
     nexar__shm_ring_pop(&c.rx);
   }
-  uint8_t h[24] = {0}, ok[24] = {40, 0, 0, 0, 3};
-  memcpy(h, &len, 4);
-  memcpy(h + 4, &type, 2);
-  memcpy(w.tx.data + at, h, 24);
-  uint64_t next = at + ((24 + (uint64_t)len + 63) & ~63ull);
-  if (type == NEXAR__SHM_PAD && at) memcpy(w.tx.data, ok, 24);
-  if (type == NEXAR__SHM_PAD && next < 4096) memcpy(w.tx.data + next, ok, 24);
-  __atomic_store_n((uint64_t *)(void *)w.tx.ctl, head, __ATOMIC_RELEASE);
+  const uint64_t key = w.tx.key;
+  uint8_t h[32] = {0};
+  uint64_t stamp = pos ^ key, next = pos + 4096 - (pos & 4095);
+  memcpy(h, &stamp, 8);
+  memcpy(h + 8, &len, 4);
+  memcpy(h + 12, &type, 2);
+  memcpy(w.tx.data + (pos & 4095), h, 32);
+  if (type == NEXAR__SHM_PAD && (pos & 4095)) { /* the record after it */
+    uint32_t eight = 8;
+    stamp = next ^ key;
+    memcpy(h, &stamp, 8);
+    memcpy(h + 8, &eight, 4);
+    h[12] = 3;
+    memcpy(w.tx.data, h, 32);
+  }
   int rc = nexar__shm_ring_peek(&c.rx, &r);
   if (rc == 1) {
-    assert_int_equal(r.len, type == NEXAR__SHM_PAD ? 40 : len);
-    assert_ptr_equal(r.payload, c.rx.data + (type ? at : 0) + 24);
+    assert_int_equal(r.len, type == NEXAR__SHM_PAD ? 8 : len);
+    assert_ptr_equal(r.payload,
+                     c.rx.data + (type ? pos & 4095 : 0) + NEXAR__SHM_REC_HDR);
   }
   if (rc < 0) assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), rc);
   nexar__shm_seg_close(&w);
@@ -260,33 +274,32 @@ static void test_corrupt_cases(void **state) {
   (void)state;
   const int P = NEXAR_ERR_PROTO;
   /* The references: a record, a pad to the end then a record. */
-  assert_int_equal(corrupt_case(0, 64, 0, 40, 3), 1);
-  assert_int_equal(corrupt_case(0, 64, 0, 0, 3), 1);
-  assert_int_equal(corrupt_case(4032, 4096 + 64, 4032, 40, 0), 1);
-  assert_int_equal(corrupt_case(0, 2048, 0, 2024, 3), 1); /* the largest */
-  /* head: more than the ring ahead, unaligned, behind the tail. */
-  assert_int_equal(corrupt_case(0, 4096 + 64, 0, 40, 3), P);
-  assert_int_equal(corrupt_case(0, 32, 0, 40, 3), P);
-  assert_int_equal(corrupt_case(0, 96, 0, 40, 3), P);
-  assert_int_equal(corrupt_case(128, 64, 128, 40, 3), P);
-  assert_int_equal(corrupt_case(128, UINT64_MAX - 63, 128, 40, 3), P);
-  /* A record longer than what was published, or than the ring's end. */
-  assert_int_equal(corrupt_case(0, 64, 0, 41, 3), P);
-  assert_int_equal(corrupt_case(4032, 4032 + 128, 4032, 100, 3), P);
-  assert_int_equal(corrupt_case(0, 4096, 0, 0xffffffffu, 3), P);
-  assert_int_equal(corrupt_case(0, 4096, 0, 0xffffffe8u, 3), P);
-  /* Longer than the largest payload though published and in the ring. */
-  assert_int_equal(corrupt_case(0, 4096, 0, 2025, 3), P);
+  assert_int_equal(corrupt_case(0, 0, 32, 3), 1);
+  assert_int_equal(corrupt_case(0, 0, 0, 3), 1);
+  assert_int_equal(corrupt_case(4032, 4032, 32, 0), 1);
+  assert_int_equal(corrupt_case(128, 128, 2016, 3), 1); /* the largest */
+  /* Stamped for another position (an earlier or later lap, the next
+   * record, a position before the tail): nothing there yet. */
+  assert_int_equal(corrupt_case(128, 128 + 4096, 40, 3), 0);
+  assert_int_equal(corrupt_case(4096 + 128, 128, 40, 3), 0);
+  assert_int_equal(corrupt_case(0, 64, 40, 3), 0);
+  assert_int_equal(corrupt_case(128, 64, 40, 3), 0);
+  /* A record past the ring's end, or longer than the largest. */
+  assert_int_equal(corrupt_case(4032, 4032, 100, 3), P);
+  assert_int_equal(corrupt_case(0, 0, 0xffffffffu, 3), P);
+  assert_int_equal(corrupt_case(0, 0, 0xffffffe0u, 3), P);
+  assert_int_equal(corrupt_case(0, 0, 2017, 3), P);
   /* Pads: short of the ring's end, past it, at offset 0. */
-  assert_int_equal(corrupt_case(3968, 4096 + 64, 3968, 40, 0), P);
-  assert_int_equal(corrupt_case(3968, 4096, 3968, 40, 0), P);
-  assert_int_equal(corrupt_case(4032, 4096 + 128, 4032, 104, 0), P);
-  assert_int_equal(corrupt_case(0, 4096, 0, 4096 - 24, 0), P);
+  assert_int_equal(corrupt_case(3968, 3968, 32, 0), P);
+  assert_int_equal(corrupt_case(4032, 4032, 96, 0), P);
+  assert_int_equal(corrupt_case(0, 0, 4096 - 32, 0), P);
 }
 
 /* ---- Segments attach must refuse. */
 
 /* A memfd of |bytes| with |seals| and a header whose fields are given. */
+static uint64_t mk_key = 0x9e3779b97f4a7c15ull; /* the stamp key written */
+
 static int make_fd(unsigned mfd_flags, int seals, size_t bytes, uint64_t magic,
                    uint32_t version, uint64_t ring, uint64_t total) {
   int fd = memfd_create("t", MFD_CLOEXEC | mfd_flags);
@@ -295,8 +308,8 @@ static int make_fd(unsigned mfd_flags, int seals, size_t bytes, uint64_t magic,
   struct {
     uint64_t magic;
     uint32_t version, hdr;
-    uint64_t ring, total;
-  } h = {magic, version, NEXAR__SHM_HDR_BYTES, ring, total};
+    uint64_t ring, total, key;
+  } h = {magic, version, NEXAR__SHM_HDR_BYTES, ring, total, mk_key};
   if (bytes >= sizeof h)
     assert_int_equal(pwrite(fd, &h, sizeof h, 0), sizeof h);
   if (seals) assert_int_equal(fcntl(fd, F_ADD_SEALS, seals), 0);
@@ -348,6 +361,11 @@ static void test_attach_refuses(void **state) {
   size_t odd = 4096 + 2 * 6144;
   expect_refused(make_fd(MFD_ALLOW_SEALING, sg, odd, M, V, 6144, odd),
                  NEXAR_ERR_PROTO);
+  /* A stamp key that is even (zero: a zeroed ring would read as stamped). */
+  mk_key = 0;
+  expect_refused(make_fd(MFD_ALLOW_SEALING, sg, n, M, V, 4096, n),
+                 NEXAR_ERR_PROTO);
+  mk_key = 0x9e3779b97f4a7c15ull;
   /* Not a memfd at all: a pipe, a regular file. */
   int p[2];
   assert_int_equal(pipe(p), 0);
@@ -382,7 +400,7 @@ static void test_segs_pair(void **state) {
   assert_int_equal(nexar__shm_segs_attach(fd, 3, three), NEXAR_ERR_PROTO);
   assert_int_equal(nexar__shm_segs_attach(fd, 2, c), 0);
   assert_int_equal(c[0].map_bytes, n);
-  assert_int_equal(nexar__shm_ring_max_payload(&c[1].tx), 2048 - 24);
+  assert_int_equal(nexar__shm_ring_max_payload(&c[1].tx), 2048 - 32);
   /* Records in the second segment reach its consumer only. */
   struct iovec v = {.iov_base = "prio", .iov_len = 4};
   assert_int_equal(nexar__shm_ring_put(&w[1].tx, 7, 0, 1, 2, &v, 1), 0);
@@ -538,7 +556,7 @@ static void test_hostile_seeded(void **state) {
       rc = nexar__shm_ring_peek(&c.rx, &r);
       if (rc != 1) break;
       const uint8_t *p = r.payload;
-      assert_true(p >= c.rx.data + 24 && p <= c.rx.data + c.rx.cap);
+      assert_true(p >= c.rx.data + 32 && p <= c.rx.data + c.rx.cap);
       assert_true(r.len <= (uint64_t)(c.rx.data + c.rx.cap - p));
       assert_true(r.type != NEXAR__SHM_PAD);
       recs++;

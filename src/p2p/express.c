@@ -71,9 +71,7 @@ bool nexar__p2p_express_send(nexar_comm_t *comm, const void *buf,
                       .seq = sq->next_tx[NEXAR__LANE_DATA],
                       .step = NEXAR__P2P_STANDARD,
                       .payload_len = bytes};
-    uint8_t hdr[NEXAR__HDR_BYTES];
-    nexar__hdr_encode(&h, hdr);
-    sent = c->tp->send_now(c, NEXAR__LANE_DATA, hdr, buf, bytes);
+    sent = c->tp->send_now(c, NEXAR__LANE_DATA, &h, NULL, buf, bytes);
     if (sent) {
       sq->next_tx[NEXAR__LANE_DATA]++;
       nexar__flight_sent(ctx, comm, bytes, peer, tag);

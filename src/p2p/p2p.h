@@ -61,7 +61,7 @@ uint8_t *nexar__p2p_sink(nexar__link_t *c, nexar__imsg_t *m, size_t n);
   .on_acked = nexar__p2p_on_acked, .on_out_closed = nexar__p2p_on_out_closed, \
   .frame_vecs = nexar__omsg_vecs, .frame_more = nexar__omsg_more,             \
   .frame_free = nexar__omsg_free, .frame_sink = nexar__p2p_sink,              \
-  .on_whole = nexar__p2p_on_whole
+  .on_whole = nexar__p2p_on_whole, .on_whole_hdr = nexar__p2p_on_whole_hdr
 /* Ends the send waiting on |m|, if any, with |err|; |why| becomes its
  * communicator's error text. */
 void nexar__omsg_fail(nexar__omsg_t *m, int err, const char *why);
@@ -244,6 +244,9 @@ void nexar__p2p_recv_end(nexar__req_t *r, const nexar__hdr_t *h);
  * message, a header the general path would refuse or hold back, no posted
  * receive, a probe first in line, a collective mismatch. */
 bool nexar__p2p_on_whole(nexar__link_t *c, const uint8_t *d, size_t n);
+/* The same for a header already decoded (nexar__ep_ops_t.on_whole_hdr). */
+bool nexar__p2p_on_whole_hdr(nexar__link_t *c, const nexar__hdr_t *h,
+                             const uint8_t *payload);
 
 /* Engine (emu held): |bytes| more data sent on |comm|
  * (nexar_comm_bytes_sent). Written under the engine lock only, so a load

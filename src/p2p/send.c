@@ -104,7 +104,7 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
   /* An eager message to a neighbour whose transport writes it at once
    * needs no message object and no copy. */
   if (copy && c->peer == dest && c->tp->send_now &&
-      c->tp->send_now(c, lane, hdr, data, len)) {
+      c->tp->send_now(c, lane, h, hdr, data, len)) {
     sq->next_tx[lane]++;
     if (req) {
       req->st.bytes = len;

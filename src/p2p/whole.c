@@ -67,21 +67,28 @@ bool nexar__p2p_on_whole(nexar__link_t *c, const uint8_t *d, size_t n) {
                         (uint64_t)ctx->prm.max_message_mb << 20, NULL) < 0 ||
       h.payload_len != n - NEXAR__HDR_BYTES)
     return false;
-  bool p2p = h.kind == NEXAR__KIND_P2P &&
-             (h.step == NEXAR__P2P_STANDARD || h.step == NEXAR__P2P_GROUP);
-  if (!p2p && h.kind != NEXAR__KIND_COLL) return false;
-  nexar_comm_t *comm = nexar__find_comm(ctx, h.comm_id);
-  if (!comm || (int64_t)h.src_rank >= comm->size ||
-      comm->world_ranks[h.src_rank] != c->peer)
+  return nexar__p2p_on_whole_hdr(c, &h, d + NEXAR__HDR_BYTES);
+}
+
+bool nexar__p2p_on_whole_hdr(nexar__link_t *c, const nexar__hdr_t *h,
+                             const uint8_t *payload) {
+  nexar_ctx_t *ctx = c->ep->owner;
+  if (c->peer < 0 || c->peer >= ctx->world) return false;
+  bool p2p = h->kind == NEXAR__KIND_P2P &&
+             (h->step == NEXAR__P2P_STANDARD || h->step == NEXAR__P2P_GROUP);
+  if (!p2p && h->kind != NEXAR__KIND_COLL) return false;
+  nexar_comm_t *comm = nexar__find_comm(ctx, h->comm_id);
+  if (!comm || (int64_t)h->src_rank >= comm->size ||
+      comm->world_ranks[h->src_rank] != c->peer)
     return false;
-  nexar__seqs_t *sq = nexar__peer_seqs(ctx, c->peer, h.comm_id);
-  if (!sq || h.seq != sq->next_rx[h.lane] || ctx->ps[c->peer].reorder)
+  nexar__seqs_t *sq = nexar__peer_seqs(ctx, c->peer, h->comm_id);
+  if (!sq || h->seq != sq->next_rx[h->lane] || ctx->ps[c->peer].reorder)
     return false;
-  nexar__req_t *r = first_match(comm, &h);
-  if (!r || !takes(ctx, r, &h)) return false;
-  sq->next_rx[h.lane]++;
+  nexar__req_t *r = first_match(comm, h);
+  if (!r || !takes(ctx, r, h)) return false;
+  sq->next_rx[h->lane]++;
   nexar__p2p_posted_remove(comm, r);
-  put_payload(r, d + NEXAR__HDR_BYTES, h.payload_len);
-  nexar__p2p_recv_end(r, &h);
+  put_payload(r, payload, h->payload_len);
+  nexar__p2p_recv_end(r, h);
   return true;
 }

@@ -22,8 +22,10 @@
  * receiver's window (eager bytes + header) until it extends it (CREDIT),
  * and at most the receiver's stream limit open at once, returned in
  * batches (STREAMS) as messages are delivered. Records: DATA (a: stream,
- * b: offset, FIN flag), CREDIT (a: stream, b: new limit), RESET (a:
- * stream), STREAMS (a: count), HB (nothing; accepted, no longer sent).
+ * b: offset, FIN flag), SMALL (a whole small message in one line, standing
+ * for the next stream's DATA with FIN; shm.h), CREDIT (a: stream, b: new
+ * limit), RESET (a: stream), STREAMS (a: count), HB (nothing; accepted, no
+ * longer sent).
  * The ring holds the bytes, so a record written is a record acknowledged.
  *
  * Everything read from the segment is untrusted: the ring checks its
@@ -152,6 +154,20 @@ static bool take_whole(nexar__shm_t *s, const nexar__shm_rec_t *r) {
   return true;
 }
 
+/* take_whole for an R_SMALL record's rebuilt header |h| (its payload
+ * |d| already copied out): the next stream of the bulk ring. */
+static bool take_small(nexar__shm_t *s, const nexar__hdr_t *h,
+                       const uint8_t *d) {
+  nexar__link_t *l = &s->l;
+  if ((uint64_t)s->nrs >= s->rstreams_max || h->dtype >= NEXAR_NUM_DTYPES ||
+      h->tag > NEXAR_TAG_MAX || !l->ep->ops->on_whole_hdr ||
+      !l->ep->ops->on_whole_hdr(l, h, d))
+    return false;
+  s->last_rsid[Q_BULK] += SID_STEP;
+  owe_stream(s);
+  return true;
+}
+
 /* One DATA record. Returns 0, or NEXAR_ERR_PROTO with |why| set. */
 static int on_data(nexar__shm_t *s, const nexar__shm_rec_t *r,
                    const char **why) {
@@ -255,12 +271,50 @@ static int on_ack(nexar__shm_t *s, const nexar__shm_rec_t *r,
   return 0;
 }
 
+/* An R_SMALL record (shm.h): copied out of shared memory once and its
+ * header rebuilt; taken whole when it can be (with the checks that
+ * nexar__hdr_decode makes of what the record sets: datatype, tag), else
+ * encoded and read as the DATA record with FIN of the next stream that it
+ * stands for (every check and refusal of the general path). */
+static int on_small(nexar__shm_t *s, const nexar__shm_rec_t *r,
+                    const char **why) {
+  if (s->rx_q != Q_BULK || r->len < SMALL_PRE ||
+      r->len > SMALL_PRE + SMALL_MAX || r->flags > UINT8_MAX) {
+    *why = "a small message of a bad length or datatype";
+    return NEXAR_ERR_PROTO;
+  }
+  uint8_t msg[NEXAR__HDR_BYTES + SMALL_MAX];
+  uint32_t pre[2];
+  uint32_t n = r->len - SMALL_PRE;
+  memcpy(pre, r->payload, SMALL_PRE);
+  memcpy(msg + NEXAR__HDR_BYTES, (const uint8_t *)r->payload + SMALL_PRE, n);
+  const nexar__hdr_t h = {.kind = NEXAR__KIND_P2P,
+                          .lane = NEXAR__LANE_DATA,
+                          .dtype = (uint8_t)r->flags,
+                          .comm_id = r->b,
+                          .src_rank = pre[0],
+                          .tag = pre[1],
+                          .seq = r->a,
+                          .step = NEXAR__P2P_STANDARD,
+                          .payload_len = n};
+  if (take_small(s, &h, msg + NEXAR__HDR_BYTES)) return 0;
+  nexar__hdr_encode(&h, msg);
+  const nexar__shm_rec_t d = {.len = NEXAR__HDR_BYTES + n,
+                              .type = R_DATA,
+                              .flags = F_FIN,
+                              .a = (uint64_t)(s->last_rsid[Q_BULK] + SID_STEP),
+                              .payload = msg};
+  return on_data(s, &d, why);
+}
+
 static int on_record(nexar__shm_t *s, const nexar__shm_rec_t *r,
                      const char **why) {
   nexar__link_t *l = &s->l;
   switch (r->type) {
     case R_DATA:
       return on_data(s, r, why);
+    case R_SMALL:
+      return on_small(s, r, why);
     case R_DESC:
       return on_desc(s, r, why);
     case R_ACK:

@@ -23,8 +23,18 @@ enum {
   R_STREAMS = 4,
   R_HB = 5,   /* accepted, no longer sent: heartbeats are counts */
   R_DESC = 6, /* a: stream, b: offset; payload: shm_desc_t (read it) */
-  R_ACK = 7   /* a: stream, b: bytes of descriptors read (or dropped) */
+  R_ACK = 7,  /* a: stream, b: bytes of descriptors read (or dropped) */
+  R_SMALL = 8 /* a whole small message in one line (below) */
 };
+/* R_SMALL: a standard-mode point-to-point message of the data lane of at
+ * most SMALL_MAX payload bytes, so that record header, message header and
+ * payload share one 64-byte line: flags: datatype, a: the p2p sequence
+ * number, b: communicator id, payload: u32 source rank, u32 tag, then the
+ * message's bytes. It opens and ends the next stream of the bulk ring as
+ * a DATA record with FIN would; the receiver rebuilds the 64-byte header
+ * and reads it as that record (every check of the general path). */
+#define SMALL_PRE 8u
+#define SMALL_MAX (64u - NEXAR__SHM_REC_HDR - SMALL_PRE)
 /* A descriptor: |len| stream bytes at |addr| in the sender's memory,
  * which the receiver copies with process_vm_readv (single copy). */
 typedef struct shm_desc {
@@ -151,8 +161,9 @@ static inline uint64_t nexar__shm_stream_batch(const nexar__shm_t *s) {
 }
 /* shm_tx.c: the sending half. */
 void nexar__shm_flush(nexar__link_t *l); /* tp->flush */
-bool nexar__shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,
-                         const uint8_t *data, uint64_t len); /* tp->send_now */
+bool nexar__shm_send_now(nexar__link_t *l, int lane, const nexar__hdr_t *h,
+                         const uint8_t *hdr, const uint8_t *data,
+                         uint64_t len); /* tp->send_now */
 /* Whether a ring that had no room (tx_full) has enough now. */
 bool nexar__shm_tx_room(nexar__shm_t *s);
 

@@ -11,7 +11,9 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The shared counters of one ring: the producer's pair of cache lines, the
@@ -21,7 +23,7 @@
  * after every record it reads, so together they would move a line between
  * the two CPUs per record. */
 struct nexar__shm_ctl {
-  _Atomic uint64_t head;    /* producer: bytes published */
+  uint64_t unused;          /* was head (version 3): records carry stamps */
   _Atomic uint32_t waiting; /* producer: blocked on a full ring */
   uint32_t pad;
   _Atomic uint64_t beat; /* producer: heartbeats (nexar__shm_ring_beat) */
@@ -39,10 +41,13 @@ struct shm_hdr {
   uint32_t hdr_bytes;
   uint64_t ring_bytes;
   uint64_t total_bytes;
+  uint64_t stamp_key; /* nonzero: records' stamps are position ^ key */
 };
 
-/* A record header as stored in the ring. */
+/* A record header as stored in the ring: the stamp first (the word the
+ * consumer polls, stored last with release), then the fields. */
 struct shm_rec_hdr {
+  uint64_t stamp;
   uint32_t len;
   uint16_t type;
   uint16_t flags;
@@ -71,8 +76,9 @@ static int ring_size_ok(uint64_t n) {
 }
 
 static void ring_init(nexar__shm_ring_t *r, uint8_t *base, uint64_t ring,
-                      int idx) {
+                      uint64_t key, int idx) {
   memset(r, 0, sizeof *r);
+  r->key = key;
   r->ctl = (struct nexar__shm_ctl *)(base + CTL_OFFSET +
                                      idx * sizeof(struct nexar__shm_ctl));
   r->data = base + NEXAR__SHM_HDR_BYTES + idx * ring;
@@ -80,12 +86,25 @@ static void ring_init(nexar__shm_ring_t *r, uint8_t *base, uint64_t ring,
 }
 
 static void seg_init(nexar__shm_seg_t *seg, int fd, void *base, size_t bytes,
-                     uint64_t ring, int creator) {
+                     uint64_t ring, uint64_t key, int creator) {
   seg->fd = fd;
   seg->base = base;
   seg->map_bytes = bytes;
-  ring_init(&seg->tx, base, ring, creator ? 0 : 1);
-  ring_init(&seg->rx, base, ring, creator ? 1 : 0);
+  ring_init(&seg->tx, base, ring, key, creator ? 0 : 1);
+  ring_init(&seg->rx, base, ring, key, creator ? 1 : 0);
+}
+
+/* A random nonzero stamp key (not a secret: the peer reads it; it makes
+ * stale bytes read as a record of this lap only by a 2^-64 chance). */
+static uint64_t new_key(void) {
+  uint64_t k = 0;
+  if (getrandom(&k, sizeof k, GRND_NONBLOCK) != (ssize_t)sizeof k) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    k = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
+        (uint64_t)(uintptr_t)&k ^ ((uint64_t)getpid() << 17);
+  }
+  return k | 1;
 }
 
 static uint64_t seg_bytes(uint64_t ring) {
@@ -116,11 +135,12 @@ int nexar__shm_segs_create(const size_t *rings, int n, nexar__shm_seg_t *segs) {
                         .version = NEXAR__SHM_VERSION,
                         .hdr_bytes = NEXAR__SHM_HDR_BYTES,
                         .ring_bytes = rings[i],
-                        .total_bytes = seg_bytes(rings[i])};
+                        .total_bytes = seg_bytes(rings[i]),
+                        .stamp_key = new_key()};
     memcpy((uint8_t *)base + off, &h, sizeof h);
     /* The first segment owns the descriptor and the whole mapping. */
     seg_init(&segs[i], i ? -1 : fd, (uint8_t *)base + off, i ? 0 : total,
-             rings[i], 1);
+             rings[i], h.stamp_key, 1);
     off += seg_bytes(rings[i]);
   }
   return 0;
@@ -162,7 +182,7 @@ int nexar__shm_segs_attach(int fd, int n, nexar__shm_seg_t *segs) {
   if (base == MAP_FAILED) return NEXAR_ERR_SYS;
   /* Each header read once into a copy, every size checked against what is
    * left of the file, and the segments must fill it exactly. */
-  uint64_t off = 0, ring[NEXAR__SHM_SEGS_MAX];
+  uint64_t off = 0, ring[NEXAR__SHM_SEGS_MAX], key[NEXAR__SHM_SEGS_MAX];
   for (int i = 0; i < n; i++) {
     struct shm_hdr h;
     if (bytes - off < NEXAR__SHM_HDR_BYTES) goto bad;
@@ -170,16 +190,18 @@ int nexar__shm_segs_attach(int fd, int n, nexar__shm_seg_t *segs) {
     atomic_signal_fence(memory_order_seq_cst); /* checks use the copy only */
     if (h.magic != NEXAR__SHM_MAGIC || h.version != NEXAR__SHM_VERSION ||
         h.hdr_bytes != NEXAR__SHM_HDR_BYTES || !ring_size_ok(h.ring_bytes) ||
-        h.total_bytes != seg_bytes(h.ring_bytes) || h.total_bytes > bytes - off)
+        h.total_bytes != seg_bytes(h.ring_bytes) ||
+        h.total_bytes > bytes - off || !(h.stamp_key & 1))
       goto bad;
     ring[i] = h.ring_bytes;
+    key[i] = h.stamp_key;
     off += h.total_bytes;
   }
   if (off != bytes) goto bad;
   off = 0;
   for (int i = 0; i < n; i++) {
     seg_init(&segs[i], i ? -1 : fd, (uint8_t *)base + off, i ? 0 : bytes,
-             ring[i], 0);
+             ring[i], key[i], 0);
     off += seg_bytes(ring[i]);
   }
   return 0;
@@ -238,11 +260,17 @@ static int prod_room(nexar__shm_ring_t *r, uint32_t len, uint64_t *pad) {
   return *pad + rec <= (uint64_t)avail ? 0 : NEXAR__SHM_AGAIN;
 }
 
-static void write_hdr(uint8_t *at, uint32_t len, uint16_t type, uint16_t flags,
-                      uint64_t a, uint64_t b) {
+/* Writes a record header at |at| for stream position |pos|: the fields,
+ * then the stamp with release, so that a consumer that sees the stamp sees
+ * the header and everything written before it (the payload). */
+static void write_hdr(nexar__shm_ring_t *r, uint8_t *at, uint64_t pos,
+                      uint32_t len, uint16_t type, uint16_t flags, uint64_t a,
+                      uint64_t b) {
   struct shm_rec_hdr h = {
-      .len = len, .type = type, .flags = flags, .a = a, .b = b};
-  memcpy(at, &h, sizeof h);
+      .stamp = 0, .len = len, .type = type, .flags = flags, .a = a, .b = b};
+  memcpy(at + 8, (uint8_t *)&h + 8, sizeof h - 8);
+  atomic_store_explicit((_Atomic uint64_t *)(void *)at, pos ^ r->key,
+                        memory_order_release);
 }
 
 int nexar__shm_ring_reserve(nexar__shm_ring_t *r, uint32_t len,
@@ -256,7 +284,7 @@ int nexar__shm_ring_reserve(nexar__shm_ring_t *r, uint32_t len,
   if (rc != 0) return rc;
   uint64_t off = r->head & (r->cap - 1);
   if (pad) {
-    write_hdr(r->data + off, (uint32_t)(pad - NEXAR__SHM_REC_HDR),
+    write_hdr(r, r->data + off, r->head, (uint32_t)(pad - NEXAR__SHM_REC_HDR),
               NEXAR__SHM_PAD, 0, 0, 0);
     off = 0;
   }
@@ -272,10 +300,10 @@ int nexar__shm_ring_commit(nexar__shm_ring_t *r, uint16_t type, uint16_t flags,
                            uint64_t a, uint64_t b, uint32_t len) {
   if (!r->resv_open) return NEXAR_ERR_INVALID_USAGE;
   if (type == NEXAR__SHM_PAD || len > r->resv_len) return NEXAR_ERR_INVALID_ARG;
-  write_hdr(r->data + r->resv_off, len, type, flags, a, b);
+  write_hdr(r, r->data + r->resv_off, r->head + r->resv_pad, len, type, flags,
+            a, b);
   r->head += r->resv_pad + rec_bytes(len);
   r->resv_open = 0;
-  atomic_store_explicit(&r->ctl->head, r->head, memory_order_release);
   return 0;
 }
 
@@ -359,6 +387,23 @@ int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len) {
 
 /* ---- Consumer */
 
+/* The consumer's tail made visible to the producer (a store to the
+ * consumer's own line, which the producer reads only when the room it last
+ * saw runs short). */
+static void publish(nexar__shm_ring_t *r) {
+  if (r->tail == r->tail_pub) return;
+  r->tail_pub = r->tail;
+  r->tail_fresh = 1;
+  atomic_store_explicit(&r->ctl->tail, r->tail, memory_order_release);
+}
+
+/* Whether the record at the tail is published: its stamp is the tail's. */
+static bool stamped(const nexar__shm_ring_t *r) {
+  const uint8_t *at = r->data + (r->tail & (r->cap - 1));
+  return atomic_load_explicit((const _Atomic uint64_t *)(const void *)at,
+                              memory_order_acquire) == (r->tail ^ r->key);
+}
+
 int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out) {
   if (r->broken) return NEXAR_ERR_PROTO;
   if (r->peeked) {
@@ -367,20 +412,20 @@ int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out) {
   }
   /* At most a pad then a record: a pad never starts at offset 0. */
   for (int pass = 0; pass < 2; pass++) {
-    uint64_t h = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
-    uint64_t used = h - r->tail;
-    if (used > r->cap || (h & (NEXAR__SHM_ALIGN - 1))) return ring_fail(r);
-    if (used == 0) return 0;
+    if (!stamped(r)) {
+      publish(r); /* caught up: the producer may see all the room */
+      return 0;
+    }
     uint64_t off = r->tail & (r->cap - 1);
     struct shm_rec_hdr hd;
     memcpy(&hd, r->data + off, sizeof hd);
     atomic_signal_fence(memory_order_seq_cst); /* no second fetch */
     uint64_t rec = rec_bytes(hd.len);
-    if (rec > used || rec > r->cap - off) return ring_fail(r);
+    if (hd.stamp != (r->tail ^ r->key) || rec > r->cap - off)
+      return ring_fail(r);
     if (hd.type == NEXAR__SHM_PAD) {
       if (off == 0 || rec != r->cap - off) return ring_fail(r);
       r->tail += rec;
-      atomic_store_explicit(&r->ctl->tail, r->tail, memory_order_release);
       continue;
     }
     if (hd.len > nexar__shm_ring_max_payload(r)) return ring_fail(r);
@@ -401,19 +446,23 @@ void nexar__shm_ring_pop(nexar__shm_ring_t *r) {
   if (!r->peeked) return;
   r->tail += r->peeked;
   r->peeked = 0;
-  atomic_store_explicit(&r->ctl->tail, r->tail, memory_order_release);
+  if (r->tail - r->tail_pub >= r->cap / 4) publish(r);
 }
 
 bool nexar__shm_ring_need_kick_space(nexar__shm_ring_t *r) {
+  publish(r);
+  if (!r->tail_fresh) return false; /* no fence: nothing new to see */
+  r->tail_fresh = 0;
   return take_flag(&r->ctl->waiting);
 }
 
 static int has_data(nexar__shm_ring_t *r, uint32_t unused) {
   (void)unused;
   if (r->broken || r->peeked) return 1;
-  return atomic_load_explicit(&r->ctl->head, memory_order_acquire) != r->tail;
+  return stamped(r);
 }
 
 int nexar__shm_ring_consumer_sleep(nexar__shm_ring_t *r) {
+  publish(r);
   return raise_flag(&r->ctl->sleeping, r, has_data, 0);
 }

@@ -13,12 +13,13 @@
  * ---- Segment layout (all offsets in bytes, little-endian host order)
  *
  *   0       header: u64 magic, u32 version, u32 header bytes (4096),
- *           u64 ring bytes (a power of two), u64 total bytes
- *   256     ring 0 control: producer line (head, waiting, heartbeat
- *           count), consumer line (tail), consumer flag line (sleeping),
- *           each 128 bytes so that the counters one side writes for every
- *           record share no pair of cache lines with what the other side
- *           reads for every record
+ *           u64 ring bytes (a power of two), u64 total bytes, u64 stamp
+ *           key (odd; random, not a secret)
+ *   256     ring 0 control: producer line (a word unused since version 4,
+ *           waiting, heartbeat count), consumer line (tail), consumer
+ *           flag line (sleeping), each 128 bytes so that what one side
+ *           writes shares no pair of cache lines with what the other side
+ *           reads
  *   640     ring 1 control, the same
  *   4096    ring 0 data (ring bytes), then ring 1 data (ring bytes)
  *
@@ -30,40 +31,50 @@
  *
  * ---- Ring
  *
- * head and tail are byte counters that only grow (u64, never wrap in
- * practice): the producer publishes records by a release store of head,
- * the consumer releases them by a release store of tail; head - tail is
- * the bytes in use (at most the ring bytes). A record is a 24-byte header
- * (u32 payload length, u16 type, u16 flags, u64 a, u64 b) followed by its
- * payload, padded to 64 bytes, and never wraps: when it does not fit before
- * the end of the ring the producer fills the rest with a pad record (type
- * NEXAR__SHM_PAD) and starts again at offset 0. A record's total size is at
- * most half the ring (nexar__shm_ring_max_payload), so a record always fits
- * in an empty ring.
+ * head and tail are byte positions that only grow (u64, never wrap in
+ * practice), each kept by its side. A record is a 32-byte header (u64
+ * stamp, u32 payload length, u16 type, u16 flags, u64 a, u64 b) followed
+ * by its payload, padded to 64 bytes, and never wraps: when it does not
+ * fit before the end of the ring the producer fills the rest with a pad
+ * record (type NEXAR__SHM_PAD) and starts again at offset 0. A record's
+ * total size is at most half the ring (nexar__shm_ring_max_payload), so a
+ * record always fits in an empty ring.
+ *
+ * The producer publishes a record by a release store of its stamp, the
+ * record's position XOR the segment's stamp key, after everything else of
+ * it; the consumer polls the stamp of the record at its own tail (no
+ * shared head: a record of up to 32 payload bytes is one cache line that
+ * moves once from the producer's CPU to the consumer's). Stale bytes (an
+ * earlier lap's record, or payload) match the expected stamp only by a
+ * 2^-64 chance. The consumer releases records by a release store of tail,
+ * lazily: when it has caught up (a peek finds nothing), after a quarter of
+ * the ring, and before it kicks or sleeps (need_kick_space,
+ * consumer_sleep); the producer reads that tail only when the room it last
+ * saw runs short.
  *
  * Everything the consumer reads from the segment is untrusted (the other
- * process may be hostile or dying): the consumer keeps its own tail, reads
- * head once per peek, checks head - tail <= ring bytes and 64-byte
- * alignment, copies each record header out of shared memory before it
- * looks at it (no double fetch) and checks that the record lies within what
- * was published and within the ring. A failed check gives NEXAR_ERR_PROTO,
- * and every later call on that ring too. The payload stays in shared
- * memory: the peer can still change it while it is read, so the caller
- * copies it before it trusts its content. The producer likewise checks the
- * tail it reads (never ahead of head, never more than the ring behind).
+ * process may be hostile or dying): the consumer keeps its own tail,
+ * copies each record header out of shared memory before it looks at it
+ * (no double fetch: the copy's stamp is checked again) and checks that the
+ * record lies within the ring and its payload within the largest. A failed
+ * check gives NEXAR_ERR_PROTO, and every later call on that ring too. The
+ * payload stays in shared memory: the peer can still change it while it
+ * is read, so the caller copies it before it trusts its content. The
+ * producer likewise checks the tail it reads (never ahead of head, never
+ * more than the ring behind).
  *
  * ---- Wakeups (Dekker-style: a flag, a seq_cst fence, a re-check)
  *
  * A consumer that found its ring empty for a while calls
  * nexar__shm_ring_consumer_sleep(): it sets the consumer's "sleeping" flag,
- * issues a seq_cst fence and looks at head again. 1 means still empty: it
- * may now block (epoll on its eventfd); 0 means data arrived (flag taken
- * back): do not block. The producer, after publishing records, calls
- * nexar__shm_ring_need_kick(): a seq_cst fence, then an atomic exchange of
- * the flag with 0; true means the consumer is (about to be) asleep and the
+ * issues a seq_cst fence and looks at the stamp at its tail again. 1 means
+ * still empty: it may now block (epoll on its eventfd); 0 means data arrived
+ * (flag taken back): do not block. The producer, after publishing records,
+ * calls nexar__shm_ring_need_kick(): a seq_cst fence, then an atomic exchange
+ * of the flag with 0; true means the consumer is (about to be) asleep and the
  * producer must write the consumer's eventfd once. Because both sides store
  * then fence then load, at least one of them sees the other's store: either
- * the consumer sees the new head or the producer sees the flag, so a wakeup
+ * the consumer sees the new stamp or the producer sees the flag, so a wakeup
  * is never lost. A kick may be spurious (the consumer saw the data itself);
  * the consumer just drains its eventfd.
  *
@@ -91,10 +102,13 @@
 #define NEXAR__SHM_AGAIN (-1000)
 
 #define NEXAR__SHM_MAGIC 0x474553534d48534eull /* "NSHMSSEG" */
-#define NEXAR__SHM_VERSION 3u /* 2: the heartbeat counter; 3: the flag line */
+/* 2: the heartbeat counter; 3: the flag line; 4: stamped records (no
+ * shared head), the 32-byte record header and the small-message record
+ * (ranks of one host must run the same build) */
+#define NEXAR__SHM_VERSION 4u
 #define NEXAR__SHM_HDR_BYTES 4096u
 #define NEXAR__SHM_ALIGN 64u
-#define NEXAR__SHM_REC_HDR 24u /* record header bytes */
+#define NEXAR__SHM_REC_HDR 32u /* record header bytes */
 #define NEXAR__SHM_RING_MIN 4096u
 #define NEXAR__SHM_RING_MAX (1ull << 30)
 #define NEXAR__SHM_PAD 0u /* record type reserved for the wrap pad */
@@ -115,6 +129,7 @@ typedef struct nexar__shm_ring {
   struct nexar__shm_ctl *ctl; /* shared counters */
   uint8_t *data;              /* ring bytes of shared data */
   uint64_t cap;               /* ring bytes (power of two), local copy */
+  uint64_t key;               /* stamp key (segment header), local copy */
   uint64_t head;              /* producer: bytes published */
   uint64_t tail_seen;         /* producer: the consumer's tail last read */
   uint64_t resv_pad;          /* producer: pad before the reservation */
@@ -123,6 +138,9 @@ typedef struct nexar__shm_ring {
   int resv_open;              /* producer: a reservation is open */
   uint64_t beats;             /* producer: heartbeats written */
   uint64_t tail;              /* consumer: bytes released */
+  uint64_t tail_pub;          /* consumer: the tail last published */
+  int tail_fresh;             /* consumer: published since the last look
+                                 at the producer's waiting flag */
   uint64_t beat_seen;         /* consumer: the peer's count last seen */
   uint64_t peeked;            /* consumer: bytes of the peeked record */
   nexar__shm_rec_t cur;       /* consumer: the peeked record */
@@ -185,7 +203,7 @@ void nexar__shm_seg_close(nexar__shm_seg_t *seg);
 
 /* ---- Producer (one thread) */
 
-/* Largest payload one record can carry: ring bytes / 2 - 24. */
+/* Largest payload one record can carry: ring bytes / 2 - 32. */
 uint32_t nexar__shm_ring_max_payload(const nexar__shm_ring_t *r);
 
 /*
@@ -218,7 +236,7 @@ int nexar__shm_ring_reserve(nexar__shm_ring_t *r, uint32_t len, void **payload);
 int nexar__shm_ring_commit(nexar__shm_ring_t *r, uint16_t type, uint16_t flags,
                            uint64_t a, uint64_t b, uint32_t len);
 
-/* Bytes the producer could append now (records take their payload plus 24,
+/* Bytes the producer could append now (records take their payload plus 32,
  * rounded up to 64, and a wrap may cost the rest of the ring); 0 when the
  * tail is corrupt. */
 uint64_t nexar__shm_ring_free(nexar__shm_ring_t *r);
@@ -257,11 +275,14 @@ int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len);
  */
 int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out);
 
-/* Releases the record returned by the last peek (no effect without one). */
+/* Releases the record returned by the last peek (no effect without one);
+ * the producer sees it released once the tail is published (see "Ring"). */
 void nexar__shm_ring_pop(nexar__shm_ring_t *r);
 
-/* After a batch of pops: true when the producer waits for room and its
- * eventfd must be written (once). */
+/* After a batch of pops: publishes the tail, then true when the producer
+ * waits for room and its eventfd must be written (once). The flag is
+ * looked at (after a seq_cst fence) only when a tail was published since
+ * the last look: a producer that raised it later saw that tail. */
 bool nexar__shm_ring_need_kick_space(nexar__shm_ring_t *r);
 
 /* Before blocking on an empty ring: 1 when still empty (block now; the

@@ -393,14 +393,22 @@ void nexar__shm_send_close(nexar__link_t *l) {
 #include "transport/shm_test.h"
 
 /* One raw record of |len| zero bytes; 0 or NEXAR_ERR_TRANSPORT (no room). */
-static int forge_put(nexar__shm_t *s, uint16_t type, uint64_t a, uint64_t b,
-                     uint32_t len) {
-  void *p;
-  if (nexar__shm_ring_reserve(&s->seg.tx, len, &p) != 0)
+/* A record of |len| payload bytes, zero but for the first |nb| from |pre|
+ * (NULL: none). */
+static int forge_rec(nexar__shm_t *s, uint16_t type, uint64_t a, uint64_t b,
+                     uint32_t len, const void *pre, size_t nb) {
+  uint8_t *p;
+  if (nexar__shm_ring_reserve(&s->seg.tx, len, (void **)&p) != 0)
     return NEXAR_ERR_TRANSPORT;
   memset(p, 0, len);
+  if (pre) memcpy(p, pre, nb < len ? nb : len);
   nexar__shm_ring_commit(&s->seg.tx, type, 0, a, b, len);
   return 0;
+}
+
+static int forge_put(nexar__shm_t *s, uint16_t type, uint64_t a, uint64_t b,
+                     uint32_t len) {
+  return forge_rec(s, type, a, b, len, NULL, 0);
 }
 
 int nexar__shm_forge_link(nexar__link_t *l, int kind) {
@@ -437,14 +445,30 @@ int nexar__shm_forge_link(nexar__link_t *l, int kind) {
         rc = forge_put(s, t, UINT64_MAX, far, 0);
       break;
     }
-    case NEXAR__SHM_FORGE_RING:
-      /* The shared head (the first word of the producer line) far ahead
-       * of what was published; this side then stops producing. */
-      atomic_store_explicit((_Atomic uint64_t *)(void *)s->seg.tx.ctl,
-                            s->seg.tx.head + 3 * s->seg.tx.cap,
-                            memory_order_release);
+    case NEXAR__SHM_FORGE_RING: {
+      /* A record published whole, then its length (the header's second
+       * word) scribbled past the ring's end; this side then stops
+       * producing. */
+      uint64_t at = s->seg.tx.head & (s->seg.tx.cap - 1);
+      if ((rc = forge_put(s, R_DATA, (uint64_t)sid, 0, 0)) == 0) {
+        uint32_t len = (uint32_t)s->seg.tx.cap;
+        memcpy(s->seg.tx.data + at + 8, &len, sizeof len);
+      }
       s->seg.tx.broken = 1;
       break;
+    }
+    case NEXAR__SHM_FORGE_SMALL_LEN:
+    case NEXAR__SHM_FORGE_SMALL_SRC: {
+      /* The receiver's own rank as the source, with a valid length; or 4
+       * bytes, too short for a source and a tag. */
+      const uint32_t pre[2] = {(uint32_t)l->peer, 5};
+      s->next_sid[Q_BULK] += SID_STEP;
+      s->streams_left--;
+      rc = forge_rec(s, R_SMALL, 0, 0,
+                     kind == NEXAR__SHM_FORGE_SMALL_SRC ? SMALL_PRE + 8 : 4,
+                     pre, sizeof pre);
+      break;
+    }
     default:
       return NEXAR_ERR_INVALID_ARG;
   }

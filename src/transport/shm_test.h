@@ -16,7 +16,9 @@ enum nexar__shm_forge {
   NEXAR__SHM_FORGE_STREAMS,      /* STREAMS returning more than opened */
   NEXAR__SHM_FORGE_CREDIT,       /* CREDIT for unknown streams (harmless) */
   NEXAR__SHM_FORGE_RESET,        /* RESET for unknown streams (harmless) */
-  NEXAR__SHM_FORGE_RING,         /* the producer counter scribbled */
+  NEXAR__SHM_FORGE_RING,         /* a published record past the ring's end */
+  NEXAR__SHM_FORGE_SMALL_LEN,    /* SMALL too short for its header */
+  NEXAR__SHM_FORGE_SMALL_SRC,    /* SMALL claiming the receiver as source */
   NEXAR__SHM_FORGE_COUNT
 };
 
@@ -25,7 +27,8 @@ enum nexar__shm_forge {
  * ring to world rank |peer| and kicks it, on the progress thread; this
  * process's own stream state stays what it was, except that a kind that
  * opens a stream uses up its id. After NEXAR__SHM_FORGE_RING this side
- * writes nothing more on that ring. Returns 0; NEXAR_ERR_INVALID_ARG for a
+ * writes nothing more on that ring. The SMALL kinds name communicator 0
+ * (the world). Returns 0; NEXAR_ERR_INVALID_ARG for a
  * bad |kind| or |peer|; NEXAR_ERR_UNSUPPORTED when no shared-memory link
  * to |peer| is ready; NEXAR_ERR_TRANSPORT when the ring has no room now.
  * Thread-safe (any user thread).

@@ -302,25 +302,60 @@ void nexar__shm_flush(nexar__link_t *l) {
   if (nexar__shm_ring_need_kick(&s->pseg.tx) || kick) nexar__shm_kick(s);
 }
 
-/* The fast path for small messages (tp->send_now): one DATA record with
- * FIN that opens and ends its stream, written under the same rules as
- * put_msg's (stream limit, window, the data lane's half of the ring) but
- * with no message object, no copy and no flush. */
-bool nexar__shm_send_now(nexar__link_t *l, int lane, const uint8_t *hdr,
-                         const uint8_t *data, uint64_t len) {
+/* Whether |h| with |len| payload bytes goes as one R_SMALL record (shm.h):
+ * a standard point-to-point message of the data lane whose other header
+ * fields are zero. */
+static bool small_ok(const nexar__hdr_t *h, uint64_t len) {
+  return len <= SMALL_MAX && h->kind == NEXAR__KIND_P2P &&
+         h->lane == NEXAR__LANE_DATA && h->step == NEXAR__P2P_STANDARD &&
+         h->payload_len == len && !h->coll_op && !h->redop && !h->coll_seq &&
+         !h->algo && !h->count;
+}
+
+/* |h| and its payload as one R_SMALL record of the bulk ring. */
+static int put_small(nexar__shm_ring_t *r, const nexar__hdr_t *h,
+                     const uint8_t *data, uint64_t len) {
+  uint8_t *p;
+  int rc = nexar__shm_ring_reserve(r, SMALL_PRE + (uint32_t)len, (void **)&p);
+  if (rc != 0) return rc;
+  const uint32_t pre[2] = {h->src_rank, h->tag};
+  memcpy(p, pre, SMALL_PRE);
+  if (len) memcpy(p + SMALL_PRE, data, (size_t)len);
+  return nexar__shm_ring_commit(r, R_SMALL, h->dtype, h->seq, h->comm_id,
+                                SMALL_PRE + (uint32_t)len);
+}
+
+/* The fast path for small messages (tp->send_now): one record that opens
+ * and ends its stream (R_SMALL when the message fits one line, else DATA
+ * with FIN), written under the same rules as put_msg's (stream limit,
+ * window, the data lane's half of the ring) but with no message object,
+ * no copy and no flush. */
+bool nexar__shm_send_now(nexar__link_t *l, int lane, const nexar__hdr_t *h,
+                         const uint8_t *hdr, const uint8_t *data,
+                         uint64_t len) {
   nexar__shm_t *s = S(l);
   int q = LANE_Q(lane);
   nexar__shm_ring_t *r = tx_ring(s, q);
   uint64_t total = NEXAR__HDR_BYTES + len;
-  if (l->state != NEXAR__CS_READY || l->outq[lane] || s->tx_full[q] ||
-      !may_open(s, lane) || total > s->window || total > record_max(s, q) ||
-      by_desc(s, len) || (q == Q_BULK && !half_free(r)))
+  /* No |data| for |len| bytes: a gathered payload, which the queued
+   * path writes. */
+  if ((!data && len) || l->state != NEXAR__CS_READY || l->outq[lane] ||
+      s->tx_full[q] || !may_open(s, lane) || total > s->window ||
+      total > record_max(s, q) || by_desc(s, len) ||
+      (q == Q_BULK && !half_free(r)))
     return false;
-  struct iovec v[2] = {{(void *)(uintptr_t)hdr, NEXAR__HDR_BYTES},
-                       {(void *)(uintptr_t)data, (size_t)len}};
-  if (nexar__shm_ring_put(r, R_DATA, F_FIN, (uint64_t)s->next_sid[q], 0, v,
-                          len ? 2 : 1) != 0)
-    return false; /* full (or corrupt: the queued path reports it) */
+  int rc;
+  if (q == Q_BULK && small_ok(h, len)) {
+    rc = put_small(r, h, data, len);
+  } else {
+    uint8_t enc[NEXAR__HDR_BYTES];
+    if (!hdr) nexar__hdr_encode(h, enc);
+    struct iovec v[2] = {{(void *)(uintptr_t)(hdr ? hdr : enc), sizeof enc},
+                         {(void *)(uintptr_t)data, (size_t)len}};
+    rc = nexar__shm_ring_put(r, R_DATA, F_FIN, (uint64_t)s->next_sid[q], 0, v,
+                             len ? 2 : 1);
+  }
+  if (rc != 0) return false; /* full (or corrupt: the queued path says so) */
   s->tx_at = l->ep->pass_now;
   open_stream(s, q);
   if (nexar__shm_ring_need_kick(r)) nexar__shm_kick(s);

@@ -371,6 +371,12 @@ typedef struct nexar__ep_ops {
    * on_stream_data. |d| may be memory the peer can still write: each byte
    * is read once (optional). */
   bool (*on_whole)(nexar__link_t *c, const uint8_t *d, size_t n);
+  /* As on_whole, for a message whose header the transport rebuilt from a
+   * compact form and checked as nexar__hdr_decode would: |h|, and its
+   * h->payload_len bytes at |payload| (already copied out of memory the
+   * peer can write). Optional. */
+  bool (*on_whole_hdr)(nexar__link_t *c, const nexar__hdr_t *h,
+                       const uint8_t *payload);
 } nexar__ep_ops_t;
 
 struct nexar__ep {
@@ -597,14 +603,16 @@ typedef struct nexar__tp {
   int (*dial)(nexar__ep_t *ep, const nexar__dial_t *d, nexar__link_t **out);
   /* Writes what its queues and protocol allow (want_write was set). */
   void (*flush)(nexar__link_t *l);
-  /* Writes a whole small message of |lane| now: its 64-byte header |hdr|
-   * and |len| payload bytes from |data|, when nothing of that lane waits
-   * in l->outq, a stream may open and the message fits one record. Returns
+  /* Writes a whole small message of |lane| now: its header |h| (with
+   * |hdr| its 64-byte encoding, or NULL: encoded here when needed) and
+   * |len| payload bytes from |data|, when nothing of that lane waits in
+   * l->outq, a stream may open and the message fits one record. Returns
    * true when written (the peer will receive it as if it had been queued
    * and flushed; the caller keeps no copy), false when nothing was written
-   * (the caller queues it). Optional: the same-host fast path. */
-  bool (*send_now)(nexar__link_t *l, int lane, const uint8_t *hdr,
-                   const uint8_t *data, uint64_t len);
+   * (the caller queues it; always when |data| is NULL and |len| is not:
+   * a gathered payload). Optional: the same-host fast path. */
+  bool (*send_now)(nexar__link_t *l, int lane, const nexar__hdr_t *h,
+                   const uint8_t *hdr, const uint8_t *data, uint64_t len);
   /* Reads |l|'s input now, outside a pass (the engine lock held; records
    * are stamped with ep->pass_now), as the transport's input would: 1 when
    * it read something, 0 when there was nothing, negative when it cannot
