@@ -609,6 +609,15 @@ static void test_peer_death(void **state) {
   assert_int_equal(sp_death_run(), 0);
 }
 
+/* Every sleep of the consumer is ended by the producer's kick, with both
+ * sides racing (the asymmetric barrier where the kernel has membarrier). */
+static void test_wake_race(void **state) {
+  (void)state;
+  int sleeps = 0;
+  assert_int_equal(sp_wake_run(30000, &sleeps), 0);
+  assert_true(sleeps >= 300);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),
@@ -625,6 +634,7 @@ int main(void) {
       cmocka_unit_test(test_pingpong),
       cmocka_unit_test(test_cma),
       cmocka_unit_test(test_peer_death),
+      cmocka_unit_test(test_wake_race),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
