@@ -693,7 +693,6 @@ static int wake_child(void *arg) {
   nexar__shm_seg_t seg;
   int efd;
   if (pair_child(p, &seg, &efd)) return 1;
-  nexar__shm_ring_barrier_init();
   uint64_t s = 77;
   double end = nt_now_ms() + 20000;
   for (uint64_t i = 0; i < (uint64_t)p->rounds;) {
@@ -715,7 +714,6 @@ int sp_wake_run(int records, int *sleeps) {
   pair_t p;
   if (pair_open(&p, 4096)) return 1;
   p.rounds = records;
-  bool light = nexar__shm_ring_barrier_init();
   pid_t pid = sp_fork(wake_child, &p);
   NT_CHECKF(pid > 0, "fork");
   int rc = pair_send(&p);
@@ -753,9 +751,7 @@ int sp_wake_run(int records, int *sleeps) {
             "after %llu records (%d sleeps): rc %d, "
             "child %d",
             (unsigned long long)got, *sleeps, rc, st);
-  printf("wake: %d records, %d sleeps each woken by its kick (%s)\n", records,
-         *sleeps,
-         light ? "membarrier: producers without a fence"
-               : "no membarrier: fences on both sides");
+  printf("wake: %d records, %d sleeps each woken by its kick\n", records,
+         *sleeps);
   return 0;
 }

@@ -610,7 +610,7 @@ static void test_peer_death(void **state) {
 }
 
 /* Every sleep of the consumer is ended by the producer's kick, with both
- * sides racing (the asymmetric barrier where the kernel has membarrier). */
+ * sides racing. */
 static void test_wake_race(void **state) {
   (void)state;
   int sleeps = 0;

@@ -453,12 +453,9 @@ void nexar__shm_poll_forget(nexar__shm_t *s) {
  * a record came meanwhile (then it stays polled). A link waiting for room in a
  * tx ring stays polled (its consumer's kick and shm_tx_room). */
 static bool park(nexar__shm_t *s) {
-  if (s->tx_full[Q_BULK] || s->tx_full[Q_PRIO]) return false;
-  nexar__shm_ring_consumer_raise(&s->seg.rx);
-  nexar__shm_ring_consumer_raise(&s->pseg.rx);
-  nexar__shm_ring_sleep_barrier();
-  if (nexar__shm_ring_consumer_recheck(&s->seg.rx) != 1 ||
-      nexar__shm_ring_consumer_recheck(&s->pseg.rx) != 1)
+  if (s->tx_full[Q_BULK] || s->tx_full[Q_PRIO] ||
+      nexar__shm_ring_consumer_sleep(&s->seg.rx) != 1 ||
+      nexar__shm_ring_consumer_sleep(&s->pseg.rx) != 1)
     return false;
   s->parked = true;
   s->l.ep->shm_parked++;
@@ -624,8 +621,6 @@ static int shm_init(nexar__ep_t *ep, const struct sockaddr_storage *bind,
   (void)len;
   ep->shm_lfd = ep->shm_sfd = -1;
   if (!ep->host || !ep->host->key) return 0;
-  if (!nexar__shm_ring_barrier_init())
-    NEXAR__TRACE(NEXAR__SUB_NET, "no membarrier: shared-memory kicks fence");
   ep->shm_sfd = epoll_create1(EPOLL_CLOEXEC);
   if (ep->shm_sfd < 0 || nexar__shm_watch(ep, ep->shm_sfd, true) < 0) {
     NEXAR__INFO(NEXAR__SUB_NET,
@@ -661,21 +656,13 @@ static void shm_fini(nexar__ep_t *ep) {
  * up (the peer then kicks its eventfd; a parked link's are up already);
  * false when a ring already has records. */
 static bool shm_arm(nexar__ep_t *ep) {
-  bool raised = false;
   if (ep->shm_parked) ep->shm_kicks = true;
   for (int i = 0; i < ep->shm_npoll; i++) {
     nexar__link_t *l = ep->shm_poll[i];
     if (l->state != NEXAR__CS_READY) continue;
-    ep->shm_kicks = raised = true;
-    nexar__shm_ring_consumer_raise(&S(l)->seg.rx);
-    nexar__shm_ring_consumer_raise(&S(l)->pseg.rx);
-  }
-  if (raised) nexar__shm_ring_sleep_barrier(); /* one for every flag */
-  for (int i = 0; raised && i < ep->shm_npoll; i++) {
-    nexar__link_t *l = ep->shm_poll[i];
-    if (l->state != NEXAR__CS_READY) continue;
-    if (nexar__shm_ring_consumer_recheck(&S(l)->seg.rx) != 1 ||
-        nexar__shm_ring_consumer_recheck(&S(l)->pseg.rx) != 1)
+    ep->shm_kicks = true;
+    if (nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1 ||
+        nexar__shm_ring_consumer_sleep(&S(l)->pseg.rx) != 1)
       return false;
   }
   return true;

@@ -7,14 +7,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/membarrier.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -341,67 +339,28 @@ bool nexar__shm_ring_has_free(nexar__shm_ring_t *r, uint64_t bytes) {
   return avail >= 0 && (uint64_t)avail >= bytes;
 }
 
-/* The sleepers' barrier (see "Wakeups" in shm_ring.h): light_kicks, this
- * process registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED, so that its
- * producers' kicks skip the fence; heavy_ok, the command works here (a
- * consumer that sleeps uses it). Set once by nexar__shm_ring_barrier_init. */
-static atomic_bool light_kicks, heavy_ok;
-
-static long membarrier(int cmd) {
-  return syscall(SYS_membarrier, cmd, 0, 0);
-}
-
-bool nexar__shm_ring_barrier_init(void) {
-  long q = membarrier(MEMBARRIER_CMD_QUERY);
-  if (q < 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) ||
-      membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0)
-    return false;
-  atomic_store_explicit(&heavy_ok, true, memory_order_relaxed);
-  if (membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0) return false;
-  atomic_store_explicit(&light_kicks, true, memory_order_relaxed);
-  return true;
-}
-
-void nexar__shm_ring_sleep_barrier(void) {
-  if (!atomic_load_explicit(&heavy_ok, memory_order_relaxed) ||
-      membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0)
-    atomic_thread_fence(memory_order_seq_cst);
-}
-
 /* The waker's half of the protocol: fence (orders the caller's counter
- * store before the flag's load; the compiler's only when the sleeper's
- * barrier is the heavy one), then take the flag if it is set. */
-static bool take_flag(_Atomic uint32_t *flag, bool light) {
-  if (light)
-    atomic_signal_fence(memory_order_seq_cst);
-  else
-    atomic_thread_fence(memory_order_seq_cst);
+ * store before the flag's load), then take the flag if it is set. */
+static bool take_flag(_Atomic uint32_t *flag) {
+  atomic_thread_fence(memory_order_seq_cst);
   if (!atomic_load_explicit(flag, memory_order_relaxed)) return false;
   return atomic_exchange_explicit(flag, 0, memory_order_seq_cst) != 0;
 }
 
-/* The sleeper's re-check after its flag went up and a barrier ran: 1:
- * still nothing (sleep), 0: ready (flag taken back, do not sleep). */
-static int recheck_flag(_Atomic uint32_t *flag, nexar__shm_ring_t *r,
-                        int (*ready)(nexar__shm_ring_t *, uint32_t),
-                        uint32_t arg) {
-  if (!ready(r, arg)) return 1;
-  atomic_store_explicit(flag, 0, memory_order_relaxed);
-  return 0;
-}
-
-/* The producer's half of the "waiting" flag: raise, fence, re-check. */
+/* The sleeper's half: raise the flag, fence, then re-check with |ready|;
+ * 1: still nothing (sleep), 0: ready (flag taken back, do not sleep). */
 static int raise_flag(_Atomic uint32_t *flag, nexar__shm_ring_t *r,
                       int (*ready)(nexar__shm_ring_t *, uint32_t),
                       uint32_t arg) {
   atomic_store_explicit(flag, 1, memory_order_seq_cst);
   atomic_thread_fence(memory_order_seq_cst);
-  return recheck_flag(flag, r, ready, arg);
+  if (!ready(r, arg)) return 1;
+  atomic_store_explicit(flag, 0, memory_order_relaxed);
+  return 0;
 }
 
 bool nexar__shm_ring_need_kick(nexar__shm_ring_t *r) {
-  return take_flag(&r->ctl->sleeping,
-                   atomic_load_explicit(&light_kicks, memory_order_relaxed));
+  return take_flag(&r->ctl->sleeping);
 }
 
 static int has_room(nexar__shm_ring_t *r, uint32_t len) {
@@ -494,7 +453,7 @@ bool nexar__shm_ring_need_kick_space(nexar__shm_ring_t *r) {
   publish(r);
   if (!r->tail_fresh) return false; /* no fence: nothing new to see */
   r->tail_fresh = 0;
-  return take_flag(&r->ctl->waiting, false);
+  return take_flag(&r->ctl->waiting);
 }
 
 static int has_data(nexar__shm_ring_t *r, uint32_t unused) {
@@ -503,17 +462,7 @@ static int has_data(nexar__shm_ring_t *r, uint32_t unused) {
   return stamped(r);
 }
 
-void nexar__shm_ring_consumer_raise(nexar__shm_ring_t *r) {
-  publish(r);
-  atomic_store_explicit(&r->ctl->sleeping, 1, memory_order_seq_cst);
-}
-
-int nexar__shm_ring_consumer_recheck(nexar__shm_ring_t *r) {
-  return recheck_flag(&r->ctl->sleeping, r, has_data, 0);
-}
-
 int nexar__shm_ring_consumer_sleep(nexar__shm_ring_t *r) {
-  nexar__shm_ring_consumer_raise(r);
-  nexar__shm_ring_sleep_barrier();
-  return nexar__shm_ring_consumer_recheck(r);
+  publish(r);
+  return raise_flag(&r->ctl->sleeping, r, has_data, 0);
 }

@@ -78,23 +78,6 @@
  * is never lost. A kick may be spurious (the consumer saw the data itself);
  * the consumer just drains its eventfd.
  *
- * The fences are asymmetric where the kernel allows it: a process whose
- * nexar__shm_ring_barrier_init() succeeded (registered for
- * MEMBARRIER_CMD_GLOBAL_EXPEDITED) kicks with a compiler fence only, and
- * every consumer that sleeps replaces its fence with
- * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) after raising its flag: that
- * call returns only after every running thread of every registered process
- * ran a full barrier (a thread not running passed one when it was switched
- * out). A producer whose flag load went before that barrier had its stamp
- * store drained by it, so the consumer's re-check sees the record; one
- * whose load went after sees the flag. The record's producer pays nothing
- * per record; the consumer pays one system call per sleep. Where the
- * command does not work (no kernel support, a seccomp filter, valgrind)
- * registration fails and that process fences as above; the rule's one
- * assumption is that a consumer whose membarrier fails (it then fences)
- * never faces a registered producer: both are ranks of one host, one
- * kernel and one binary.
- *
  * A producer facing a full ring mirrors this with the producer's "waiting"
  * flag: nexar__shm_ring_producer_sleep(ring, need) then block when it
  * returns 1; the consumer calls nexar__shm_ring_need_kick_space() after
@@ -303,25 +286,8 @@ void nexar__shm_ring_pop(nexar__shm_ring_t *r);
 bool nexar__shm_ring_need_kick_space(nexar__shm_ring_t *r);
 
 /* Before blocking on an empty ring: 1 when still empty (block now; the
- * producer will kick), 0 when data arrived (do not block). The same as
- * consumer_raise, sleep_barrier, consumer_recheck; a caller with several
- * rings raises every flag, runs one barrier, then re-checks each (block
- * only when every re-check says 1). */
+ * producer will kick), 0 when data arrived (do not block). */
 int nexar__shm_ring_consumer_sleep(nexar__shm_ring_t *r);
-void nexar__shm_ring_consumer_raise(nexar__shm_ring_t *r);
-int nexar__shm_ring_consumer_recheck(nexar__shm_ring_t *r);
-
-/* The consumers' barrier between raising sleep flags and re-checking the
- * rings: membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) where it works (every
- * running thread of every registered process runs a full barrier), else a
- * seq_cst fence. */
-void nexar__shm_ring_sleep_barrier(void);
-
-/* Once per process before its rings are used (idempotent, thread-safe):
- * registers the process for MEMBARRIER_CMD_GLOBAL_EXPEDITED; true when
- * that worked, and from then on its producers' need_kick runs no fence
- * (see "Wakeups"). */
-bool nexar__shm_ring_barrier_init(void);
 
 /* ---- Operating-system pieces (shm_os.c) */
 
