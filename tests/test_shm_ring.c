@@ -6,8 +6,10 @@
  * corruption in one process, then a concurrent scribbler) that may only
  * produce NEXAR_ERR_PROTO or in-bounds records, 1 GiB each way between two
  * processes with eventfd wakeups and a sleeping consumer (bit-exact), an
- * 8-byte ping-pong, cross-memory attach, and a peer killed mid-stream seen
- * through its pidfd. Helpers in tests/shm_procs.c run the child processes.
+ * 8-byte ping-pong, cross-memory attach, a peer killed mid-stream seen
+ * through its pidfd, and a consumer that sleeps whenever its ring is empty
+ * woken by every kick (30,000 records, both sides racing). Helpers in
+ * tests/shm_procs.c run the child processes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
