@@ -684,3 +684,74 @@ int sp_death_run(void) {
       DEATH_RECS);
   return 0;
 }
+
+/* ---- Wake-ups raced: a consumer that sleeps as soon as its ring is empty,
+ * a producer that writes one record at a time after a random pause. */
+
+static int wake_child(void *arg) {
+  pair_t *p = arg;
+  nexar__shm_seg_t seg;
+  int efd;
+  if (pair_child(p, &seg, &efd)) return 1;
+  uint64_t s = 77;
+  double end = nt_now_ms() + 20000;
+  for (uint64_t i = 0; i < (uint64_t)p->rounds;) {
+    int rc = nexar__shm_ring_put(&seg.tx, 1, 0, i, ~i,
+                                 &(struct iovec){&i, sizeof i}, 1);
+    NT_CHECKF(rc == 0 || rc == NEXAR__SHM_AGAIN, "put %d", rc);
+    NT_CHECKF(nt_now_ms() < end, "stuck at %llu", (unsigned long long)i);
+    if (rc == 0) i++;
+    if (nexar__shm_ring_need_kick(&seg.tx)) kick(efd);
+    uint64_t x = sp_rng(&s), n = x % 4 == 0 ? 0 : (x >> 8) % 3000;
+    for (volatile uint64_t k = 0; k < n; k++) {
+    }
+    if (x % 64 == 1) sched_yield();
+  }
+  return 0;
+}
+
+int sp_wake_run(int records, int *sleeps) {
+  pair_t p;
+  if (pair_open(&p, 4096)) return 1;
+  p.rounds = records;
+  pid_t pid = sp_fork(wake_child, &p);
+  NT_CHECKF(pid > 0, "fork");
+  int rc = pair_send(&p);
+  struct pollfd pf = {.fd = p.efd, .events = POLLIN};
+  uint64_t got = 0;
+  *sleeps = 0;
+  while (rc == 0 && got < (uint64_t)records) {
+    nexar__shm_rec_t r;
+    int n = nexar__shm_ring_peek(&p.seg.rx, &r);
+    if (n == 1) {
+      uint64_t v;
+      memcpy(&v, r.payload, sizeof v);
+      rc = r.a != got || r.b != ~got || r.len != sizeof v || v != got;
+      nexar__shm_ring_pop(&p.seg.rx);
+      got++;
+      continue;
+    }
+    /* Stale kicks (of a flag the consumer took back) go first: a lost
+     * one must not be covered by them. */
+    drain(p.efd);
+    if (n < 0 || nexar__shm_ring_consumer_sleep(&p.seg.rx) != 1) {
+      rc = n < 0;
+      continue;
+    }
+    /* A kick lost: the record waits, and this poll times out. */
+    (*sleeps)++;
+    int k = poll(&pf, 1, 3000);
+    if (k == 1) drain(p.efd);
+    rc = k != 1;
+  }
+  if (rc) kill(pid, SIGKILL);
+  int st = sp_reap(pid, 10000);
+  pair_close(&p);
+  NT_CHECKF(rc == 0 && st == 0,
+            "after %llu records (%d sleeps): rc %d, "
+            "child %d",
+            (unsigned long long)got, *sleeps, rc, st);
+  printf("wake: %d records, %d sleeps each woken by its kick\n", records,
+         *sleeps);
+  return 0;
+}

@@ -46,4 +46,10 @@ int sp_cma_run(void);
  * half-written one never appears. */
 int sp_death_run(void);
 
+/* A consumer that sleeps (epoll on its eventfd, 3 s at most) whenever its
+ * ring is empty, against a producer in a child writing |records| 8-byte
+ * records one by one after random pauses: every sleep must be woken by a
+ * kick, every record arrives in order. |*sleeps| gets the sleeps. */
+int sp_wake_run(int records, int *sleeps);
+
 #endif

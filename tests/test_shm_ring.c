@@ -6,8 +6,10 @@
  * corruption in one process, then a concurrent scribbler) that may only
  * produce NEXAR_ERR_PROTO or in-bounds records, 1 GiB each way between two
  * processes with eventfd wakeups and a sleeping consumer (bit-exact), an
- * 8-byte ping-pong, cross-memory attach, and a peer killed mid-stream seen
- * through its pidfd. Helpers in tests/shm_procs.c run the child processes.
+ * 8-byte ping-pong, cross-memory attach, a peer killed mid-stream seen
+ * through its pidfd, and a consumer that sleeps whenever its ring is empty
+ * woken by every kick (30,000 records, both sides racing). Helpers in
+ * tests/shm_procs.c run the child processes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -609,6 +611,15 @@ static void test_peer_death(void **state) {
   assert_int_equal(sp_death_run(), 0);
 }
 
+/* Every sleep of the consumer is ended by the producer's kick, with both
+ * sides racing. */
+static void test_wake_race(void **state) {
+  (void)state;
+  int sleeps = 0;
+  assert_int_equal(sp_wake_run(30000, &sleeps), 0);
+  assert_true(sleeps >= 300);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),
@@ -625,6 +636,7 @@ int main(void) {
       cmocka_unit_test(test_pingpong),
       cmocka_unit_test(test_cma),
       cmocka_unit_test(test_peer_death),
+      cmocka_unit_test(test_wake_race),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
