@@ -557,9 +557,12 @@ def main():
         md += ["", "## nexar's allreduce over QUIC against the encrypted "
                "ring's limit", "",
                "busbw GB/s. The limit is `refs sealed-ring` at that np (this "
-               "run): one thread per process seals to the next and opens the "
-               "previous one's datagrams, no QUIC, no reduction; no "
-               "encrypted allreduce's busbw exceeds it.", ""] + qa
+               "run): one thread per process seals datagrams to the next and "
+               "opens the previous one's, half of them summed with its own "
+               "data (an encrypted ring allreduce's work and nothing else: no "
+               "QUIC, no copies but the cipher's); no encrypted allreduce's "
+               "busbw exceeds it on this host. A target above it cannot be "
+               "met with packet protection here.", ""] + qa
     shm = shm_table(rows, nps)
     if shm:
         md += ["", "## nexar over shared memory against Open MPI's", ""] + shm
