@@ -14,17 +14,23 @@ static const char *p2p_name(unsigned how) {
   return how & NEXAR__API_SEND ? "send" : "recv";
 }
 
-/* NEXAR_ERR_INVALID_ARG (message recorded) unless |peer| is a rank of
- * |comm| and |tag| a user tag; a receive or probe may pass the wildcards;
- * |count| elements of |es| bytes must not overflow. */
-static int check_peer_tag(nexar_comm_t *comm, int peer, int tag, unsigned how,
-                          size_t count, size_t es) {
+/* Whether |peer| is a rank of |comm| and |tag| a user tag (a receive or
+ * probe may pass the wildcards) and |count| elements of |es| bytes do not
+ * overflow. */
+static bool peer_tag_ok(const nexar_comm_t *comm, int peer, int tag,
+                        unsigned how, size_t count, size_t es) {
   bool send = how & NEXAR__API_SEND;
   bool any_src = !send && peer == NEXAR_ANY_SOURCE;
   bool any_tag = !send && tag == NEXAR_ANY_TAG;
-  if ((!any_src && (peer < 0 || peer >= comm->size)) ||
-      (!any_tag && (tag < 0 || tag > NEXAR_TAG_MAX)) ||
-      count > UINT64_MAX / es) {
+  return (any_src || (peer >= 0 && peer < comm->size)) &&
+         (any_tag || (tag >= 0 && tag <= NEXAR_TAG_MAX)) &&
+         count <= UINT64_MAX / es;
+}
+
+/* NEXAR_ERR_INVALID_ARG (message recorded) unless peer_tag_ok. */
+static int check_peer_tag(nexar_comm_t *comm, int peer, int tag, unsigned how,
+                          size_t count, size_t es) {
+  if (!peer_tag_ok(comm, peer, tag, how, count, es)) {
     nexar__comm_set_error(comm,
                           "rank %d: %s: invalid peer rank %d (world size %d) "
                           "or tag %d",
@@ -220,17 +226,16 @@ int nexar_irecv(nexar_comm_t *comm, void *buf, size_t count,
  * arguments the general path accepts (it reports the others), host
  * memory, a specific peer other than this rank. */
 static bool express_ok(nexar_comm_t *comm, const void *buf, size_t count,
-                       nexar_dtype_t dtype, int peer, int tag) {
+                       nexar_dtype_t dtype, int peer, int tag, unsigned how) {
   size_t es = nexar_dtype_size(dtype);
-  return comm && es && (buf || !count) && count <= UINT64_MAX / es &&
-         peer >= 0 && peer < comm->size && peer != comm->rank &&
-         (tag == NEXAR_ANY_TAG || (tag >= 0 && tag <= NEXAR_TAG_MAX)) &&
+  return comm && es && (buf || !count) && peer != NEXAR_ANY_SOURCE &&
+         peer != comm->rank && peer_tag_ok(comm, peer, tag, how, count, es) &&
          nexar__dev_host_only(&comm->ctx->dev);
 }
 
 int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
                nexar_dtype_t dtype, int dest, int tag) {
-  if (tag != NEXAR_ANY_TAG && express_ok(comm, buf, count, dtype, dest, tag) &&
+  if (express_ok(comm, buf, count, dtype, dest, tag, NEXAR__API_SEND) &&
       nexar__p2p_express_send(comm, buf,
                               (uint64_t)count * nexar_dtype_size(dtype), dtype,
                               dest, tag))
@@ -243,7 +248,7 @@ int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
 int nexar_recv(nexar_comm_t *comm, void *buf, size_t count, nexar_dtype_t dtype,
                int source, int tag, nexar_status_t *status) {
   int rc;
-  if (express_ok(comm, buf, count, dtype, source, tag) &&
+  if (express_ok(comm, buf, count, dtype, source, tag, 0) &&
       nexar__p2p_express_recv(comm, buf,
                               (uint64_t)count * nexar_dtype_size(dtype), source,
                               tag, status, &rc))
