@@ -9,8 +9,8 @@
  * stays off the socket while a caller drives and for NEXAR_PROGRESS_LINGER_US
  * after, so that it does not compete for the datagrams.
  *
- * Whoever leaves the engine (ep_leave) wakes the progress thread if the next
- * deadline is before the thread's planned wake-up, so no timer is missed.
+ * Whoever leaves the engine (nexar__ep_leave) wakes the progress thread if the
+ * next deadline is before the thread's planned wake-up, so no timer is missed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -112,16 +112,12 @@ static void kick(nexar__ep_t *ep) {
 
 /* Releases the engine lock; wakes the progress thread if it would sleep
  * past the time the next pass is due by more than NEXAR__HANDBACK_NS. */
-static void ep_leave(nexar__ep_t *ep) {
+void nexar__ep_leave(nexar__ep_t *ep) {
   if (ep->due + NEXAR__HANDBACK_NS < ep->wake_at) {
     ep->wake_at = ep->due;
     kick(ep);
   }
   pthread_mutex_unlock(&ep->emu);
-}
-
-void nexar__ep_leave(nexar__ep_t *ep) {
-  ep_leave(ep);
 }
 
 static uint64_t ep_pass(nexar__ep_t *ep);
@@ -194,7 +190,7 @@ void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {
   pthread_mutex_unlock(&ep->qmu);
   if (pthread_mutex_trylock(&ep->emu) == 0) {
     post_run(ep);
-    ep_leave(ep);
+    nexar__ep_leave(ep);
     return;
   }
   /* The holder (or the engine itself, posting from a callback) runs it on
@@ -205,7 +201,7 @@ void nexar__ep_post(nexar__ep_t *ep, nexar__req_t *req) {
 void nexar__ep_progress(nexar__ep_t *ep) {
   if (pthread_mutex_trylock(&ep->emu) == 0) {
     ep_pass(ep);
-    ep_leave(ep);
+    nexar__ep_leave(ep);
   }
 }
 
@@ -334,7 +330,8 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
       continue;
     }
     uint64_t until = ep->due < deadline ? ep->due : deadline;
-    /* Whoever changes the deadlines while we sleep kicks us (ep_leave). */
+    /* Whoever changes the deadlines while we sleep kicks us
+     * (nexar__ep_leave). */
     ep->wake_at = until;
     /* Every transport's descriptors and the kick are in epfd. */
     struct pollfd pf[1] = {{ep->epfd, POLLIN, 0}};
@@ -371,7 +368,7 @@ void nexar__ep_drive_end(nexar__ep_t *ep, uint64_t end) {
     }
     ep->wake_at = ep->tmr_at;
   }
-  ep_leave(ep);
+  nexar__ep_leave(ep);
 }
 
 int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
