@@ -20,9 +20,10 @@ uint64_t sp_rng(uint64_t *s);
  * ring's end; type 0 pads), or the data. */
 void sp_corrupt(nexar__shm_ring_t *w, uint64_t *s);
 
-/* A child scribbles (sp_corrupt) into ring 0 for |ms| while this process
- * consumes it through fresh attachments, re-attaching after each
- * NEXAR_ERR_PROTO; every record returned must lie inside the ring. */
+/* A child scribbles (sp_corrupt) into ring 0 while this process consumes
+ * it through fresh attachments (each from position 0), re-attaching after
+ * each NEXAR_ERR_PROTO, for at least |ms| and until 100 refusals were seen
+ * (30 s more at most); every record returned must lie inside the ring. */
 int sp_hostile_run(int ms, long *protos, long *recs);
 
 /* |bytes| each way at once between this process and a child, over a

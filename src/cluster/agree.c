@@ -349,7 +349,7 @@ static void apply_decision(nexar__agree_t *ag) {
     char why[NEXAR__ERRMSG_MAX];
     snprintf(why, sizeof(why),
              "rank %d of communicator %llu (epoch %u): process %d failed "
-             "during the recovery",
+             "during the recovery; receive buffers are unspecified",
              nc->rank, (unsigned long long)nc->id, nc->epoch,
              nc->world_ranks[r]);
     nexar__comm_revoke(nc, NEXAR_ERR_PEER_FAILED, why);
@@ -623,7 +623,8 @@ static int start_fn(nexar__req_t *ctl) {
   if (!ag) return NEXAR_ERR_NOMEM;
   char why[NEXAR__ERRMSG_MAX];
   snprintf(why, sizeof(why),
-           "rank %d of communicator %llu (epoch %u): revoked for recovery",
+           "rank %d of communicator %llu (epoch %u): revoked for recovery; "
+           "receive buffers are unspecified",
            a->comm->rank, (unsigned long long)a->comm->id, a->comm->epoch);
   nexar__comm_revoke(a->comm, NEXAR_ERR_REVOKED, why);
   if (!ag->started) {

@@ -39,7 +39,9 @@ int nexar__comm_rebuild(nexar_ctx_t *ctx, nexar_comm_t *comm, const int *ids,
   bool world = comm == ctx->world_comm;
   /* Whatever is left of the old epoch fails or is dropped. */
   if (!atomic_load(&comm->revoked))
-    nexar__comm_revoke(comm, NEXAR_ERR_REVOKED, "communicator rebuilt");
+    nexar__comm_revoke(comm, NEXAR_ERR_REVOKED,
+                       "communicator rebuilt; receive buffers are "
+                       "unspecified");
   nexar__comm_unregister(ctx, comm);
   free(comm->world_ranks);
   comm->world_ranks = wr;
