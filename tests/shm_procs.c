@@ -161,8 +161,7 @@ static int scribble_child(void *arg) {
   hostile_t *w = arg; /* the parent's mapping, inherited */
   uint64_t s = 0xbad;
   double end = nt_now_ms() + w->ms + HOSTILE_CAP_MS;
-  while (nt_now_ms() < end &&
-         !__atomic_load_n(w->stop, __ATOMIC_RELAXED)) {
+  while (nt_now_ms() < end && !__atomic_load_n(w->stop, __ATOMIC_RELAXED)) {
     sp_corrupt(&w->seg.tx, &s);
     if (sp_rng(&s) % 4 == 0) usleep(10);
   }
@@ -171,8 +170,8 @@ static int scribble_child(void *arg) {
 
 int sp_hostile_run(int ms, long *protos, long *recs) {
   hostile_t w = {.ms = ms};
-  w.stop = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  w.stop = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                -1, 0);
   NT_CHECKF(w.stop != MAP_FAILED, "mmap");
   NT_CHECKF(nexar__shm_seg_create(4096, &w.seg) == 0, "create");
   pid_t pid = sp_fork(scribble_child, &w);
@@ -181,8 +180,7 @@ int sp_hostile_run(int ms, long *protos, long *recs) {
    * scribbler may not have run yet), at most the cap. */
   double start = nt_now_ms(), end = start + ms, cap = end + HOSTILE_CAP_MS;
   int rc = 0;
-  while (rc == 0 && nt_now_ms() < cap &&
-         (nt_now_ms() < end || *protos < 100)) {
+  while (rc == 0 && nt_now_ms() < cap && (nt_now_ms() < end || *protos < 100)) {
     /* A fresh consumer of ring 0, reading from position 0 as on a new
      * segment: the tail the last one published is taken back, so that the
      * scribbler (who writes where the published tail says) aims at it. */
