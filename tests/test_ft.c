@@ -649,6 +649,17 @@ static int trials_worker(int index, void *arg) {
     uint32_t ep1;
     nexar_comm_size(w, &size1);
     nexar_comm_epoch(w, &ep1);
+    if (size1 != size0 - 1) { /* who else was judged failed, and how */
+      nexar_failure_t f[MAXW];
+      int nf = 0;
+      nexar_failures(ctx, f, MAXW, &nf);
+      for (int k = 0; k < nf && k < MAXW; k++)
+        fprintf(stderr,
+                "[%d] trial %d: failure of %d, reason %d, reporter %d, %.0f "
+                "ms after the kill\n",
+                index, t, f[k].id, f[k].reason, f[k].reporter,
+                (double)f[k].when_ns / 1e6 - sh->t_kill);
+    }
     NT_CHECKF(size1 == size0 - 1 && ep1 == ep0 + 1,
               "trial %d: size %d -> %d, epoch %u -> %u", t, size0, size1, ep0,
               ep1);
