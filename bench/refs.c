@@ -417,7 +417,7 @@ static int t_udp(int argc, char **argv, bool sealed) {
  * opened in [t_meas, t_end); then serves its inbox for RING_GRACE_S so
  * that no sender waits on it. Writes {bytes, seconds} to |out|. */
 static int ring_proc(int fd, int r, int n, const struct sockaddr_in *addrs,
-                     double t_meas, double t_end, int out) {
+                     double secs, const int sync[2], int out) {
   const size_t dg = 65000;
   seal_t tx, rx;
   if (seal_init(&tx, dg, (unsigned char)r) ||
@@ -428,6 +428,12 @@ static int ring_proc(int fd, int r, int n, const struct sockaddr_in *addrs,
       (const struct sockaddr *)&addrs[(r + n - 1) % n];
   unsigned char *sbuf = calloc(1, dg), *rbuf = malloc(dg);
   if (!sbuf || !rbuf) return 1;
+  /* The clock starts once every process has its buffers: touching them
+   * took seconds on a host whose page faults cost 40 us each. */
+  double t0;
+  if (write(sync[1], "r", 1) != 1 || read(sync[0], &t0, sizeof t0) != sizeof t0)
+    return 1;
+  double t_meas = t0 + RING_WARM_S, t_end = t_meas + secs;
   uint64_t nsent = 0, acked = 0, opened = 0;
   double bytes = 0;
   for (double t = now_s(); t < t_end + RING_GRACE_S; t = now_s()) {
@@ -493,12 +499,23 @@ static int t_sealed_ring(int argc, char **argv) {
       return 1;
     }
   }
-  if (pipe(pfd)) return 1;
-  double t_meas = now_s() + 0.3 + RING_WARM_S, t_end = t_meas + secs;
+  /* ready[]: each process says it is set up; go[]: then the start time. */
+  int ready[2], go[2];
+  if (pipe(pfd) || pipe(ready) || pipe(go)) return 1;
   for (int r = 0; r < n; r++)
-    if (fork() == 0)
-      _exit(ring_proc(fds[r], r, n, addrs, t_meas, t_end, pfd[1]));
+    if (fork() == 0) {
+      int sync[2] = {go[0], ready[1]};
+      _exit(ring_proc(fds[r], r, n, addrs, secs, sync, pfd[1]));
+    }
   close(pfd[1]);
+  close(ready[1]);
+  char c;
+  for (int r = 0; r < n; r++)
+    if (read(ready[0], &c, 1) != 1) break; /* a process failed: wait() says */
+  double t0 = now_s();
+  for (int r = 0; r < n; r++)
+    if (write(go[1], &t0, sizeof t0) != sizeof t0) break;
+  close(go[1]);
   double sum = 0, least = 0, span = 0;
   int got = 0;
   for (double res[2]; read(pfd[0], res, sizeof res) == sizeof res; got++) {
