@@ -1,8 +1,9 @@
 /*
  * Point-to-point tests over real multi-process clusters: ring exchange,
  * FIFO ordering, wildcard receives, truncation, empty messages, a 64 MiB
- * message, 10 000 unexpected small messages (bounded store + flow control)
- * and concurrent isend/irecv in both directions.
+ * message, 10 000 unexpected small messages (bounded store + flow control),
+ * concurrent isend/irecv in both directions, and messages that reuse pooled
+ * buffers (eager copies, unexpected prefixes).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,7 +15,17 @@
 #include "harness.h"
 #include "nexar.h"
 
-enum { C_RING, C_ORDER, C_ANY, C_TRUNC, C_ZERO, C_BIG, C_MANY, C_BIDIR };
+enum {
+  C_RING,
+  C_ORDER,
+  C_ANY,
+  C_TRUNC,
+  C_ZERO,
+  C_BIG,
+  C_MANY,
+  C_BIDIR,
+  C_POOL
+};
 
 static int case_ring(nexar_comm_t *w, int r, int n) {
   int v = r * 10 + 3, got = -1;
@@ -176,6 +187,47 @@ static int case_many(nexar_comm_t *w, int r) {
   return 0;
 }
 
+/* Eager copies and unexpected prefixes from 16 KiB to the eager size come
+ * from a pool of eager-sized buffers and go back to it (p2p/send.c): each
+ * message lands in a buffer that held an earlier, longer one. Every message
+ * has a fill of its own; the sender overwrites its buffer as soon as a send
+ * returns (an eager send is copied by then); every other receive is posted
+ * late, so that its message waits unexpected. */
+#define POOL_MSGS 96
+static size_t pool_size(int i) {
+  const size_t lo = 16384, hi = 131072;
+  if (i % 8 == 0) return i % 16 ? lo - 1 : hi; /* around the pool's bounds */
+  return lo + ((size_t)i * 7919u * 13u) % (hi - lo + 1);
+}
+
+static int case_pool(nexar_comm_t *w, int r) {
+  uint8_t *b = malloc(131072);
+  NT_CHECK(b);
+  for (int i = 0; i < POOL_MSGS; i++) {
+    size_t n = pool_size(i);
+    unsigned seed = 900 + (unsigned)i;
+    if (r == 0) {
+      nt_fill(b, n, seed);
+      NT_OKC(w, nexar_send(w, b, n, NEXAR_BYTE, 1, 7));
+      memset(b, 0xA5, 131072);
+    } else {
+      if (i % 2) {
+        struct timespec ts = {0, 2 * 1000000};
+        nanosleep(&ts, NULL); /* the message arrives unexpected */
+      }
+      memset(b, 0x5A, 131072);
+      nexar_status_t st;
+      NT_OKC(w, nexar_recv(w, b, n, NEXAR_BYTE, 0, 7, &st));
+      NT_CHECKF(st.bytes == n, "message %d: bytes %zu of %zu", i, st.bytes, n);
+      size_t bad = nt_check_fill(b, n, seed);
+      NT_CHECKF(bad == n, "message %d (%zu bytes): mismatch at byte %zu", i, n,
+                bad);
+    }
+  }
+  free(b);
+  return 0;
+}
+
 #define BIDIR_MSGS 64
 static size_t bidir_size(int k) {
   /* 1 B .. 1 MiB, spread over powers of two plus odd offsets. */
@@ -264,6 +316,9 @@ static int worker(int index, void *arg) {
     case C_BIDIR:
       rc = case_bidir(w, r, n);
       break;
+    case C_POOL:
+      rc = case_pool(w, r);
+      break;
     default:
       rc = 1;
   }
@@ -279,7 +334,8 @@ static const char *const names[] = {"ring",
                                     "zero",
                                     "big_eager_to_64MiB",
                                     "many_10000_unexpected",
-                                    "bidir"};
+                                    "bidir",
+                                    "pooled_buffers"};
 
 static int run_case(int c, int world, int timeout_ms) {
   nt_opts_t o = {.world_size = world, .timeout_ms = timeout_ms};
@@ -301,6 +357,7 @@ int main(void) {
   fails += run_case(C_MANY, 2, 120000);
   fails += run_case(C_BIDIR, 2, 120000);
   fails += run_case(C_BIDIR, 4, 120000);
+  fails += run_case(C_POOL, 2, 60000);
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
 }

@@ -118,6 +118,7 @@ static void ctx_free(nexar_ctx_t *ctx) {
     nexar__comm_free(ctx->comms[i]);
   }
   free(ctx->comms);
+  nexar__p2p_pool_fini(ctx);
   free(ctx->roster);
   free(ctx->peers);
   for (int i = 0; ctx->ps && i < ctx->world; i++) free(ctx->ps[i].seqs);

@@ -264,12 +264,24 @@ typedef struct nexar__topo {
 #define NEXAR__OBSERVE_MS 3000
 
 /* ---- Process context. */
+/* Buffers of eager bytes kept for reuse (nexar_ctx.pool): at most
+ * NEXAR__POOL_MAX of them and NEXAR__POOL_BYTES in all; requests under
+ * NEXAR__POOL_MIN bytes are not pooled. */
+#define NEXAR__POOL_MAX 16
+#define NEXAR__POOL_BYTES (4u << 20)
+#define NEXAR__POOL_MIN 16384u
+
 struct nexar_ctx {
   const nexar__hooks_t *hooks; /* the upper parts' handlers (api.c) */
   nexar__ep_t ep;
   nexar__params_t prm;
   nexar__dev_t dev; /* device adapter and bounce cache */
   nexar__rpc_t rpc; /* RPC handlers, handler threads, pending calls */
+  /* Eager copies' and unexpected prefixes' buffers, kept for the next
+   * (p2p/send.c, engine): a malloc and free of one grew and trimmed the
+   * heap each time, and a page fault costs 40 us on some VMs. */
+  uint8_t *pool[NEXAR__POOL_MAX];
+  int npool;
   /* This process's stable id (its world rank when it joined; ranks in a
    * communicator are comm->rank) and the number of ids ever assigned: the
    * size of roster, peers and dead. */

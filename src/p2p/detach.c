@@ -166,6 +166,7 @@ void nexar__p2p_take_whole(nexar_ctx_t *ctx, nexar__imsg_t *m) {
     uint8_t *b = realloc(m->buf, len);
     if (!b) return;
     m->buf = b;
+    m->buf_pooled = false; /* whole now: not the pool's size */
   }
   nexar__p2p_unrefuse(m);
   charge(m, of, len);

@@ -270,9 +270,10 @@ static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   nexar__p2p_unrefuse(m);
   m->req = NULL;
   m->state = NEXAR__IM_MATCHED;
-  free(m->buf);
+  nexar__p2p_buf_put(ctx, m->buf, m->buf_pooled);
   m->buf = NULL;
   m->buf_len = 0;
+  m->buf_pooled = false;
   nexar__p2p_open_window(ctx, m);
   if (m->got == m->hdr.payload_len) deliver(ctx, m);
 }
@@ -299,9 +300,10 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
       (m->hdr.step == NEXAR__P2P_SYNC || m->hdr.step == NEXAR__P2P_RDV))
     nexar__p2p_ack_match(ctx, r->comm, m); /* RDV: the clear-to-send */
   if (m->buf_len) copy_in(m, 0, m->buf, m->buf_len);
-  free(m->buf);
+  nexar__p2p_buf_put(ctx, m->buf, m->buf_pooled);
   m->buf = NULL;
   m->buf_len = 0;
+  m->buf_pooled = false;
   nexar__p2p_open_window(ctx, m);
   if (m->got == m->hdr.payload_len) deliver(ctx, m);
 }
@@ -601,7 +603,7 @@ void nexar__p2p_on_stream_data(nexar__link_t *c, int64_t sid, nexar__imsg_t *m,
                              m->credited /* relayed under credit */
                          ? m->hdr.payload_len
                          : (uint64_t)ctx->prm.eager_bytes;
-      if (!m->buf) m->buf = malloc(cap ? cap : 1);
+      if (!m->buf) m->buf = nexar__p2p_buf_get(ctx, cap, &m->buf_pooled);
       if (!m->buf || m->buf_len + n > cap) {
         proto_error(c, "peer exceeded the stream window");
         return;

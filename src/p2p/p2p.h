@@ -26,6 +26,18 @@ typedef struct nexar__peer {
   nexar__imsg_t *reorder; /* headers waiting for an earlier seq */
 } nexar__peer_t;
 
+/* ---------------- p2p/send.c: pooled buffers ---------------- */
+/* A buffer for |len| bytes (an eager copy, an unexpected prefix): from
+ * |ctx|'s pool, of eager bytes, with *pooled set, when |len| is from
+ * NEXAR__POOL_MIN to the eager size, else malloc'd; NULL when out of
+ * memory. Either kind may be given to free(). Engine only. */
+uint8_t *nexar__p2p_buf_get(nexar_ctx_t *ctx, uint64_t len, bool *pooled);
+/* Gives |buf| back: to the pool when it came from it and the pool has
+ * room, else freed. */
+void nexar__p2p_buf_put(nexar_ctx_t *ctx, uint8_t *buf, bool pooled);
+/* Frees the pool (teardown). */
+void nexar__p2p_pool_fini(nexar_ctx_t *ctx);
+
 /* ---------------- p2p/match.c ---------------- */
 /* Starts a send or receive on the progress thread. */
 void nexar__p2p_start(nexar__req_t *req);

@@ -10,6 +10,32 @@
 
 #include "p2p/p2p.h"
 
+/* ---- Pooled buffers of eager bytes (nexar_ctx.pool) ---- */
+
+uint8_t *nexar__p2p_buf_get(nexar_ctx_t *ctx, uint64_t len, bool *pooled) {
+  uint64_t eager = (uint64_t)ctx->prm.eager_bytes;
+  *pooled = false;
+  if (len < NEXAR__POOL_MIN || len > eager || eager > NEXAR__POOL_BYTES)
+    return malloc(len ? len : 1);
+  *pooled = true;
+  if (ctx->npool > 0) return ctx->pool[--ctx->npool];
+  return malloc(eager);
+}
+
+void nexar__p2p_buf_put(nexar_ctx_t *ctx, uint8_t *buf, bool pooled) {
+  uint64_t eager = (uint64_t)ctx->prm.eager_bytes;
+  int keep = eager ? (int)(NEXAR__POOL_BYTES / eager) : 0;
+  if (keep > NEXAR__POOL_MAX) keep = NEXAR__POOL_MAX;
+  if (buf && pooled && ctx->npool < keep)
+    ctx->pool[ctx->npool++] = buf;
+  else
+    free(buf);
+}
+
+void nexar__p2p_pool_fini(nexar_ctx_t *ctx) {
+  while (ctx->npool > 0) free(ctx->pool[--ctx->npool]);
+}
+
 void nexar__omsg_free(nexar__omsg_t *m) {
   if (!m) return;
   if (m->fwd) nexar__relay_out_gone(m);
@@ -41,6 +67,10 @@ void nexar__p2p_on_out_closed(nexar__link_t *c, nexar__omsg_t *m) {
   if (m->req) nexar__omsg_acked(c, m);
   if (m->owned && c->role == NEXAR__ROLE_MESH && c->eager_bytes >= m->len)
     c->eager_bytes -= m->len;
+  if (m->owned_pooled) {
+    nexar__p2p_buf_put(c->ep->owner, m->owned, true);
+    m->owned = NULL;
+  }
   nexar__omsg_free(m);
 }
 
@@ -125,7 +155,7 @@ int nexar__p2p_emit(nexar_ctx_t *ctx, int dest, nexar__hdr_t *h, int lane,
   uint32_t nsegs = req ? req->nsegs : 0;
   if (nsegs && c->peer != dest) copy = true;
   if (copy && len) {
-    m->owned = malloc(len);
+    m->owned = nexar__p2p_buf_get(ctx, len, &m->owned_pooled);
     if (!m->owned) {
       rc = NEXAR_ERR_NOMEM;
       goto fail;

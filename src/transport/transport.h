@@ -116,6 +116,7 @@ struct nexar__omsg {
   uint8_t hdr[NEXAR__HDR_BYTES];
   const uint8_t *data; /* payload: the user's buffer or |owned| */
   uint8_t *owned;      /* eager copy, freed when the stream closes */
+  bool owned_pooled;   /* owned came from the ctx's pool (p2p/send.c) */
   /* Or a gathered payload read from the caller's buffers (data NULL):
    * nsegs entries of segs (owned; nsegs 0 once the message is cut). */
   nexar__seg_t *segs;
@@ -196,6 +197,7 @@ struct nexar__imsg {
   uint32_t carry_n;
   uint8_t *buf;      /* unexpected prefix (<= eager bytes) */
   uint64_t buf_len;  /* bytes held in buf */
+  bool buf_pooled;   /* buf came from the ctx's pool (p2p/send.c) */
   nexar__req_t *req; /* matched request */
   bool fin;          /* stream finished */
   bool stream_closed;
