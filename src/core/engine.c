@@ -216,9 +216,12 @@ void nexar__req_complete(nexar__req_t *req, int rc) {
     return;
   }
   /* Sequentially consistent, then the waiters counted (see
-   * nexar__ep_wake_waiters). */
+   * nexar__ep_wake_waiters). The engine is read first: once |req| reads
+   * done its owner may return and reuse its memory (a request in a
+   * caller's frame: the express path's). */
+  nexar__ep_t *ep = &req->comm->ctx->ep;
   atomic_store(&req->done, 1);
-  nexar__ep_wake_waiters(&req->comm->ctx->ep);
+  nexar__ep_wake_waiters(ep);
 }
 
 void nexar__ep_wake_waiters(nexar__ep_t *ep) {
