@@ -49,8 +49,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A free-looking port pair from the pid (one test per host at a time).
-base=$((40000 + ($$ % 5000) * 2))
+# A port pair below the ephemeral range (32768 up: a connection of another
+# test may hold one there, and slurmctld then never answers), picked from
+# the pid and moved on while either port has a listener.
+base=$((20000 + ($$ % 6000) * 2))
+for _ in $(seq 50); do
+  [ -z "$(ss -Htln "( sport = :$base or sport = :$((base + 1)) )")" ] && break
+  base=$((20000 + (base - 20000 + 2) % 12000))
+done
 host=$(hostname -s)
 mkdir -p "$d/state" "$d/spool"
 chmod 700 "$d"
@@ -97,8 +103,11 @@ slurmctld -D -f "$d/slurm.conf" >"$d/slurmctld.out" 2>&1 &
 pids+=($!)
 slurmd -D -f "$d/slurm.conf" -N "$host" >"$d/slurmd.out" 2>&1 &
 pids+=($!)
+# At most 40 s in all (the test's timeout, 300 s, is above the sum of every
+# step's own), so that a daemon that never answers is reported with its logs.
 state=
-for _ in $(seq 100); do
+t_end=$((SECONDS + 40))
+while [ $SECONDS -lt $t_end ]; do
   state=$(timeout 5 sinfo -h -n "$host" -o %T 2>/dev/null)
   [ "$state" = idle ] && break
   sleep 0.2

@@ -243,7 +243,7 @@ set_tests_properties(test_mpirun PROPERTIES TIMEOUT 120)
 # --mpi=pmix of ddp_digits.
 add_test(NAME test_slurm COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_slurm.sh
   $<TARGET_FILE:launch_check> $<TARGET_FILE:ddp_digits>)
-set_tests_properties(test_slurm PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+set_tests_properties(test_slurm PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 # The shared-memory transport's rings, segments and OS pieces
 # (src/transport/shm_ring.h): hostile writers, 1 GiB each way between two
 # processes with eventfd wakeups, cross-memory attach, a peer's pidfd.
