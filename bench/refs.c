@@ -431,8 +431,9 @@ static int ring_proc(int fd, int r, int n, const struct sockaddr_in *addrs,
   /* The clock starts once every process has its buffers: touching them
    * took seconds on a host whose page faults cost 40 us each. */
   double t0;
-  if (write(sync[1], "r", 1) != 1 || read(sync[0], &t0, sizeof t0) != sizeof t0)
-    return 1;
+  int said = write(sync[1], "r", 1) == 1;
+  close(sync[1]); /* all closed: the parent reads the end, never waits on */
+  if (!said || read(sync[0], &t0, sizeof t0) != sizeof t0) return 1;
   double t_meas = t0 + RING_WARM_S, t_end = t_meas + secs;
   uint64_t nsent = 0, acked = 0, opened = 0;
   double bytes = 0;
@@ -505,13 +506,15 @@ static int t_sealed_ring(int argc, char **argv) {
   for (int r = 0; r < n; r++)
     if (fork() == 0) {
       int sync[2] = {go[0], ready[1]};
+      close(go[1]);
+      close(ready[0]);
       _exit(ring_proc(fds[r], r, n, addrs, secs, sync, pfd[1]));
     }
   close(pfd[1]);
   close(ready[1]);
   char c;
   for (int r = 0; r < n; r++)
-    if (read(ready[0], &c, 1) != 1) break; /* a process failed: wait() says */
+    if (read(ready[0], &c, 1) != 1) break; /* one died first: wait() says */
   double t0 = now_s();
   for (int r = 0; r < n; r++)
     if (write(go[1], &t0, sizeof t0) != sizeof t0) break;

@@ -78,6 +78,9 @@ static void drain(int efd) {
 
 /* ---- Corruption */
 
+/* Where the consumer's tail lies in a ring's control block (shm_ring.c). */
+#define CTL_TAIL 128
+
 static void put64(uint8_t *p, uint64_t v) {
   __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
 }
@@ -95,10 +98,10 @@ static void put_hdr(nexar__shm_ring_t *w, uint64_t pos, uint64_t stamp,
 }
 
 void sp_corrupt(nexar__shm_ring_t *w, uint64_t *s) {
-  uint8_t *ctl = (uint8_t *)w->ctl; /* the consumer's tail at 128 */
+  uint8_t *ctl = (uint8_t *)w->ctl;
   uint64_t cap = w->cap, mask = cap - 1;
   uint64_t tail =
-      __atomic_load_n((uint64_t *)(void *)(ctl + 128), __ATOMIC_ACQUIRE);
+      __atomic_load_n((uint64_t *)(void *)(ctl + CTL_TAIL), __ATOMIC_ACQUIRE);
   static const uint32_t lens[] = {0,    1,           40,          64,
                                   2000, 2016,        2017,        4064,
                                   4096, 0x7fffffffu, 0xffffffe0u, 0xffffffffu};
@@ -185,7 +188,7 @@ int sp_hostile_run(int ms, long *protos, long *recs) {
      * segment: the tail the last one published is taken back, so that the
      * scribbler (who writes where the published tail says) aims at it. */
     nexar__shm_seg_t c;
-    put64((uint8_t *)w.seg.tx.ctl + 128, 0);
+    put64((uint8_t *)w.seg.tx.ctl + CTL_TAIL, 0);
     int fd = dup(w.seg.fd);
     if (nexar__shm_seg_attach(fd, &c) != 0) rc = 1;
     for (int i = 0; i < 1000 && rc == 0; i++) {
