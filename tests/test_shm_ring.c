@@ -137,19 +137,19 @@ static void test_basic(void **state) {
 /* Random interleaving of puts (every size from 0 to the largest, iovecs
  * and reservations) and pops over many laps, against a model queue. */
 /* Random puts, reservations and reads against a queue of what was put;
- * every record bit-exact and in order. A 64 KiB ring also goes back to
- * its start whenever it is empty past its first 16 KiB (recycling). */
+ * every record bit-exact and in order. A 256 KiB ring also goes back to
+ * its start whenever it is empty past its first 64 KiB (recycling). */
 static void run_model(size_t ring) {
   nexar__shm_seg_t w, c;
   open_pair(ring, &w, &c);
   const uint32_t max = nexar__shm_ring_max_payload(&w.tx);
-  static uint8_t src[1u << 16];
+  static uint8_t src[1u << 18];
   uint64_t s = 42;
   for (size_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)sp_rng(&s);
   enum { Q = 256 };
   uint32_t qlen[Q];
   uint64_t qoff[Q];
-  uint64_t put = 0, got = 0, pads = 0, full = 0;
+  uint64_t put = 0, got = 0, pads = 0, full = 0, recycled = 0;
   while (got < 200000) {
     if ((sp_rng(&s) & 1) && put - got < Q) {
       uint64_t x = sp_rng(&s);
@@ -174,7 +174,10 @@ static void run_model(size_t ring) {
         continue;
       }
       assert_int_equal(rc, 0);
-      pads += (w.tx.head - h0) > ((32 + len + 63) & ~63u);
+      uint64_t rec = (32 + len + 63) & ~63u;
+      pads += (w.tx.head - h0) > rec;
+      /* A pad although the record fitted before the end: recycled. */
+      recycled += (w.tx.head - h0) > rec && rec <= ring - (h0 & (ring - 1));
       qlen[put % Q] = len;
       qoff[put % Q] = off;
       put++;
@@ -191,10 +194,13 @@ static void run_model(size_t ring) {
       got++;
     }
   }
-  printf("model (%zu-byte ring): %llu records, %llu pads, %llu full\n", ring,
-         (unsigned long long)got, (unsigned long long)pads,
-         (unsigned long long)full);
+  printf(
+      "model (%zu-byte ring): %llu records, %llu pads (%llu recycling), "
+      "%llu full\n",
+      ring, (unsigned long long)got, (unsigned long long)pads,
+      (unsigned long long)recycled, (unsigned long long)full);
   assert_true(pads > 1000 && full > 1000);
+  assert_true(ring > (64u << 10) ? recycled > 100 : recycled == 0);
   nexar__shm_seg_close(&w);
   nexar__shm_seg_close(&c);
 }
@@ -202,7 +208,7 @@ static void run_model(size_t ring) {
 static void test_model(void **state) {
   (void)state;
   run_model(8192);
-  run_model(1u << 16);
+  run_model(1u << 18);
 }
 
 /* Puts |n| records of |len| bytes, then reads them all (the consumer
@@ -241,7 +247,7 @@ static bool put_until_recycled(nexar__shm_seg_t *w, nexar__shm_seg_t *c,
 }
 
 /* Recycling: a producer that finds the ring empty when a record would
- * open a page past the first 16 KiB starts again at offset 0, so small
+ * open a page past the first 64 KiB starts again at offset 0, so small
  * messages keep to the first pages; while the consumer lags the records
  * go on in order through the ring. */
 static void test_recycle(void **state) {
@@ -263,20 +269,20 @@ static void test_recycle(void **state) {
     nexar__shm_ring_pop(&c.rx);
     assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 0); /* caught up */
   }
-  /* 20,000 records of 128 bytes went through the first 16 KiB and at most
+  /* 20,000 records of 128 bytes went through the first 64 KiB and at most
    * one page more (2.4 laps of the whole ring without recycling). */
-  assert_true(top < (16u << 10) + 4096);
-  /* Lagging: 400 records (50 KiB) put before any is read go on in order
-   * past 16 KiB; read back, a record that opens a page recycles. */
+  assert_true(top < (64u << 10) + 4096);
+  /* Lagging: 600 records (75 KiB) put before any is read go on in order
+   * past 64 KiB; read back, a record that opens a page recycles. */
   uint64_t start = w.tx.head;
-  put_lagging(&w, &c, 400, msg, sizeof msg);
-  assert_int_equal(w.tx.head - start, 400 * 128);
+  put_lagging(&w, &c, 600, msg, sizeof msg);
+  assert_int_equal(w.tx.head - start, 600 * 128);
   assert_true(put_until_recycled(&w, &c, msg, sizeof msg));
   /* A record larger than its offset stays where it is (the pad and it
-   * would not fit in the ring): 300 KiB at offset 20,608. */
-  put_lagging(&w, &c, 160, msg, sizeof msg);
+   * would not fit in the ring): 300 KiB at offset 76,928. */
+  put_lagging(&w, &c, 600, msg, sizeof msg);
   uint64_t at = w.tx.head & ((1u << 20) - 1);
-  assert_int_equal(at, 128 + 160 * 128);
+  assert_int_equal(at, 128 + 600 * 128);
   static uint8_t big[300u << 10];
   struct iovec vb = {big, sizeof big};
   assert_int_equal(nexar__shm_ring_put(&w.tx, 6, 0, 0, 0, &vb, 1), 0);

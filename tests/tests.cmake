@@ -83,6 +83,9 @@ set_tests_properties(test_p2p_order PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
 add_test(NAME test_p2p_order_small COMMAND test_p2p_order)
 set_tests_properties(test_p2p_order_small PROPERTIES TIMEOUT 60
   ENVIRONMENT "NEXAR_TRANSPORT=shm;NEXAR_SHM_RING_KIB=64")
+# Two ranks left on one CPU: one moves to its home CPU (src/core/pace.c).
+nexar_test(test_pace 60 test_pace.c)
+set_tests_properties(test_pace PROPERTIES ENVIRONMENT NEXAR_TRANSPORT=shm)
 # The express path of blocking small messages (src/p2p/express.c) mixed with
 # the general path: send order across both, wildcards, a receive posted
 # before a blocking one, truncation, several threads; over shared memory,

@@ -123,13 +123,28 @@ static void fd_budget(nexar_ctx_t *ctx, int here) {
                 (unsigned long long)rl.rlim_max);
 }
 
+/* The |index|-th CPU (from 0) of |set|, or -1. */
+static int nth_cpu(const cpu_set_t *set, int index) {
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET(cpu, set) && index-- == 0) return cpu;
+  return -1;
+}
+
 void nexar__host_pace(nexar_ctx_t *ctx) {
-  int here = 0;
-  for (int id = 0; ctx->roster && id < ctx->world; id++)
-    here += ctx->host.key && ctx->roster[id].host.key == ctx->host.key &&
-            !(ctx->dead && ctx->dead[id]);
+  int here = 0, below = 0;
+  for (int id = 0; ctx->roster && id < ctx->world; id++) {
+    bool local = ctx->host.key && ctx->roster[id].host.key == ctx->host.key &&
+                 !(ctx->dead && ctx->dead[id]);
+    here += local;
+    below += local && id < ctx->rank;
+  }
   cpu_set_t set;
-  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  bool known = sched_getaffinity(0, sizeof(set), &set) == 0;
+  int cpus = known ? CPU_COUNT(&set) : 1;
   ctx->ep.yield_every = here > cpus ? 1 : 64;
+  /* A CPU per rank: a spinning rank that finds its CPU shared moves to the
+   * local rank's (core/pace.c). */
+  atomic_store(&ctx->ep.home_cpu,
+               known && here > 1 && here <= cpus ? nth_cpu(&set, below) : -1);
   fd_budget(ctx, here);
 }

@@ -67,6 +67,7 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   ep->tps[ep->ntps++] = &nexar__tp_quic;
   ep->shm_lfd = ep->shm_sfd = -1;
   ep->yield_every = 64;
+  atomic_init(&ep->home_cpu, -1);
   ep->slice = ep->slice_bulk =
       prm ? (uint64_t)prm->pass_slice_bytes : NEXAR__SLICE_DEFAULT;
   ep->slice_rpc = prm ? (uint64_t)prm->pass_slice_rpc_bytes : ep->slice_bulk;
@@ -283,7 +284,7 @@ static void spin(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     bool yield = ++*polls % ep->yield_every == 0;
     if (yield || *polls % UNLOCK_EVERY == 0) {
       pthread_mutex_unlock(&ep->emu);
-      if (yield) sched_yield();
+      if (yield) nexar__ep_yield(ep);
       pthread_mutex_lock(&ep->emu);
     }
     /* The clock costs as much as a poll: read every CLOCK_EVERY. */

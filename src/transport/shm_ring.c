@@ -258,7 +258,7 @@ static int64_t prod_free(nexar__shm_ring_t *r, uint64_t want) {
  * faults per 64 B allreduce at np 4 before). The tail is read only when
  * a page would be opened; a tail that is not head (behind, or corrupt:
  * prod_free judges it) leaves the record where it is. */
-#define RECYCLE_BYTES (16u << 10)
+#define RECYCLE_BYTES (64u << 10) /* also the room a burst finds after one */
 #define PAGE_BYTES 4096u
 static bool recycle(nexar__shm_ring_t *r, uint64_t off, uint64_t rec) {
   if (off < RECYCLE_BYTES || rec > off ||

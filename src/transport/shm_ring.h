@@ -39,7 +39,7 @@
  * record (type NEXAR__SHM_PAD) and starts again at offset 0. A record's
  * total size is at most half the ring (nexar__shm_ring_max_payload), so a
  * record always fits in an empty ring. The producer also pads to the end
- * (recycles) when a record would open a page past the ring's first 16 KiB
+ * (recycles) when a record would open a page past the ring's first 64 KiB
  * while the consumer has released everything, and the record fits before
  * its own offset: traffic that the consumer keeps up with stays in a few
  * pages that both processes have mapped and cached. A first lap through

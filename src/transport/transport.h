@@ -445,6 +445,11 @@ struct nexar__ep {
   uint64_t spin_ns;      /* NEXAR_SPIN_US in ns */
   unsigned yield_every;  /* polls between yields while spinning: 1 on an
                             oversubscribed host (cluster/host.c), else 64 */
+  /* Where a spinning caller whose yields find its CPU shared moves
+   * (core/pace.c): this rank's CPU when the host has one per rank
+   * (cluster/host.c), else -1; and how many times a caller looked for it. */
+  atomic_int home_cpu;
+  atomic_uint home_moves;
   /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
   nexar__req_t *q_head, *q_tail;
