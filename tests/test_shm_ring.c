@@ -138,7 +138,7 @@ static void test_basic(void **state) {
  * and reservations) and pops over many laps, against a model queue. */
 /* Random puts, reservations and reads against a queue of what was put;
  * every record bit-exact and in order. A 256 KiB ring also goes back to
- * its start whenever it is empty past its first 64 KiB (recycling). */
+ * its start whenever it is empty past its first 16 KiB (recycling). */
 static void run_model(size_t ring) {
   nexar__shm_seg_t w, c;
   open_pair(ring, &w, &c);
@@ -200,7 +200,7 @@ static void run_model(size_t ring) {
       ring, (unsigned long long)got, (unsigned long long)pads,
       (unsigned long long)recycled, (unsigned long long)full);
   assert_true(pads > 1000 && full > 1000);
-  assert_true(ring > (64u << 10) ? recycled > 100 : recycled == 0);
+  assert_true(ring > (16u << 10) ? recycled > 100 : recycled == 0);
   nexar__shm_seg_close(&w);
   nexar__shm_seg_close(&c);
 }
@@ -247,7 +247,7 @@ static bool put_until_recycled(nexar__shm_seg_t *w, nexar__shm_seg_t *c,
 }
 
 /* Recycling: a producer that finds the ring empty when a record would
- * open a page past the first 64 KiB starts again at offset 0, so small
+ * open a page past the first 16 KiB starts again at offset 0, so small
  * messages keep to the first pages; while the consumer lags the records
  * go on in order through the ring. */
 static void test_recycle(void **state) {
@@ -269,17 +269,17 @@ static void test_recycle(void **state) {
     nexar__shm_ring_pop(&c.rx);
     assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 0); /* caught up */
   }
-  /* 20,000 records of 128 bytes went through the first 64 KiB and at most
+  /* 20,000 records of 128 bytes went through the first 16 KiB and at most
    * one page more (2.4 laps of the whole ring without recycling). */
-  assert_true(top < (64u << 10) + 4096);
+  assert_true(top < (16u << 10) + 4096);
   /* Lagging: 600 records (75 KiB) put before any is read go on in order
-   * past 64 KiB; read back, a record that opens a page recycles. */
+   * past 16 KiB; read back, a record that opens a page recycles. */
   uint64_t start = w.tx.head;
   put_lagging(&w, &c, 600, msg, sizeof msg);
   assert_int_equal(w.tx.head - start, 600 * 128);
   assert_true(put_until_recycled(&w, &c, msg, sizeof msg));
-  /* A record larger than its offset stays where it is (the pad and it
-   * would not fit in the ring): 300 KiB at offset 76,928. */
+  /* A record above 4 KiB stays where it is (bulk keeps the whole ring):
+   * 300 KiB at offset 76,928. */
   put_lagging(&w, &c, 600, msg, sizeof msg);
   uint64_t at = w.tx.head & ((1u << 20) - 1);
   assert_int_equal(at, 128 + 600 * 128);

@@ -255,13 +255,18 @@ static int64_t prod_free(nexar__shm_ring_t *r, uint64_t want) {
  * everything. Small messages then cycle through a few pages that both
  * processes have mapped and cached rather than through the whole ring,
  * whose first lap costs a page fault per page on each side (about 0.8
- * faults per 64 B allreduce at np 4 before). The tail is read only when
- * a page would be opened; a tail that is not head (behind, or corrupt:
- * prod_free judges it) leaves the record where it is. */
-#define RECYCLE_BYTES (64u << 10) /* also the room a burst finds after one */
+ * faults per 64 B allreduce at np 4 before). Only records of at most
+ * RECYCLE_MAX_REC: until the consumer passes the pad, the producer has
+ * room only up to the offset it recycled from, which would leave a stream
+ * of 256 KiB chunks one chunk in flight (64 MiB p2p fell from 13 to 7-9
+ * GB/s). The tail is read only when a page would be opened; a tail that
+ * is not head (behind, or corrupt: prod_free judges it) leaves the record
+ * where it is. */
+#define RECYCLE_BYTES (16u << 10) /* also the room a burst finds after one */
+#define RECYCLE_MAX_REC (RECYCLE_BYTES / 4)
 #define PAGE_BYTES 4096u
 static bool recycle(nexar__shm_ring_t *r, uint64_t off, uint64_t rec) {
-  if (off < RECYCLE_BYTES || rec > off ||
+  if (off < RECYCLE_BYTES || rec > RECYCLE_MAX_REC ||
       ((off - 1) ^ (off + rec - 1)) < PAGE_BYTES)
     return false;
   uint64_t t = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
@@ -270,10 +275,23 @@ static bool recycle(nexar__shm_ring_t *r, uint64_t off, uint64_t rec) {
   return true;
 }
 
+/* Maps the pages recycling keeps to (the first RECYCLE_BYTES and a page)
+ * in this process, once, when the ring's first record is written or read:
+ * one system call for them all instead of a page fault each. Best effort
+ * (a kernel before 5.14 refuses it: the pages then fault as they are
+ * touched). */
+static void warm(nexar__shm_ring_t *r) {
+  if (r->warm) return;
+  r->warm = 1;
+  uint64_t n = RECYCLE_BYTES + PAGE_BYTES;
+  (void)madvise(r->data, n < r->cap ? n : r->cap, MADV_POPULATE_WRITE);
+}
+
 /* Room for a record of |len| payload bytes: 0 with the pad it needs first
  * (0 or the rest of the ring), NEXAR__SHM_AGAIN, or NEXAR_ERR_PROTO. */
 static int prod_room(nexar__shm_ring_t *r, uint32_t len, uint64_t *pad) {
   uint64_t rec = rec_bytes(len);
+  if (r->head == 0) warm(r);
   uint64_t off = r->head & (r->cap - 1);
   uint64_t to_end = r->cap - off;
   *pad = rec > to_end || recycle(r, off, rec) ? to_end : 0;
@@ -438,6 +456,7 @@ int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out) {
       publish(r); /* caught up: the producer may see all the room */
       return 0;
     }
+    if (r->tail == 0) warm(r);
     uint64_t off = r->tail & (r->cap - 1);
     struct shm_rec_hdr hd;
     memcpy(&hd, r->data + off, sizeof hd);
