@@ -142,10 +142,9 @@ void nexar__host_pace(nexar_ctx_t *ctx) {
   bool known = sched_getaffinity(0, sizeof(set), &set) == 0;
   int cpus = known ? CPU_COUNT(&set) : 1;
   ctx->ep.yield_every = here > cpus ? 1 : 64;
-  /* A spinning rank that finds its CPU shared moves to its home CPU, the
-   * local rank's modulo the CPUs (core/pace.c): one rank per CPU, or as
-   * many on each as the host's ranks allow. */
+  /* A CPU per rank: a spinning rank that finds its CPU shared moves to the
+   * local rank's (core/pace.c). */
   atomic_store(&ctx->ep.home_cpu,
-               known && here > 1 ? nth_cpu(&set, below % cpus) : -1);
+               known && here > 1 && here <= cpus ? nth_cpu(&set, below) : -1);
   fd_budget(ctx, here);
 }

@@ -446,8 +446,8 @@ struct nexar__ep {
   unsigned yield_every;  /* polls between yields while spinning: 1 on an
                             oversubscribed host (cluster/host.c), else 64 */
   /* Where a spinning caller whose yields find its CPU shared moves
-   * (core/pace.c): the local rank's CPU modulo the CPUs (cluster/host.c),
-   * -1 for a rank alone on its host; and how many times callers moved. */
+   * (core/pace.c): this rank's CPU when the host has one per rank
+   * (cluster/host.c), else -1; and how many times a caller looked for it. */
   atomic_int home_cpu;
   atomic_uint home_moves;
   /* Operation queue from threads that found the engine busy. */
