@@ -9,8 +9,9 @@
  * scheduler's idle balancing leaves a task that ran within the last half
  * millisecond where it is, so it took 10-20 ms to move one while the other
  * CPU idled, and every message meanwhile cost a switch: 7-12 us one-way
- * against 0.4 (docs/performance.md, "Two ranks on one CPU after a
- * wake-up"). Open MPI's mpirun avoids it by binding each rank to a core.
+ * against 0.4 (docs/performance.md, "Page faults on a ring's first lap,
+ * the flight recorder's first lap, and two ranks on one CPU"). Open MPI's
+ * mpirun avoids it by binding each rank to a core.
  *
  * nexar binds nothing (threads the application starts inherit a binding,
  * and a training job's compute threads would all share one CPU). A yield
@@ -62,6 +63,5 @@ void nexar__ep_yield(nexar__ep_t *ep) {
   }
   if (++shared_yields < SHARED_MAX) return;
   shared_yields = 0;
-  atomic_fetch_add_explicit(&ep->home_moves, 1, memory_order_relaxed);
   move_to(home);
 }

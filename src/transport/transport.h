@@ -447,9 +447,8 @@ struct nexar__ep {
                             oversubscribed host (cluster/host.c), else 64 */
   /* Where a spinning caller whose yields find its CPU shared moves
    * (core/pace.c): this rank's CPU when the host has one per rank
-   * (cluster/host.c), else -1; and how many times a caller looked for it. */
+   * (cluster/host.c), else -1. */
   atomic_int home_cpu;
-  atomic_uint home_moves;
   /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
   nexar__req_t *q_head, *q_tail;
