@@ -489,7 +489,13 @@ int nexar_finalize(nexar_ctx_t *ctx) {
   ctx->no_recovery = true; /* a failure now ends the barrier, nothing more */
   if (ctx->world_comm->size > 1 && !broken) {
     int brc = nexar__coll_final_barrier(ctx->world_comm);
-    if (brc < 0) rc = brc;
+    if (brc < 0) {
+      /* The communicator, and its last error, are freed below: say now
+       * which peer the barrier lost and why. */
+      rc = brc;
+      NEXAR__WARN(NEXAR__SUB_BOOTSTRAP, "rank %d: finalize: final barrier: %s",
+                  rank, nexar_comm_last_error(ctx->world_comm));
+    }
   }
   uint64_t t1 = nexar__now(), t2 = t1, c1 = cpu_now();
   /* No handler runs from here on; the responses it posted are sent (or
