@@ -266,16 +266,23 @@ void nexar__p2p_open_window(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   }
 }
 
-static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
-  nexar__p2p_unrefuse(m);
-  m->req = NULL;
-  m->state = NEXAR__IM_MATCHED;
+/* |m| is matched and its unexpected prefix used (copied in or dropped):
+ * the prefix's buffer goes back, the stream's window opens, and a message
+ * whose bytes have all come is delivered. */
+static void prefix_done(nexar_ctx_t *ctx, nexar__imsg_t *m) {
   nexar__p2p_buf_put(ctx, m->buf, m->buf_pooled);
   m->buf = NULL;
   m->buf_len = 0;
   m->buf_pooled = false;
   nexar__p2p_open_window(ctx, m);
   if (m->got == m->hdr.payload_len) deliver(ctx, m);
+}
+
+static void discard(nexar_ctx_t *ctx, nexar__imsg_t *m) {
+  nexar__p2p_unrefuse(m);
+  m->req = NULL;
+  m->state = NEXAR__IM_MATCHED;
+  prefix_done(ctx, m);
 }
 
 static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
@@ -300,12 +307,7 @@ static void bind_msg(nexar__imsg_t *m, nexar__req_t *r) {
       (m->hdr.step == NEXAR__P2P_SYNC || m->hdr.step == NEXAR__P2P_RDV))
     nexar__p2p_ack_match(ctx, r->comm, m); /* RDV: the clear-to-send */
   if (m->buf_len) copy_in(m, 0, m->buf, m->buf_len);
-  nexar__p2p_buf_put(ctx, m->buf, m->buf_pooled);
-  m->buf = NULL;
-  m->buf_len = 0;
-  m->buf_pooled = false;
-  nexar__p2p_open_window(ctx, m);
-  if (m->got == m->hdr.payload_len) deliver(ctx, m);
+  prefix_done(ctx, m);
 }
 
 void nexar__p2p_bind(nexar__imsg_t *m, nexar__req_t *r) {
