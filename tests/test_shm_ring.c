@@ -278,8 +278,9 @@ static void test_recycle(void **state) {
   put_lagging(&w, &c, 600, msg, sizeof msg);
   assert_int_equal(w.tx.head - start, 600 * 128);
   assert_true(put_until_recycled(&w, &c, msg, sizeof msg));
-  /* A record above 4 KiB stays where it is (bulk keeps the whole ring):
-   * 300 KiB at offset 76,928. */
+  /* A record stays where it is while fewer than four of its size fit
+   * before it (a stream keeps room for several in flight): 300 KiB at
+   * offset 76,928. */
   put_lagging(&w, &c, 600, msg, sizeof msg);
   uint64_t at = w.tx.head & ((1u << 20) - 1);
   assert_int_equal(at, 128 + 600 * 128);
@@ -291,6 +292,23 @@ static void test_recycle(void **state) {
   nexar__shm_ring_pop(&c.rx);
   assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 0);
   assert_true(put_until_recycled(&w, &c, msg, sizeof msg));
+  /* Larger records recycle too, once four of them fit before: 2,000
+   * records of 16,000 bytes (16,064 in the ring) read one by one stay in
+   * the first four (31 MiB through a 1 MiB ring otherwise). */
+  static uint8_t mid[16000];
+  top = 0;
+  for (uint32_t i = 0; i < 2000; i++) {
+    memset(mid, (int)(i & 0xff), sizeof mid);
+    struct iovec vm = {mid, sizeof mid};
+    assert_int_equal(nexar__shm_ring_put(&w.tx, 7, 0, i, 0, &vm, 1), 0);
+    assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 1);
+    assert_memory_equal(r.payload, mid, sizeof mid);
+    uint64_t off = (uint64_t)((const uint8_t *)r.payload - c.rx.data);
+    if (off > top) top = off;
+    nexar__shm_ring_pop(&c.rx);
+    assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 0); /* caught up */
+  }
+  assert_true(top < 4 * 16064);
   nexar__shm_seg_close(&w);
   nexar__shm_seg_close(&c);
 }

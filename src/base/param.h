@@ -153,7 +153,8 @@
     "after a caller stops driving progress, the progress thread stays off "    \
     "the socket this long (0: it always polls)")                               \
   X(INT, spin_us, "NEXAR_SPIN_US", 50, 0, 1000000,                             \
-    "a waiting caller polls without sleeping this long before it blocks")      \
+    "a waiting caller polls without sleeping this long after its wait began "  \
+    "or (shared memory) bytes last arrived, then it blocks")                   \
   X(STR, device, "NEXAR_DEVICE", "cpu", 0, 0,                                  \
     "device adapter installed at nexar_init: cpu, cuda or auto (cuda when "    \
     "the CUDA runtime loads and reports a device, else cpu)")                  \

@@ -289,6 +289,15 @@ void nexar__ft_on_unreachable(nexar_ctx_t *ctx,
   if (!ctx->prm.icmp_detect || !ctx->world_comm || !ctx->dead ||
       !ctx->ep.accept_mesh || ctx->ep.resuming)
     return;
+  /* From the start of nexar_finalize a closed port is only recorded. A
+   * peer that finalized first has closed its socket once what it sent was
+   * acknowledged, and its CONNECTION_CLOSE may be lost: an ACK this process
+   * still sends it comes back unreachable, and judging that failed the
+   * final barrier of a process that needed nothing more from the peer
+   * (test_loss at 30 % loss, once in about 15 runs). A peer that died
+   * while this one still waits for it in the final barrier falls silent,
+   * and the heartbeat judges it (NEXAR_HEARTBEAT_TIMEOUT_MS). */
+  if (ctx->no_recovery) return;
   for (int id = 0; id < ctx->world; id++) {
     nexar__link_t *c = ctx->peers[id];
     /* A lazy mesh's link in its handshake: proof that the dial fails. */

@@ -298,6 +298,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
   pthread_mutex_lock(&ep->emu);
   uint64_t now = nexar__now();
   uint64_t spin_until = now + ep->spin_ns;
+  uint64_t seen = ep->rx_seen;
   unsigned polls = 0;
   /* A wait that begins right after its post (a receive, a collective)
    * finds nothing new most of the time: the post ran the operations and
@@ -310,6 +311,16 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     spin(ep, reqs, n, spin_until, &polls, &now);
   for (;;) {
     ep_input(ep);
+    if (ep->rx_seen != seen) {
+      /* Bytes came through a ring (ep->rx_seen): the operation is moving,
+       * and its next part will come soon. The spin counts from the last
+       * arrival, so a transfer longer than NEXAR_SPIN_US does not sleep
+       * between its parts: a 1 MiB allreduce over shared memory took
+       * 322-344 us at np 2 and 1,320-1,408 at np 4 with a sleep and a
+       * wake-up per part, 184-215 and 788-972 without. */
+      seen = ep->rx_seen;
+      spin_until = ep->pass_now + ep->spin_ns;
+    }
     if (any_done(reqs, n) && !ep->rx_more && !data_waiting(ep)) {
       /* Our request is done: leave the writes this pass would make (ACKs,
        * credit) for the caller's next call, whose packet carries them, or

@@ -13,7 +13,9 @@
  * operation, when any transport may have input (other links, the sockets'
  * sweep, a QUIC datagram) and when the link is no longer ready (a failure
  * is then settled by the pass that follows). So nothing the general wait
- * would do is left undone for longer than one spin.
+ * would do is left undone for longer than one spin, and what the link owes
+ * its peer (credit, streams) is written as soon as the records that owe it
+ * are read.
  */
 #include <sched.h>
 
@@ -56,6 +58,13 @@ bool nexar__ep_wait_link(nexar__ep_t *ep, nexar__req_t *req, nexar__link_t *l,
     int got = l->tp->poll_link(l);
     if (got < 0 || atomic_load_explicit(&ep->q_any, memory_order_acquire))
       break;
+    /* What the link owes its peer goes at once: the credit of a message
+     * above the eager size (granted when the records arrive, or when the
+     * receive was posted on a prefix that had come first), streams
+     * returned. The peer may be waiting for it; left to the pass after
+     * this wait, it cost a whole spin per such message (a 256 KiB
+     * ping-pong took 143 us one-way, 563 with NEXAR_SPIN_US=1000). */
+    if (l->want_write) l->tp->flush(l);
     ++polls;
     if (!got && polls % ep->yield_every == 0) {
       pthread_mutex_unlock(&ep->emu);

@@ -394,6 +394,7 @@ bool nexar__shm_drain(nexar__shm_t *s) {
   }
   if (any) {
     l->last_rx = s->rx_at = l->ep->pass_now;
+    l->ep->rx_seen += bytes;
     bool kick = nexar__shm_ring_need_kick_space(&s->seg.rx);
     if (nexar__shm_ring_need_kick_space(&s->pseg.rx) || kick)
       nexar__shm_kick(s);

@@ -251,50 +251,65 @@ static int64_t prod_free(nexar__shm_ring_t *r, uint64_t want) {
 
 /* Whether a record of |rec| bytes at ring offset |off| should go to the
  * start of the ring instead (a pad to the end first): when it would open a
- * page beyond the first RECYCLE_BYTES while the consumer has released
- * everything. Small messages then cycle through a few pages that both
+ * page beyond the first RECYCLE_SPAN records of its size (at least
+ * RECYCLE_BYTES) while the consumer has released everything. Traffic that
+ * the consumer keeps up with then cycles through a few pages that both
  * processes have mapped and cached rather than through the whole ring,
- * whose first lap costs a page fault per page on each side (about 0.8
- * faults per 64 B allreduce at np 4 before). Only records of at most
- * RECYCLE_MAX_REC: until the consumer passes the pad, the producer has
- * room only up to the offset it recycled from, which would leave a stream
- * of 256 KiB chunks one chunk in flight (64 MiB p2p fell from 13 to 7-9
- * GB/s). The tail is read only when a page would be opened; a tail that
- * is not head (behind, or corrupt: prod_free judges it) leaves the record
- * where it is. */
+ * whose first lap costs a page fault per page on each side: about 0.8
+ * faults per 64 B allreduce at np 4 before, and 150-230 us per 16 KiB
+ * allreduce at np 2 for its first 250 calls (against 4-9 after the lap).
+ * The span is in records, not bytes: until the consumer passes the pad
+ * the producer has room only up to the offset it recycled from, so it
+ * must hold several records (recycling at any offset a record fits before
+ * left a stream of 256 KiB chunks one chunk in flight: 64 MiB p2p fell
+ * from 13 to 7-9 GB/s). The tail is read only when a page would be opened;
+ * a tail that is not head (behind, or corrupt: prod_free judges it) leaves
+ * the record where it is. */
 #define RECYCLE_BYTES (16u << 10) /* also the room a burst finds after one */
-#define RECYCLE_MAX_REC (RECYCLE_BYTES / 4)
+#define RECYCLE_SPAN 4u
 #define PAGE_BYTES 4096u
 static bool recycle(nexar__shm_ring_t *r, uint64_t off, uint64_t rec) {
-  if (off < RECYCLE_BYTES || rec > RECYCLE_MAX_REC ||
-      ((off - 1) ^ (off + rec - 1)) < PAGE_BYTES)
-    return false;
+  uint64_t keep = RECYCLE_SPAN * rec;
+  if (keep < RECYCLE_BYTES) keep = RECYCLE_BYTES;
+  if (off < keep || ((off - 1) ^ (off + rec - 1)) < PAGE_BYTES) return false;
   uint64_t t = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
   if (t != r->head) return false;
   r->tail_seen = t;
   return true;
 }
 
-/* Maps the pages recycling keeps to (the first RECYCLE_BYTES and a page)
- * in this process, once, when the ring's first record is written or read:
- * one system call for them all instead of a page fault each. Best effort
- * (a kernel before 5.14 refuses it: the pages then fault as they are
- * touched). */
-static void warm(nexar__shm_ring_t *r) {
-  if (r->warm) return;
-  r->warm = 1;
-  uint64_t n = RECYCLE_BYTES + PAGE_BYTES;
-  (void)madvise(r->data, n < r->cap ? n : r->cap, MADV_POPULATE_WRITE);
+/* Maps ring bytes [0, |end|) in this process before they are first
+ * written or read, in one system call for many pages instead of a page
+ * fault each (MADV_POPULATE_WRITE: about 2 us a page here, against 15-40
+ * for a fault). The first call maps what recycling keeps to (the first
+ * RECYCLE_BYTES and a page), so that small messages touch nothing more;
+ * later ones map up to the next multiple of WARM_CHUNK, so that the first
+ * lap of larger records (a 64 KiB allreduce's, a bulk transfer's chunks)
+ * takes one call per WARM_CHUNK. Best effort: a kernel before 5.14
+ * refuses it, and the pages then fault as they are touched. Pages once
+ * mapped stay mapped, so a ring costs the memory it has carried and no
+ * more. */
+#define WARM_FIRST (RECYCLE_BYTES + PAGE_BYTES)
+#define WARM_CHUNK (256u << 10)
+static void warm(nexar__shm_ring_t *r, uint64_t end) {
+  if (end <= r->warm_to) return;
+  uint64_t to = r->warm_to == 0 && end <= WARM_FIRST
+                    ? WARM_FIRST
+                    : (end + WARM_CHUNK - 1) & ~(uint64_t)(WARM_CHUNK - 1);
+  if (to > r->cap) to = r->cap;
+  (void)madvise(r->data + r->warm_to, to - r->warm_to, MADV_POPULATE_WRITE);
+  r->warm_to = to;
 }
 
 /* Room for a record of |len| payload bytes: 0 with the pad it needs first
  * (0 or the rest of the ring), NEXAR__SHM_AGAIN, or NEXAR_ERR_PROTO. */
 static int prod_room(nexar__shm_ring_t *r, uint32_t len, uint64_t *pad) {
   uint64_t rec = rec_bytes(len);
-  if (r->head == 0) warm(r);
   uint64_t off = r->head & (r->cap - 1);
   uint64_t to_end = r->cap - off;
   *pad = rec > to_end || recycle(r, off, rec) ? to_end : 0;
+  if (*pad) warm(r, off + NEXAR__SHM_REC_HDR);
+  warm(r, (*pad ? 0 : off) + rec);
   int64_t avail = prod_free(r, *pad + rec);
   if (avail < 0) return ring_fail(r);
   return *pad + rec <= (uint64_t)avail ? 0 : NEXAR__SHM_AGAIN;
@@ -452,11 +467,11 @@ int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out) {
   }
   /* At most a pad then a record: a pad never starts at offset 0. */
   for (int pass = 0; pass < 2; pass++) {
+    warm(r, (r->tail & (r->cap - 1)) + NEXAR__SHM_REC_HDR);
     if (!stamped(r)) {
       publish(r); /* caught up: the producer may see all the room */
       return 0;
     }
-    if (r->tail == 0) warm(r);
     uint64_t off = r->tail & (r->cap - 1);
     struct shm_rec_hdr hd;
     memcpy(&hd, r->data + off, sizeof hd);
@@ -470,6 +485,7 @@ int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out) {
       continue;
     }
     if (hd.len > nexar__shm_ring_max_payload(r)) return ring_fail(r);
+    warm(r, off + rec);
     r->cur = (nexar__shm_rec_t){.len = hd.len,
                                 .type = hd.type,
                                 .flags = hd.flags,

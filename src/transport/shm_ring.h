@@ -39,15 +39,17 @@
  * record (type NEXAR__SHM_PAD) and starts again at offset 0. A record's
  * total size is at most half the ring (nexar__shm_ring_max_payload), so a
  * record always fits in an empty ring. The producer also pads to the end
- * (recycles) when a record of at most 4 KiB would open a page past the
- * ring's first 16 KiB while the consumer has released everything (bulk
- * chunks keep the whole ring), so traffic that the consumer keeps up with
- * stays in a few pages that both processes have mapped and cached. A first
- * lap through the whole ring costs a page fault per page on each side, and
- * on a paravirtualized host a fault costs tens of microseconds. Each side
- * maps those first pages in one system call when its first record is
- * written or read (MADV_POPULATE_WRITE: about 2 us a page here, against 15
- * for a fault), so rings that never carry a record cost no memory.
+ * (recycles) when a record would open a page past the ring's first four
+ * records of its size (at least 16 KiB) while the consumer has released
+ * everything, so traffic that the consumer keeps up with stays in a few
+ * pages that both processes have mapped and cached, and a stream still
+ * has room for four records before the pad. A first lap through the whole
+ * ring costs a page fault per page on each side, and on a paravirtualized
+ * host a fault costs tens of microseconds. Each side maps pages before it
+ * first writes or reads them, in one system call for many
+ * (MADV_POPULATE_WRITE: about 1-2 us a page here, against 15 for a
+ * fault): the first 16 KiB and a page, then 256 KiB at a time, so a ring
+ * costs the memory it has carried and no more.
  *
  * The producer publishes a record by a release store of its stamp, the
  * record's position XOR the segment's stamp key, after everything else of
@@ -154,7 +156,7 @@ typedef struct nexar__shm_ring {
   uint64_t peeked;            /* consumer: bytes of the peeked record */
   nexar__shm_rec_t cur;       /* consumer: the peeked record */
   int broken;                 /* a NEXAR_ERR_PROTO was returned */
-  int warm;                   /* the ring's first pages are mapped here */
+  uint64_t warm_to;           /* ring bytes [0, warm_to) are mapped here */
 } nexar__shm_ring_t;
 
 typedef struct nexar__shm_seg {
