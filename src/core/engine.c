@@ -274,6 +274,7 @@ static bool data_waiting(nexar__ep_t *ep) {
  * socket and the kick eventfd between them; clears ep->driving at the end. */
 #define CLOCK_EVERY 16u /* polls between clock reads while spinning */
 #define UNLOCK_EVERY 8u /* polls between letting go of the engine lock */
+#define DONE_PASSES 4u  /* passes a done waiter runs for input left over */
 
 /* Polls without sleeping (see drive) until |spin_until|, the next due
  * time, one of the requests is done, an operation was posted or a
@@ -299,7 +300,7 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
   uint64_t now = nexar__now();
   uint64_t spin_until = now + ep->spin_ns;
   uint64_t seen = ep->rx_seen;
-  unsigned polls = 0;
+  unsigned polls = 0, extra = 0;
   /* A wait that begins right after its post (a receive, a collective)
    * finds nothing new most of the time: the post ran the operations and
    * the writes, and no transport has input yet. It polls first rather
@@ -330,7 +331,15 @@ static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
       break;
     }
     ep->due = ep_output(ep);
-    if (any_done(reqs, n) || atomic_load(&ep->stop)) break;
+    /* Done, the caller returns; but input the pass left at its budget
+     * (rx_more) is read first, for at most DONE_PASSES more passes. Left
+     * to the progress thread, it woke, took the engine, and the caller's
+     * next call found it busy: a 256 KiB allreduce at np 2 over shared
+     * memory (two 128 KiB records in flight, a 256 KiB pass budget) took
+     * 94 us with 1.1 context switches per call, 37 us and 0.25 without. */
+    if ((any_done(reqs, n) && (!ep->rx_more || ++extra > DONE_PASSES)) ||
+        atomic_load(&ep->stop))
+      break;
     now = ep->run.pass_end; /* read as the pass ended */
     if (now >= deadline) break;
     if (now < spin_until) {
