@@ -8,6 +8,8 @@
 #ifndef NEXAR_CORE_H
 #define NEXAR_CORE_H
 
+#include <time.h>
+
 #include "device/device.h"
 #include "transport/transport.h"
 
@@ -439,6 +441,25 @@ bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now);
 /* Engine lock held: releases it, waking the progress thread if the next
  * pass is due before its planned wake-up. */
 void nexar__ep_leave(nexar__ep_t *ep);
+/* The engine's halves of a pass and what a driving caller needs of them
+ * (engine.c; drive.c runs them). Engine lock held: the input half (queued
+ * operations, every transport's input, expired timers, the tick) and the
+ * output half (writes), which returns when the next pass is due (ns; 0:
+ * at once). */
+void nexar__ep_input(nexar__ep_t *ep);
+uint64_t nexar__ep_output(nexar__ep_t *ep);
+/* Engine lock held, before a sleep on the epoll set: false when a
+ * transport already has input. */
+bool nexar__ep_arm(nexar__ep_t *ep);
+/* Whether another thread queued an operation (no lock). */
+bool nexar__ep_ops_queued(nexar__ep_t *ep);
+/* Wakes the progress thread from its sleep while a caller drives. */
+void nexar__ep_wake_parked(nexar__ep_t *ep);
+static inline struct timespec nexar__ns_to_ts(uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000ull),
+                        (long)(ns % 1000000000ull)};
+  return ts;
+}
 /* Engine lock held by a caller that drove (ep->driving set) until |end|
  * (ns, its last clock reading): the drive's end (the progress thread's
  * linger timer), then nexar__ep_leave. */

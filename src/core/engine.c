@@ -90,7 +90,7 @@ static bool ep_read(nexar__ep_t *ep) {
 }
 
 /* Wakes the progress thread from its sleep while a caller drives. */
-static void wake_parked(nexar__ep_t *ep) {
+void nexar__ep_wake_parked(nexar__ep_t *ep) {
   uint64_t one = 1;
   ssize_t r = write(ep->pkfd, &one, sizeof(one));
   (void)r;
@@ -108,7 +108,7 @@ static void kick(nexar__ep_t *ep) {
   (void)r;
   /* After the write: a pass that sees the flag finds the counter set. */
   atomic_store(&ep->ev_armed, true);
-  if (!atomic_load(&ep->driving)) wake_parked(ep);
+  if (!atomic_load(&ep->driving)) nexar__ep_wake_parked(ep);
 }
 
 /* Releases the engine lock; wakes the progress thread if it would sleep
@@ -122,7 +122,6 @@ void nexar__ep_leave(nexar__ep_t *ep) {
 }
 
 static uint64_t ep_pass(nexar__ep_t *ep);
-static bool ops_queued(nexar__ep_t *ep);
 
 /* Whether a transport may have input (a cheap look, no system call). */
 bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now) {
@@ -132,7 +131,7 @@ bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now) {
 }
 
 /* Before sleeping on epfd: false when a transport already has input. */
-static bool ep_arm(nexar__ep_t *ep) {
+bool nexar__ep_arm(nexar__ep_t *ep) {
   for (int i = 0; i < ep->ntps; i++)
     if (ep->tps[i]->arm && !ep->tps[i]->arm(ep)) return false;
   return true;
@@ -143,8 +142,6 @@ static int tp_index(const nexar__ep_t *ep, const nexar__tp_t *tp) {
     if (ep->tps[i] == tp) return i;
   return 0;
 }
-static void ep_input(nexar__ep_t *ep);
-static uint64_t ep_output(nexar__ep_t *ep);
 
 static bool run_ops(nexar__ep_t *ep);
 
@@ -173,7 +170,7 @@ static void post_run(nexar__ep_t *ep) {
   run_ops(ep);
   for (int i = 0; i < ep->nconns; i++)
     if (nexar__link_output_due(ep->conns[i])) {
-      ep->due = ep_output(ep);
+      ep->due = nexar__ep_output(ep);
       return;
     }
 }
@@ -237,228 +234,6 @@ void nexar__ep_wake_waiters(nexar__ep_t *ep) {
   pthread_mutex_unlock(&ep->cmu);
 }
 
-static bool req_done(const nexar__req_t *req) {
-  return atomic_load_explicit(&req->done, memory_order_acquire);
-}
-
-/* Whether one of the |n| requests (NULL entries skipped) is done. */
-static bool any_done(nexar__req_t *const *reqs, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (reqs[i] && req_done(reqs[i])) return true;
-  return false;
-}
-
-/* any_done, sequentially consistent (a waiter's look before it sleeps:
- * nexar__ep_wake_waiters). */
-static bool any_done_sc(nexar__req_t *const *reqs, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (reqs[i] && atomic_load(&reqs[i]->done)) return true;
-  return false;
-}
-
-static struct timespec ns_to_ts(uint64_t ns) {
-  struct timespec ts = {(time_t)(ns / 1000000000ull),
-                        (long)(ns % 1000000000ull)};
-  return ts;
-}
-
-/* Whether a message of any connection has bytes still to write. */
-static bool data_waiting(nexar__ep_t *ep) {
-  for (int i = 0; i < ep->nconns; i++)
-    if (nexar__link_tx_pending(ep->conns[i])) return true;
-  return false;
-}
-
-/* Runs passes on the calling thread, which has set ep->driving, until one
- * of the |n| requests |reqs| is done or |deadline|, sleeping in poll on the
- * socket and the kick eventfd between them; clears ep->driving at the end. */
-#define CLOCK_EVERY 16u /* polls between clock reads while spinning */
-#define UNLOCK_EVERY 8u /* polls between letting go of the engine lock */
-#define DONE_PASSES 4u  /* passes a done waiter runs for input left over */
-
-/* Polls without sleeping (see drive) until |spin_until|, the next due
- * time, one of the requests is done, an operation was posted or a
- * transport may have input; *now is the last clock reading. */
-static void spin(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
-                 uint64_t spin_until, unsigned *polls, uint64_t *now) {
-  do {
-    bool yield = ++*polls % ep->yield_every == 0;
-    if (yield || *polls % UNLOCK_EVERY == 0) {
-      pthread_mutex_unlock(&ep->emu);
-      if (yield) nexar__ep_yield(ep);
-      pthread_mutex_lock(&ep->emu);
-    }
-    /* The clock costs as much as a poll: read every CLOCK_EVERY. */
-    if (*polls % CLOCK_EVERY == 0) *now = nexar__now();
-  } while (*now < spin_until && *now < ep->due && !any_done(reqs, n) &&
-           !ops_queued(ep) && !nexar__ep_ready(ep, *now));
-}
-
-static void drive(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
-                  uint64_t deadline) {
-  pthread_mutex_lock(&ep->emu);
-  uint64_t now = nexar__now();
-  uint64_t spin_until = now + ep->spin_ns;
-  uint64_t seen = ep->rx_seen;
-  unsigned polls = 0, extra = 0;
-  /* A wait that begins right after its post (a receive, a collective)
-   * finds nothing new most of the time: the post ran the operations and
-   * the writes, and no transport has input yet. It polls first rather
-   * than run a whole pass (every transport read, the timers and ticks)
-   * for nothing; the pass runs once something may have come, or when one
-   * is due. */
-  if (now < ep->due && now < deadline && !ops_queued(ep) &&
-      !nexar__ep_ready(ep, now))
-    spin(ep, reqs, n, spin_until, &polls, &now);
-  for (;;) {
-    ep_input(ep);
-    if (ep->rx_seen != seen) {
-      /* Bytes came through a ring (ep->rx_seen): the operation is moving,
-       * and its next part will come soon. The spin counts from the last
-       * arrival, so a transfer longer than NEXAR_SPIN_US does not sleep
-       * between its parts: a 1 MiB allreduce over shared memory took
-       * 322-344 us at np 2 and 1,320-1,408 at np 4 with a sleep and a
-       * wake-up per part, 184-215 and 788-972 without. */
-      seen = ep->rx_seen;
-      spin_until = ep->pass_now + ep->spin_ns;
-    }
-    if (any_done(reqs, n) && !ep->rx_more && !data_waiting(ep)) {
-      /* Our request is done: leave the writes this pass would make (ACKs,
-       * credit) for the caller's next call, whose packet carries them, or
-       * for the progress thread within the ACK delay we advertise. A
-       * reply then costs one packet, not two. */
-      ep->due = nexar__now() + NEXAR__WRITE_DEFER_NS;
-      break;
-    }
-    ep->due = ep_output(ep);
-    /* Done, the caller returns; but input the pass left at its budget
-     * (rx_more) is read first, for at most DONE_PASSES more passes. Left
-     * to the progress thread, it woke, took the engine, and the caller's
-     * next call found it busy: a 256 KiB allreduce at np 2 over shared
-     * memory (two 128 KiB records in flight, a 256 KiB pass budget) took
-     * 94 us with 1.1 context switches per call, 37 us and 0.25 without. */
-    if ((any_done(reqs, n) && (!ep->rx_more || ++extra > DONE_PASSES)) ||
-        atomic_load(&ep->stop))
-      break;
-    now = ep->run.pass_end; /* read as the pass ended */
-    if (now >= deadline) break;
-    if (now < spin_until) {
-      /* Poll without sleeping for a while: a reply that comes soon costs
-       * no wake-up. A poll runs no pass until something may have come (a
-       * ring has a record, a datagram may wait, an operation was posted, a
-       * timer is due), and yields every ep->yield_every polls so that an
-       * oversubscribed host runs the others. The engine lock is let go
-       * every UNLOCK_EVERY polls (and at each yield): a poll holding it
-       * costs half as much, and other threads post through the queue. */
-      spin(ep, reqs, n, spin_until, &polls, &now);
-      continue;
-    }
-    uint64_t until = ep->due < deadline ? ep->due : deadline;
-    /* Whoever changes the deadlines while we sleep kicks us
-     * (nexar__ep_leave). */
-    ep->wake_at = until;
-    /* Every transport's descriptors and the kick are in epfd. */
-    struct pollfd pf[1] = {{ep->epfd, POLLIN, 0}};
-    bool armed = ep_arm(ep);
-    pthread_mutex_unlock(&ep->emu);
-    if (until > now && armed) {
-      struct timespec ts = ns_to_ts(until - now);
-      ppoll(pf, 1, &ts, NULL);
-    }
-    pthread_mutex_lock(&ep->emu);
-  }
-  nexar__ep_drive_end(ep, nexar__now());
-}
-
-void nexar__ep_drive_end(nexar__ep_t *ep, uint64_t end) {
-  atomic_store(&ep->drv_end, end);
-  atomic_store(&ep->driving, false);
-  /* An operation posted while we drove, and not run by us: its kick left
-   * the parked progress thread asleep. */
-  if (ops_queued(ep)) wake_parked(ep);
-  if (ep->linger_ns) {
-    /* The progress thread sleeps while callers drive; the timer (pushed
-     * back by every drive that ends) wakes it once they have stopped, or
-     * when the next pass is due if that is sooner. */
-    uint64_t t = end + ep->linger_ns;
-    uint64_t soon = end + NEXAR__HANDBACK_NS;
-    if (ep->due < t) t = ep->due > soon ? ep->due : soon;
-    /* A timer still to fire is left alone unless this one is sooner: a
-     * later drive end only moves the linger, which the thread rechecks. */
-    if (ep->tmr_at <= end || t < ep->tmr_at) {
-      struct itimerspec its = {{0, 0}, ns_to_ts(t)};
-      timerfd_settime(ep->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-      ep->tmr_at = t;
-    }
-    ep->wake_at = ep->tmr_at;
-  }
-  nexar__ep_leave(ep);
-}
-
-int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
-  return nexar__req_wait_any(ep, &req, 1, deadline);
-}
-
-int nexar__req_wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
-                        uint64_t deadline) {
-  while (!any_done(reqs, n)) {
-    if (nexar__now() >= deadline)
-      return any_done(reqs, n) ? 0 : NEXAR_ERR_TIMEOUT;
-    bool idle = false;
-    if (atomic_compare_exchange_strong(&ep->driving, &idle, true)) {
-      /* One caller drives at a time; the others wait for completions. */
-      drive(ep, reqs, n, deadline);
-      nexar__ep_wake_waiters(ep);
-      continue;
-    }
-    /* The driver clears ep->driving before it counts us to wake us
-     * (nexar__ep_wake_waiters), so the check below and the wait cannot
-     * miss it. */
-    struct timespec ts = ns_to_ts(deadline);
-    pthread_mutex_lock(&ep->cmu);
-    atomic_fetch_add(&ep->waiters, 1);
-    while (!any_done_sc(reqs, n) && atomic_load(&ep->driving) &&
-           pthread_cond_timedwait(&ep->ccv, &ep->cmu, &ts) != ETIMEDOUT) {
-    }
-    atomic_fetch_sub(&ep->waiters, 1);
-    pthread_mutex_unlock(&ep->cmu);
-  }
-  return 0;
-}
-
-typedef struct call_box {
-  nexar__req_t req;
-  struct nexar_comm comm; /* only ctx is used, for completion signalling */
-} call_box_t;
-
-int nexar__ep_call(nexar__ep_t *ep, int (*fn)(nexar__req_t *), void *arg,
-                   uint64_t deadline) {
-  /* Control calls are short and always run, so we wait without a deadline
-   * (the request lives on this stack). */
-  (void)deadline;
-  call_box_t box;
-  memset(&box, 0, sizeof(box));
-  box.comm.ctx = (nexar_ctx_t *)ep->owner;
-  box.req.kind = NEXAR__REQ_CTRL;
-  box.req.ctrl = fn;
-  box.req.cb_arg = arg;
-  box.req.comm = &box.comm;
-  if (!ep->prm) {
-    /* Seed endpoints have no ctx; signal through a private path. */
-    box.req.internal = true;
-  }
-  nexar__ep_post(ep, &box.req);
-  if (box.req.internal) {
-    while (!req_done(&box.req)) {
-      struct timespec ts = {0, 200000};
-      nanosleep(&ts, NULL);
-    }
-  } else {
-    nexar__req_wait(ep, &box.req, UINT64_MAX);
-  }
-  return box.req.rc;
-}
-
 /* Consumes a kick so that the eventfd stops polling readable. */
 static void drain_kick(nexar__ep_t *ep) {
   if (atomic_exchange(&ep->ev_armed, false)) {
@@ -470,7 +245,7 @@ static void drain_kick(nexar__ep_t *ep) {
 
 /* A waiting caller asks this every poll: no lock (a post sets the flag
  * under qmu before it kicks or tries the engine lock). */
-static bool ops_queued(nexar__ep_t *ep) {
+bool nexar__ep_ops_queued(nexar__ep_t *ep) {
   return atomic_load_explicit(&ep->q_any, memory_order_acquire);
 }
 
@@ -524,7 +299,7 @@ static void flight_p2p(nexar__req_t *q) {
 /* Starts the queued operations; true when there were some. */
 static bool run_ops(nexar__ep_t *ep) {
   drain_kick(ep);
-  if (!ops_queued(ep)) return false;
+  if (!nexar__ep_ops_queued(ep)) return false;
   pthread_mutex_lock(&ep->qmu);
   nexar__req_t *q = ep->q_head;
   bool any = q != NULL;
@@ -605,7 +380,7 @@ static void catch_up(nexar__ep_t *ep) {
 /* First half of a progress pass (emu held): queued operations, received
  * datagrams, expired timers, the tick. A pause before or while reading
  * makes the reading a catch-up. */
-static void ep_input(nexar__ep_t *ep) {
+void nexar__ep_input(nexar__ep_t *ep) {
   uint64_t now = ep->pass_now = nexar__now();
   set_slice(ep, now);
   nexar__run_pass_begin(ep, now);
@@ -633,7 +408,7 @@ static void ep_input(nexar__ep_t *ep) {
 
 /* Second half (emu held): writes, connection state. Returns when the next
  * pass is due (ns; 0 when there is more to do at once). */
-static uint64_t ep_output(nexar__ep_t *ep) {
+uint64_t nexar__ep_output(nexar__ep_t *ep) {
   /* Operations posted while the input half ran (a call, an RPC handler's
    * response) start here, so that they are written in this pass: a post
    * that finds the engine busy waits for half a pass, not a whole one. */
@@ -671,8 +446,8 @@ static uint64_t ep_output(nexar__ep_t *ep) {
 /* One whole progress pass (emu held); records and returns the next due
  * time. */
 static uint64_t ep_pass(nexar__ep_t *ep) {
-  ep_input(ep);
-  return ep->due = ep_output(ep);
+  nexar__ep_input(ep);
+  return ep->due = nexar__ep_output(ep);
 }
 
 /* The progress thread's sleep while callers drive (|driven|: one drives
@@ -727,7 +502,8 @@ static void *ep_main(void *arg) {
   struct epoll_event evs[4];
   uint64_t retry = NEXAR__HANDBACK_NS;
   while (!atomic_load(&ep->stop)) {
-    if (ep->linger_ns && atomic_load(&ep->driving) && !ops_queued(ep)) {
+    if (ep->linger_ns && atomic_load(&ep->driving) &&
+        !nexar__ep_ops_queued(ep)) {
       /* A caller drives: it does all the work; back to sleep without
        * contending for the engine lock. */
       park_sleep(ep, NULL, true);
@@ -743,7 +519,7 @@ static void *ep_main(void *arg) {
        * to the linger, after which the lock is waited for. A plain sleep:
        * the kick eventfd may be readable for the holder's sleep, and
        * polling it would return at once. */
-      struct timespec ts = ns_to_ts(retry);
+      struct timespec ts = nexar__ns_to_ts(retry);
       nanosleep(&ts, NULL);
       retry = retry * 2 < ep->linger_ns ? retry * 2 : ep->linger_ns;
       continue;
@@ -756,15 +532,15 @@ static void *ep_main(void *arg) {
      * run a pass only when something is due or work was queued. */
     bool park = ep->linger_ns && (driven || now < quiet);
     drain_kick(ep);
-    if (!park || ep->due <= now || ops_queued(ep)) ep_pass(ep);
+    if (!park || ep->due <= now || nexar__ep_ops_queued(ep)) ep_pass(ep);
     /* While callers drive, sleep until a kick or the linger timer. */
     uint64_t wake = ep->due;
     if (park) wake = driven ? UINT64_MAX : wake < quiet ? wake : quiet;
-    if (!park && !ep_arm(ep)) wake = 0; /* input is there: no sleep */
+    if (!park && !nexar__ep_arm(ep)) wake = 0; /* input is there: no sleep */
     ep->wake_at = wake;
     pthread_mutex_unlock(&ep->emu);
     now = nexar__now();
-    struct timespec ts = ns_to_ts(wake > now ? wake - now : 0);
+    struct timespec ts = nexar__ns_to_ts(wake > now ? wake - now : 0);
     if (park) {
       park_sleep(ep, wake == UINT64_MAX ? NULL : &ts, false);
     } else {
@@ -789,7 +565,7 @@ void nexar__ep_stop(nexar__ep_t *ep) {
   if (!ep->thread_started) return;
   atomic_store(&ep->stop, true);
   kick(ep);
-  wake_parked(ep);
+  nexar__ep_wake_parked(ep);
   pthread_join(ep->thread, NULL);
   ep->thread_started = false;
 }

@@ -498,7 +498,7 @@ struct nexar__ep {
   size_t rx_pass_bytes; /* bytes the last receive pass read */
   /* Bytes the transports whose polls cost no system call (shared memory)
    * have received; only grows. A waiting caller spins on while it grows
-   * (engine.c drive). QUIC does not count: its spinning polls are whole
+   * (drive.c). QUIC does not count: its spinning polls are whole
    * passes (a recvmmsg each), and spinning on through a transfer made the
    * 256 KiB allreduce at np 2 slower (310-433 against 267-304 us). */
   uint64_t rx_seen;
