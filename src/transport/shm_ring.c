@@ -280,8 +280,10 @@ static bool recycle(nexar__shm_ring_t *r, uint64_t off, uint64_t rec) {
 
 /* Maps ring bytes [0, |end|) in this process before they are first
  * written or read, in one system call for many pages instead of a page
- * fault each (MADV_POPULATE_WRITE: about 2 us a page here, against 15-40
- * for a fault). The first call maps what recycling keeps to (the first
+ * fault each (MADV_POPULATE_WRITE: about 1 us a page here, against 15 for
+ * a fault; this paravirtualized VM still charges about 7 us at a page's
+ * first touch, so few pages, which recycling keeps to, matter more than
+ * this). The first call maps what recycling keeps to (the first
  * RECYCLE_BYTES and a page), so that small messages touch nothing more;
  * later ones map up to the next multiple of WARM_CHUNK, so that the first
  * lap of larger records (a 64 KiB allreduce's, a bulk transfer's chunks)
