@@ -313,6 +313,53 @@ static void test_recycle(void **state) {
   nexar__shm_seg_close(&c);
 }
 
+/* Mapping ahead and the data lane's room after a recycle: a small record
+ * past the first 20 KiB maps its page, not a 256 KiB chunk; a room check
+ * (the producer's sleep for the largest record) maps nothing; a pad the
+ * consumer has yet to pass is not unread. */
+static void test_warm_unread(void **state) {
+  (void)state;
+  nexar__shm_seg_t w, c;
+  const uint64_t cap = 1u << 22;
+  open_pair(cap, &w, &c);
+  uint8_t msg[100]; /* 192 bytes in the ring */
+  memset(msg, 7, sizeof msg);
+  put_lagging(&w, &c, 1, msg, sizeof msg);
+  assert_int_equal(w.tx.warm_to, 20480);
+  put_lagging(&w, &c, 120, msg, sizeof msg); /* to 23,232 */
+  assert_int_equal(w.tx.warm_to, 24576);
+  assert_int_equal(c.rx.warm_to, 24576);
+  nexar__shm_ring_producer_sleep(&w.tx, nexar__shm_ring_max_payload(&w.tx));
+  assert_true(nexar__shm_ring_has_free(&w.tx, 64 * 1024));
+  assert_int_equal(w.tx.warm_to, 24576);
+  /* Caught up: the record that opens the next page recycles. */
+  nexar__shm_rec_t r;
+  uint64_t h0 = 0;
+  for (int i = 0; i < 64; i++) {
+    h0 = w.tx.head;
+    struct iovec v = {msg, sizeof msg};
+    assert_int_equal(nexar__shm_ring_put(&w.tx, 5, 0, 0, 0, &v, 1), 0);
+    if (w.tx.head - h0 > 192) break;
+    assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 1);
+    nexar__shm_ring_pop(&c.rx);
+    assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 0);
+  }
+  assert_true(w.tx.head - h0 > cap / 2); /* a pad to the end, then 192 */
+  assert_false(nexar__shm_ring_has_free(&w.tx, cap / 2));
+  assert_true(nexar__shm_ring_unread_within(&w.tx, cap / 2));
+  assert_true(nexar__shm_ring_unread_within(&w.tx, 192));
+  assert_false(nexar__shm_ring_unread_within(&w.tx, 191));
+  /* Read: the consumer passes the pad, and the room is the ring's. */
+  assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 1);
+  assert_ptr_equal(r.payload, c.rx.data + 32);
+  nexar__shm_ring_pop(&c.rx);
+  assert_int_equal(nexar__shm_ring_peek(&c.rx, &r), 0);
+  assert_true(nexar__shm_ring_has_free(&w.tx, cap / 2));
+  assert_true(nexar__shm_ring_unread_within(&w.tx, 0));
+  nexar__shm_seg_close(&w);
+  nexar__shm_seg_close(&c);
+}
+
 static void test_wakeup_flags(void **state) {
   (void)state;
   nexar__shm_seg_t w, c;
@@ -742,6 +789,7 @@ int main(void) {
       cmocka_unit_test(test_basic),
       cmocka_unit_test(test_model),
       cmocka_unit_test(test_recycle),
+      cmocka_unit_test(test_warm_unread),
       cmocka_unit_test(test_wakeup_flags),
       cmocka_unit_test(test_corrupt_cases),
       cmocka_unit_test(test_attach_refuses),

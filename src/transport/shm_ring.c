@@ -285,19 +285,28 @@ static bool recycle(nexar__shm_ring_t *r, uint64_t off, uint64_t rec) {
  * first touch, so few pages, which recycling keeps to, matter more than
  * this). The first call maps what recycling keeps to (the first
  * RECYCLE_BYTES and a page), so that small messages touch nothing more;
- * later ones map up to the next multiple of WARM_CHUNK, so that the first
- * lap of larger records (a 64 KiB allreduce's, a bulk transfer's chunks)
- * takes one call per WARM_CHUNK. Best effort: a kernel before 5.14
- * refuses it, and the pages then fault as they are touched. Pages once
- * mapped stay mapped, so a ring costs the memory it has carried and no
- * more. */
+ * later ones map ahead by RECYCLE_SPAN records of the size |rec| that goes
+ * there, in whole pages and at most WARM_CHUNK: the first lap of larger
+ * records (a 64 KiB allreduce's, a bulk transfer's chunks) takes one call
+ * per WARM_CHUNK, and a small record that could not recycle maps a page,
+ * not a chunk (mapping 256 KiB for one 192-byte record stalled a 64 B
+ * allreduce at np 4 for 0.2-0.5 ms). Called only for a record that is
+ * written or read, never for a room check. Best effort: a kernel before
+ * 5.14 refuses it, and the pages then fault as they are touched. Pages
+ * once mapped stay mapped, so a ring costs the memory it has carried and
+ * no more. */
 #define WARM_FIRST (RECYCLE_BYTES + PAGE_BYTES)
 #define WARM_CHUNK (256u << 10)
-static void warm(nexar__shm_ring_t *r, uint64_t end) {
+static void warm(nexar__shm_ring_t *r, uint64_t end, uint64_t rec) {
   if (end <= r->warm_to) return;
-  uint64_t to = r->warm_to == 0 && end <= WARM_FIRST
-                    ? WARM_FIRST
-                    : (end + WARM_CHUNK - 1) & ~(uint64_t)(WARM_CHUNK - 1);
+  uint64_t to;
+  if (r->warm_to == 0 && end <= WARM_FIRST) {
+    to = WARM_FIRST;
+  } else {
+    uint64_t chunk = PAGE_BYTES;
+    while (chunk < RECYCLE_SPAN * rec && chunk < WARM_CHUNK) chunk *= 2;
+    to = (end + chunk - 1) & ~(uint64_t)(chunk - 1);
+  }
   if (to > r->cap) to = r->cap;
   (void)madvise(r->data + r->warm_to, to - r->warm_to, MADV_POPULATE_WRITE);
   r->warm_to = to;
@@ -310,8 +319,6 @@ static int prod_room(nexar__shm_ring_t *r, uint32_t len, uint64_t *pad) {
   uint64_t off = r->head & (r->cap - 1);
   uint64_t to_end = r->cap - off;
   *pad = rec > to_end || recycle(r, off, rec) ? to_end : 0;
-  if (*pad) warm(r, off + NEXAR__SHM_REC_HDR);
-  warm(r, (*pad ? 0 : off) + rec);
   int64_t avail = prod_free(r, *pad + rec);
   if (avail < 0) return ring_fail(r);
   return *pad + rec <= (uint64_t)avail ? 0 : NEXAR__SHM_AGAIN;
@@ -340,9 +347,14 @@ int nexar__shm_ring_reserve(nexar__shm_ring_t *r, uint32_t len,
   int rc = prod_room(r, len, &pad);
   if (rc != 0) return rc;
   uint64_t off = r->head & (r->cap - 1);
+  uint64_t rec = rec_bytes(len);
+  if (pad) warm(r, off + NEXAR__SHM_REC_HDR, NEXAR__SHM_REC_HDR);
+  warm(r, (pad ? 0 : off) + rec, rec);
   if (pad) {
     write_hdr(r, r->data + off, r->head, (uint32_t)(pad - NEXAR__SHM_REC_HDR),
               NEXAR__SHM_PAD, 0, 0, 0);
+    r->pad_end = r->head + pad;
+    r->pad_bytes = pad;
     off = 0;
   }
   r->resv_open = 1;
@@ -394,6 +406,21 @@ uint64_t nexar__shm_ring_free(nexar__shm_ring_t *r) {
 bool nexar__shm_ring_has_free(nexar__shm_ring_t *r, uint64_t bytes) {
   int64_t avail = prod_free(r, bytes);
   return avail >= 0 && (uint64_t)avail >= bytes;
+}
+
+/* Bytes of records between |tail| and the head: the last pad is left out
+ * while |tail| is at or before its start (the consumer jumps a whole pad,
+ * so a tail inside one is corrupt, and then it is counted). */
+static uint64_t unread(const nexar__shm_ring_t *r, uint64_t tail) {
+  uint64_t used = r->head - tail;
+  bool before_pad = r->pad_end <= r->head && tail + r->pad_bytes <= r->pad_end;
+  return before_pad && used >= r->pad_bytes ? used - r->pad_bytes : used;
+}
+
+bool nexar__shm_ring_unread_within(nexar__shm_ring_t *r, uint64_t bytes) {
+  if (unread(r, r->tail_seen) <= bytes) return true;
+  if (prod_free(r, r->cap) < 0) return false; /* reads the tail */
+  return unread(r, r->tail_seen) <= bytes;
 }
 
 /* The waker's half of the protocol: fence (orders the caller's counter
@@ -469,7 +496,7 @@ int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out) {
   }
   /* At most a pad then a record: a pad never starts at offset 0. */
   for (int pass = 0; pass < 2; pass++) {
-    warm(r, (r->tail & (r->cap - 1)) + NEXAR__SHM_REC_HDR);
+    warm(r, (r->tail & (r->cap - 1)) + NEXAR__SHM_REC_HDR, NEXAR__SHM_REC_HDR);
     if (!stamped(r)) {
       publish(r); /* caught up: the producer may see all the room */
       return 0;
@@ -487,7 +514,7 @@ int nexar__shm_ring_peek(nexar__shm_ring_t *r, nexar__shm_rec_t *out) {
       continue;
     }
     if (hd.len > nexar__shm_ring_max_payload(r)) return ring_fail(r);
-    warm(r, off + rec);
+    warm(r, off + rec, rec);
     r->cur = (nexar__shm_rec_t){.len = hd.len,
                                 .type = hd.type,
                                 .flags = hd.flags,

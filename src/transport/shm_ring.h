@@ -148,6 +148,8 @@ typedef struct nexar__shm_ring {
   uint32_t resv_len;          /* producer: payload bytes reserved */
   int resv_open;              /* producer: a reservation is open */
   uint64_t beats;             /* producer: heartbeats written */
+  uint64_t pad_end;           /* producer: stream position past the last pad */
+  uint64_t pad_bytes;         /* producer: that pad's bytes */
   uint64_t tail;              /* consumer: bytes released */
   uint64_t tail_pub;          /* consumer: the tail last published */
   int tail_fresh;             /* consumer: published since the last look
@@ -256,6 +258,13 @@ uint64_t nexar__shm_ring_free(nexar__shm_ring_t *r);
 /* Whether at least |bytes| are free (as nexar__shm_ring_free, but the
  * consumer's tail is read only when the one last read leaves less). */
 bool nexar__shm_ring_has_free(nexar__shm_ring_t *r, uint64_t bytes);
+
+/* Whether records the consumer has yet to read fill at most |bytes| of the
+ * ring. A pad it has yet to pass is not counted: its room opens as soon as
+ * the consumer reaches it, and after a recycle (shm_ring.c) nearly the
+ * whole ring is such a pad. The consumer's tail is read only when the one
+ * last read says no; false when the tail is corrupt. */
+bool nexar__shm_ring_unread_within(nexar__shm_ring_t *r, uint64_t bytes);
 
 /* After put/commit: true when the consumer sleeps and its eventfd must be
  * written (once). See "Wakeups" above. */
