@@ -6,10 +6,18 @@
  * seen on one CPU, the rank whose yields keep running the other must move
  * to its home CPU within MOVE_BY round trips; the kernel's balancing alone
  * took 10-20 ms here, 700 or more round trips at 14 us each. Afterwards
- * every rank's affinity mask is the one it had: nothing was bound. Over
- * shared memory; a host with fewer than two CPUs skips it.
+ * every rank's affinity mask is the one it had: nothing was bound.
+ *
+ * crowded: four ranks on two CPUs (each limits its mask to the first two it
+ * may use before it starts), all put on the first. Ranks 0 and 1 have the
+ * first as home, 2 and 3 the second (cluster/host.c): within MOVE_BY
+ * allgathers of their CPUs every rank must be seen at home in one round,
+ * which the kernel's balancing alone gives by chance at best (it splits
+ * them two and two, but not by rank). Over shared memory; a host with
+ * fewer than two CPUs skips both.
  */
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,10 +80,70 @@ static int worker(int index, void *arg) {
   return 0;
 }
 
+/* The first two CPUs of |set| in *a and *b; false when it has fewer. */
+static bool first_two(const cpu_set_t *set, int *a, int *b) {
+  *a = *b = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE && *b < 0; cpu++) {
+    if (!CPU_ISSET(cpu, set)) continue;
+    if (*a < 0)
+      *a = cpu;
+    else
+      *b = cpu;
+  }
+  return *b >= 0;
+}
+
+static int crowded(int index, void *arg) {
+  (void)index;
+  (void)arg;
+  cpu_set_t all, two, one, now;
+  int a, b;
+  NT_CHECK(sched_getaffinity(0, sizeof all, &all) == 0);
+  bool skip = !first_two(&all, &a, &b);
+  if (!skip) {
+    CPU_ZERO(&two);
+    CPU_SET(a, &two);
+    CPU_SET(b, &two);
+    NT_CHECK(sched_setaffinity(0, sizeof two, &two) == 0);
+  }
+  nexar_ctx_t *ctx;
+  nexar_comm_t *w;
+  int rank;
+  NT_OK(nt_join_world(&ctx, &w, &rank, NULL));
+  if (skip) {
+    if (rank == 0) printf("skipped: %d CPU(s)\n", CPU_COUNT(&all));
+    NT_OK(nexar_finalize(ctx));
+    return 0;
+  }
+  NT_OK(nexar_barrier(w));
+  CPU_ZERO(&one);
+  CPU_SET(a, &one);
+  NT_CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+  NT_CHECK(sched_setaffinity(0, sizeof two, &two) == 0);
+  int home_round = -1;
+  for (int i = 0; i < MOVE_BY && home_round < 0; i++) {
+    int32_t mine = sched_getcpu(), cpus[4];
+    NT_OK(nexar_allgather(w, &mine, cpus, 1, NEXAR_INT32));
+    bool home = true;
+    for (int r = 0; r < 4; r++) home = home && cpus[r] == (r < 2 ? a : b);
+    if (home) home_round = i;
+  }
+  if (rank == 0) printf("every rank at home from round %d\n", home_round);
+  NT_CHECKF(home_round >= 0, "not every rank was at home within %d rounds",
+            MOVE_BY);
+  NT_CHECK(sched_getaffinity(0, sizeof now, &now) == 0);
+  NT_CHECKF(CPU_EQUAL(&now, &two), "the affinity mask changed: %d CPUs of 2",
+            CPU_COUNT(&now));
+  NT_OK(nexar_finalize(ctx));
+  return 0;
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   nt_opts_t o = {.world_size = 2, .timeout_ms = 60000};
   int fails = nt_run_case(&o, worker, 0, "shared_cpu");
+  nt_opts_t c = {.world_size = 4, .timeout_ms = 60000};
+  fails += nt_run_case(&c, crowded, 0, "crowded");
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
 }

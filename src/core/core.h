@@ -483,9 +483,9 @@ bool nexar__ep_try_own(nexar__ep_t *ep);
  * when the caller must wait the general way (nexar__req_wait). */
 bool nexar__ep_wait_link(nexar__ep_t *ep, nexar__req_t *req, nexar__link_t *l,
                          uint64_t deadline);
-/* pace.c: a spinning caller's yield (emu not held). Where the host has a
- * CPU per rank (ep->home_cpu >= 0), a thread whose yields keep running
- * another thread moves to its home CPU without being bound there. */
+/* pace.c: a spinning caller's yield (emu not held). Where the rank has a
+ * home CPU (ep->home_cpu >= 0: cluster/host.c), a thread whose yields keep
+ * running another thread moves there without being bound there. */
 void nexar__ep_yield(nexar__ep_t *ep);
 /* User thread (wait.c): nexar_wait for a request that lives in the
  * caller's frame (not freed; no RPC lending): waits until its

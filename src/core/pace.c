@@ -17,11 +17,19 @@
  * and a training job's compute threads would all share one CPU). A yield
  * that returns after more than SHARED_NS ran another thread; after
  * SHARED_MAX of those in a row, the caller's thread moves to its home CPU
- * (ep->home_cpu: the local rank's among the CPUs it may use, set by
- * cluster/host.c only when the host has a CPU per rank) by setting its
- * affinity to that CPU and straight back to what it was. The kernel moves
- * a thread at once when its CPU leaves its mask, and restoring the mask
- * binds nothing: the scheduler may move it again as it likes.
+ * (ep->home_cpu, set by cluster/host.c) by setting its affinity to that
+ * CPU and straight back to what it was. The kernel moves a thread at once
+ * when its CPU leaves its mask, and restoring the mask binds nothing: the
+ * scheduler may move it again as it likes.
+ *
+ * Where the host has a CPU per rank, the home is the local rank's own.
+ * Where ranks outnumber CPUs, every yield runs someone else and each rank
+ * has a home in blocks of consecutive local ranks (two ranks a CPU at 4 on
+ * 2): the scheduler left 3 of 4 ranks on one CPU and the fourth alone on
+ * the other, which slept between its partners' turns, for tens of
+ * milliseconds after start-up, and the first few hundred 64 B allreduces
+ * at np 4 took 40-80 us instead of 20-30 (docs/performance.md, "Small
+ * collectives when ranks outnumber CPUs").
  */
 #include <pthread.h>
 #include <sched.h>

@@ -446,8 +446,8 @@ struct nexar__ep {
   unsigned yield_every;  /* polls between yields while spinning: 1 on an
                             oversubscribed host (cluster/host.c), else 64 */
   /* Where a spinning caller whose yields find its CPU shared moves
-   * (core/pace.c): this rank's CPU when the host has one per rank
-   * (cluster/host.c), else -1. */
+   * (core/pace.c): this rank's CPU when the host has one per rank, its
+   * block's when ranks outnumber CPUs (cluster/host.c), else -1. */
   atomic_int home_cpu;
   /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
