@@ -148,7 +148,8 @@ void nexar__host_pace(nexar_ctx_t *ctx) {
    * mapping by slot places them; neighbours share a CPU's caches).
    * Measured at np 4 on 2 CPUs: blocks left 4 MiB allreduces as they
    * were, ranks dealt round the CPUs made them 20-40 % slower. */
-  int home = here <= cpus ? below : (int)((int64_t)below * cpus / here);
+  int home =
+      here > cpus && here > 0 ? (int)((int64_t)below * cpus / here) : below;
   atomic_store(&ctx->ep.home_cpu, known && here > 1 ? nth_cpu(&set, home) : -1);
   fd_budget(ctx, here);
 }
