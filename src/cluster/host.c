@@ -150,6 +150,8 @@ void nexar__host_pace(nexar_ctx_t *ctx) {
    * were, ranks dealt round the CPUs made them 20-40 % slower. */
   int home =
       here > cpus && here > 0 ? (int)((int64_t)below * cpus / here) : below;
+  atomic_store(&ctx->ep.here, here);
+  atomic_store(&ctx->ep.crowded, here > cpus);
   atomic_store(&ctx->ep.home_cpu, known && here > 1 ? nth_cpu(&set, home) : -1);
   fd_budget(ctx, here);
 }

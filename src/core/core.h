@@ -485,8 +485,10 @@ bool nexar__ep_wait_link(nexar__ep_t *ep, nexar__req_t *req, nexar__link_t *l,
                          uint64_t deadline);
 /* pace.c: a spinning caller's yield (emu not held). Where the rank has a
  * home CPU (ep->home_cpu >= 0: cluster/host.c), a thread whose yields keep
- * running another thread moves there without being bound there. */
-void nexar__ep_yield(nexar__ep_t *ep);
+ * running another thread moves there without being bound there; where
+ * ranks outnumber the host's CPUs, only while it waits on a collective of
+ * at least as many ranks as the host holds (|all_here|). */
+void nexar__ep_yield(nexar__ep_t *ep, bool all_here);
 /* User thread (wait.c): nexar_wait for a request that lives in the
  * caller's frame (not freed; no RPC lending): waits until its
  * NEXAR_OP_TIMEOUT_MS deadline, expires it then, copies its status into

@@ -54,11 +54,13 @@ static bool data_waiting(nexar__ep_t *ep) {
  * transport may have input; *now is the last clock reading. */
 static void spin(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
                  uint64_t spin_until, unsigned *polls, uint64_t *now) {
+  bool all_here = n == 1 && reqs[0] && reqs[0]->kind == NEXAR__REQ_COLL &&
+                  reqs[0]->comm->size >= atomic_load(&ep->here);
   do {
     bool yield = ++*polls % ep->yield_every == 0;
     if (yield || *polls % UNLOCK_EVERY == 0) {
       pthread_mutex_unlock(&ep->emu);
-      if (yield) nexar__ep_yield(ep);
+      if (yield) nexar__ep_yield(ep, all_here);
       pthread_mutex_lock(&ep->emu);
     }
     /* The clock costs as much as a poll: read every CLOCK_EVERY. */

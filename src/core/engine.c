@@ -68,6 +68,8 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
   ep->shm_lfd = ep->shm_sfd = -1;
   ep->yield_every = 64;
   atomic_init(&ep->home_cpu, -1);
+  atomic_init(&ep->here, 1);
+  atomic_init(&ep->crowded, false);
   ep->slice = ep->slice_bulk =
       prm ? (uint64_t)prm->pass_slice_bytes : NEXAR__SLICE_DEFAULT;
   ep->slice_rpc = prm ? (uint64_t)prm->pass_slice_rpc_bytes : ep->slice_bulk;

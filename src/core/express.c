@@ -68,7 +68,7 @@ bool nexar__ep_wait_link(nexar__ep_t *ep, nexar__req_t *req, nexar__link_t *l,
     ++polls;
     if (!got && polls % ep->yield_every == 0) {
       pthread_mutex_unlock(&ep->emu);
-      nexar__ep_yield(ep);
+      nexar__ep_yield(ep, false);
       pthread_mutex_lock(&ep->emu);
     }
     if (polls % EXPRESS_CLOCK_EVERY == 0) {

@@ -449,6 +449,10 @@ struct nexar__ep {
    * (core/pace.c): this rank's CPU when the host has one per rank, its
    * block's when ranks outnumber CPUs (cluster/host.c), else -1. */
   atomic_int home_cpu;
+  /* Ranks on this host (cluster/host.c); more than its CPUs: only a wait
+   * on a collective of at least that many ranks moves home (pace.c). */
+  atomic_int here;
+  atomic_bool crowded;
   /* Operation queue from threads that found the engine busy. */
   pthread_mutex_t qmu;
   nexar__req_t *q_head, *q_tail;
