@@ -141,7 +141,12 @@ void nexar__host_pace(nexar_ctx_t *ctx) {
   cpu_set_t set;
   bool known = sched_getaffinity(0, sizeof(set), &set) == 0;
   int cpus = known ? CPU_COUNT(&set) : 1;
-  ctx->ep.yield_every = here > cpus ? 1 : 64;
+  /* A yield is a system call (about 1.2 us on the paravirtualized VM of
+   * docs/performance.md): with a CPU per rank, one every 64 polls cost a
+   * 512 B ping-pong at np 2 1.7-2.0 us one-way, against 0.8-1.1 with one
+   * every 1,024 (five rounds). Ranks that outnumber CPUs yield at every
+   * empty poll: the rank they wait for may need this CPU. */
+  ctx->ep.yield_every = here > cpus ? 1 : 1024;
   /* A spinning rank that finds its CPU shared moves to its home CPU
    * (core/pace.c): the local rank's own where there is a CPU per rank,
    * else its share of them in blocks of consecutive local ranks (as a

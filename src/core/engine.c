@@ -66,7 +66,7 @@ int nexar__ep_init(nexar__ep_t *ep, const struct sockaddr_storage *bind_addr,
    * memory for a worker that knows its host. */
   ep->tps[ep->ntps++] = &nexar__tp_quic;
   ep->shm_lfd = ep->shm_sfd = -1;
-  ep->yield_every = 64;
+  ep->yield_every = 1024;
   atomic_init(&ep->home_cpu, -1);
   atomic_init(&ep->here, 1);
   atomic_init(&ep->crowded, false);

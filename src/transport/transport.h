@@ -444,7 +444,7 @@ struct nexar__ep {
   uint64_t tmr_at;       /* when tfd is armed to fire; 0: not armed (emu) */
   uint64_t spin_ns;      /* NEXAR_SPIN_US in ns */
   unsigned yield_every;  /* polls between yields while spinning: 1 on an
-                            oversubscribed host (cluster/host.c), else 64 */
+                            oversubscribed host (cluster/host.c), else 1024 */
   /* Where a spinning caller whose yields find its CPU shared moves
    * (core/pace.c): this rank's CPU when the host has one per rank, its
    * block's when ranks outnumber CPUs (cluster/host.c), else -1. */
