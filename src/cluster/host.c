@@ -152,7 +152,7 @@ void nexar__host_pace(nexar_ctx_t *ctx) {
    * else its share of them in blocks of consecutive local ranks (as a
    * mapping by slot places them; neighbours share a CPU's caches).
    * Measured at np 4 on 2 CPUs: blocks left 4 MiB allreduces as they
-   * were, ranks dealt round the CPUs made them 20-40 % slower. */
+   * were, ranks dealt round the CPUs made them 15-40 % slower. */
   int home =
       here > cpus && here > 0 ? (int)((int64_t)below * cpus / here) : below;
   atomic_store(&ctx->ep.here, here);

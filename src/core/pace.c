@@ -1,5 +1,5 @@
 /*
- * Yielding while a caller spins in a wait (engine.c's spin, express.c),
+ * Yielding while a caller spins in a wait (drive.c's spin, express.c),
  * and moving off a CPU that another rank of this host shares.
  *
  * On a host with a CPU per rank, two ranks that wait for each other can
@@ -32,7 +32,7 @@
  * collectives when ranks outnumber CPUs"). There a thread moves home only
  * while it waits on a collective of at least as many ranks as the host
  * holds, when every rank here is busy: two ranks that exchange messages
- * while the others sleep would otherwise be held on one CPU, and a 8 B
+ * while the others sleep would otherwise be held on one CPU, and an 8 B
  * ping-pong at np 4 took 8-21 us instead of 2.5-9.
  */
 #include <pthread.h>

@@ -408,13 +408,14 @@ bool nexar__shm_ring_has_free(nexar__shm_ring_t *r, uint64_t bytes) {
   return avail >= 0 && (uint64_t)avail >= bytes;
 }
 
-/* Bytes of records between |tail| and the head: the last pad is left out
- * while |tail| is at or before its start (the consumer jumps a whole pad,
- * so a tail inside one is corrupt, and then it is counted). */
+/* Bytes of records between |tail| (one prod_free accepted) and the head:
+ * the last pad is left out while |tail| is at or before its start (the
+ * consumer jumps a whole pad, so a tail inside one is corrupt, and then it
+ * is counted). */
 static uint64_t unread(const nexar__shm_ring_t *r, uint64_t tail) {
   uint64_t used = r->head - tail;
-  bool before_pad = r->pad_end <= r->head && tail + r->pad_bytes <= r->pad_end;
-  return before_pad && used >= r->pad_bytes ? used - r->pad_bytes : used;
+  bool before_pad = r->pad_end <= r->head && tail <= r->pad_end - r->pad_bytes;
+  return before_pad ? used - r->pad_bytes : used;
 }
 
 bool nexar__shm_ring_unread_within(nexar__shm_ring_t *r, uint64_t bytes) {
