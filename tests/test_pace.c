@@ -5,8 +5,10 @@
  * ping-pong 4-byte messages that carry the sender's CPU. Once both are
  * seen on one CPU, the rank whose yields keep running the other must move
  * to its home CPU within MOVE_BY round trips; the kernel's balancing alone
- * took 10-20 ms here, 700 or more round trips at 14 us each. Afterwards
- * every rank's affinity mask is the one it had: nothing was bound.
+ * took 10-20 ms here, 700 or more round trips at 14 us each. Where the
+ * kernel splits them at once (another process busy on that CPU), they are
+ * put together again, up to ATTEMPTS times. Afterwards every rank's
+ * affinity mask is the one it had: nothing was bound.
  *
  * crowded: four ranks on two CPUs (each limits its mask to the first two it
  * may use before it starts), all put on the first. Ranks 0 and 1 have the
@@ -28,6 +30,7 @@
 #define ROUNDS 3000
 #define SETTLE 50   /* rounds within which both must share a CPU */
 #define MOVE_BY 300 /* rounds within which one of them must have moved */
+#define ATTEMPTS 5  /* times both are put on one CPU */
 
 static int worker(int index, void *arg) {
   (void)index;
@@ -45,24 +48,39 @@ static int worker(int index, void *arg) {
   }
   int first = 0;
   while (!CPU_ISSET(first, &was)) first++;
-  NT_OK(nexar_barrier(w));
-  CPU_ZERO(&one);
-  CPU_SET(first, &one);
-  NT_CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
-  NT_CHECK(sched_setaffinity(0, sizeof was, &was) == 0);
   int together = -1, apart = -1;
-  for (int i = 0; i < ROUNDS; i++) {
-    int32_t mine = sched_getcpu(), theirs = -1;
-    if (rank == 0) {
-      NT_OK(nexar_send(w, &mine, 1, NEXAR_INT32, 1, 7));
-      NT_OK(nexar_recv(w, &theirs, 1, NEXAR_INT32, 1, 7, NULL));
-      mine = sched_getcpu();
-      if (together < 0 && mine == theirs) together = i;
-      if (together >= 0 && apart < 0 && mine != theirs) apart = i;
-    } else {
-      NT_OK(nexar_recv(w, &theirs, 1, NEXAR_INT32, 0, 7, NULL));
-      NT_OK(nexar_send(w, &mine, 1, NEXAR_INT32, 0, 7));
+  for (int attempt = 0;; attempt++) {
+    NT_OK(nexar_barrier(w));
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    NT_CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+    NT_CHECK(sched_setaffinity(0, sizeof was, &was) == 0);
+    together = apart = -1;
+    for (int i = 0; i < ROUNDS; i++) {
+      int32_t mine = sched_getcpu(), theirs = -1;
+      if (rank == 0) {
+        NT_OK(nexar_send(w, &mine, 1, NEXAR_INT32, 1, 7));
+        NT_OK(nexar_recv(w, &theirs, 1, NEXAR_INT32, 1, 7, NULL));
+        mine = sched_getcpu();
+        if (together < 0 && mine == theirs) together = i;
+        if (together >= 0 && apart < 0 && mine != theirs) apart = i;
+      } else {
+        NT_OK(nexar_recv(w, &theirs, 1, NEXAR_INT32, 0, 7, NULL));
+        NT_OK(nexar_send(w, &mine, 1, NEXAR_INT32, 0, 7));
+      }
     }
+    /* The kernel may split them at once when another process keeps a CPU
+     * busy (ctest runs two tests at a time): then nothing was tested, and
+     * they are put together again, at most ATTEMPTS times. */
+    int32_t again = rank == 0 && (together < 0 || together >= SETTLE) &&
+                    attempt + 1 < ATTEMPTS;
+    if (rank == 0) {
+      if (again) printf("not on one CPU within %d rounds: again\n", SETTLE);
+      NT_OK(nexar_send(w, &again, 1, NEXAR_INT32, 1, 8));
+    } else {
+      NT_OK(nexar_recv(w, &again, 1, NEXAR_INT32, 0, 8, NULL));
+    }
+    if (!again) break;
   }
   if (rank == 0) {
     printf("on one CPU from round %d, apart from round %d\n", together, apart);

@@ -251,6 +251,10 @@ set_tests_properties(test_slurm PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 # (src/transport/shm_ring.h): hostile writers, 1 GiB each way between two
 # processes with eventfd wakeups, cross-memory attach, a peer's pidfd.
 nexar_test(test_shm_ring 60 test_shm_ring.c shm_procs.c)
+# The sending half's waits for room (src/transport/shm_tx.c): the producer
+# flag is up again before every block, so a release that leaves it short
+# is not the last kick.
+nexar_test(test_shm_tx 30 test_shm_tx.c)
 # Transports (docs/architecture.md): every test runs with the default
 # NEXAR_TRANSPORT=auto, where ranks on one host (all of a test's) talk over
 # shared memory. These test what only QUIC has (UDP send refusal, QUIC

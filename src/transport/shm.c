@@ -653,16 +653,18 @@ static void shm_fini(nexar__ep_t *ep) {
   ep->shm_lfd = ep->shm_sfd = -1;
 }
 
-/* Before the engine sleeps: each polled ready link's consumer flag goes
- * up (the peer then kicks its eventfd; a parked link's are up already);
- * false when a ring already has records. */
+/* Before the engine sleeps: each polled ready link's consumer flags go up
+ * (the peer then kicks its eventfd; a parked link's are up already), and
+ * the producer flags of its rings that wait for room (nexar__shm_tx_arm);
+ * false when a ring already has records or room came. */
 static bool shm_arm(nexar__ep_t *ep) {
   if (ep->shm_parked) ep->shm_kicks = true;
   for (int i = 0; i < ep->shm_npoll; i++) {
     nexar__link_t *l = ep->shm_poll[i];
     if (l->state != NEXAR__CS_READY) continue;
     ep->shm_kicks = true;
-    if (nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1 ||
+    if (!nexar__shm_tx_arm(S(l)) ||
+        nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1 ||
         nexar__shm_ring_consumer_sleep(&S(l)->pseg.rx) != 1)
       return false;
   }

@@ -101,7 +101,7 @@ typedef struct nexar__shm {
   uint64_t rstreams_max; /* this side's limit */
   rstream_t *rs;         /* open remote streams (rs_cap allocated) */
   int nrs, rs_cap;
-  bool tx_full[2]; /* a tx ring had no room: wait for a kick */
+  uint8_t tx_full[2]; /* a tx ring's wait for a kick: TX_FIT, TX_UNREAD */
   /* Single copy: the peer reads this side's buffers (it said so), this
    * side reads the peer's (its probe said so); the peer's pid; bytes at or
    * above which the payload goes as descriptors (0: never). */
@@ -164,7 +164,12 @@ void nexar__shm_flush(nexar__link_t *l); /* tp->flush */
 bool nexar__shm_send_now(nexar__link_t *l, int lane, const nexar__hdr_t *h,
                          const uint8_t *hdr, const uint8_t *data,
                          uint64_t len); /* tp->send_now */
-/* Whether a ring that had no room (tx_full) has enough now. */
+/* Why a tx ring waits for its consumer's kick (tx_full, 0: it does not). */
+enum { TX_FIT = 1, TX_UNREAD = 2 };
+/* Whether a ring that waits (tx_full) has what it waits for now. */
 bool nexar__shm_tx_room(nexar__shm_t *s);
+/* Before the engine blocks: the waiting flags of the rings that wait go up
+ * again; false (and a write wanted) when the room came meanwhile. */
+bool nexar__shm_tx_arm(nexar__shm_t *s);
 
 #endif

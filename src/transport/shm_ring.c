@@ -470,6 +470,11 @@ int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len) {
   return raise_flag(&r->ctl->waiting, r, has_room, len);
 }
 
+void nexar__shm_ring_producer_wait(nexar__shm_ring_t *r) {
+  atomic_store_explicit(&r->ctl->waiting, 1, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* ---- Consumer */
 
 /* The consumer's tail made visible to the producer (a store to the

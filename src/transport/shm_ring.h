@@ -92,7 +92,10 @@
  * A producer facing a full ring mirrors this with the producer's "waiting"
  * flag: nexar__shm_ring_producer_sleep(ring, need) then block when it
  * returns 1; the consumer calls nexar__shm_ring_need_kick_space() after
- * releasing records and writes the producer's eventfd when it says so.
+ * releasing records and writes the producer's eventfd when it says so. The
+ * consumer kicks at any release, which may leave the producer still short:
+ * the producer raises the flag again before each block
+ * (nexar__shm_ring_producer_wait, then its own check).
  *
  * Thread-safety: one thread produces and one consumes on each ring (per
  * process: one producer on its tx ring, one consumer on its rx ring).
@@ -285,6 +288,14 @@ bool nexar__shm_ring_beat_seen(nexar__shm_ring_t *r);
  * appeared, the ring is broken or |len| is above the largest payload (do
  * not block: put says why). */
 int nexar__shm_ring_producer_sleep(nexar__shm_ring_t *r, uint32_t len);
+
+/* Before blocking while the producer's own rule holds it back (not a
+ * record that does not fit): raises the "waiting" flag and fences; the
+ * caller then looks at its rule again, and that look sees every release
+ * the consumer made before it could see the flag. A kick takes the flag
+ * even when what the consumer released is still short of what the
+ * producer waits for, so a producer raises it again before every block. */
+void nexar__shm_ring_producer_wait(nexar__shm_ring_t *r);
 
 /* ---- Consumer (one thread) */
 

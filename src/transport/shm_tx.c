@@ -22,10 +22,10 @@ static nexar__shm_ring_t *tx_ring(nexar__shm_t *s, int q) {
 
 /* Whether at most half of the ring |r| is unread: the data lane writes
  * only then (half_unread), so that the bulk ring is never filled by one
- * message, and a producer waiting for room wakes when half of the ring is
- * free (half_free: a pad that the consumer has yet to pass then counts as
- * used, so that a producer whose record did not fit before it waits for
- * the consumer's kick rather than trying again each pass). */
+ * message, and waits for it (TX_UNREAD). A producer whose record did not
+ * fit (TX_FIT) waits until half of the ring is free (half_free: a pad
+ * that the consumer has yet to pass then counts as used, so that it waits
+ * for the consumer's kick rather than trying again each pass). */
 static bool half_unread(nexar__shm_ring_t *r) {
   return nexar__shm_ring_unread_within(r, r->cap / 2);
 }
@@ -34,9 +34,29 @@ static bool half_free(nexar__shm_ring_t *r) {
   return nexar__shm_ring_has_free(r, r->cap / 2);
 }
 
+static bool room_again(nexar__shm_t *s, int q) {
+  nexar__shm_ring_t *r = tx_ring(s, q);
+  return s->tx_full[q] == TX_UNREAD ? half_unread(r)
+         : s->tx_full[q] == TX_FIT  ? half_free(r)
+                                    : false;
+}
+
 bool nexar__shm_tx_room(nexar__shm_t *s) {
-  return (s->tx_full[Q_BULK] && half_free(&s->seg.tx)) ||
-         (s->tx_full[Q_PRIO] && half_free(&s->pseg.tx));
+  return room_again(s, Q_BULK) || room_again(s, Q_PRIO);
+}
+
+/* The consumer kicks at any release and takes the flag, even when what it
+ * released leaves the producer short: before each block the flag goes up
+ * again, then the room is looked at. Without it, a data lane that woke
+ * with more than half of its ring still unread slept on with no flag up
+ * until the engine's 50 ms tick, and so did its peer once the ring was
+ * read: bw 64 MiB at np 4 lost 50 ms in about one run of five. */
+bool nexar__shm_tx_arm(nexar__shm_t *s) {
+  for (int q = 0; q < 2; q++)
+    if (s->tx_full[q]) nexar__shm_ring_producer_wait(tx_ring(s, q));
+  if (!nexar__shm_tx_room(s)) return true;
+  s->l.want_write = true;
+  return false;
 }
 
 /* The most payload one record of ring |q| carries: a chunk, at most
@@ -69,7 +89,7 @@ static bool put(nexar__shm_t *s, int q, uint16_t type, uint16_t flags,
   if (rc == NEXAR__SHM_AGAIN) {
     size_t len = 0;
     for (int i = 0; i < niov; i++) len += iov[i].iov_len;
-    s->tx_full[q] = true;
+    s->tx_full[q] = TX_FIT;
     nexar__shm_unpark(s); /* polled while it waits for room */
     /* Sleep on the kick unless room for this record came meanwhile. */
     if (!nexar__shm_ring_producer_sleep(r, (uint32_t)len))
@@ -119,15 +139,16 @@ static bool may_open(const nexar__shm_t *s, int lane) {
 }
 
 /* Whether the data lane may write (half_unread). Else it waits for the
- * consumer's kick, as on a full ring. A recycled ring is nearly all pad
- * until the consumer passes it; counted as unread, it held back the next
- * message of a 64 B allreduce at np 4 until the partner had run and kicked
- * (0.3-1.3 ms, each time the small records recycled). */
+ * consumer's kick until half_unread holds (TX_UNREAD). A recycled ring is
+ * nearly all pad until the consumer passes it; counted as unread, it held back
+ * the next message of a 64 B allreduce at np 4 until the partner had run and
+ * kicked (0.3-1.3 ms, each time the small records recycled). */
 static bool data_room(nexar__shm_t *s) {
   nexar__shm_ring_t *r = &s->seg.tx;
   if (half_unread(r)) return true;
-  s->tx_full[Q_BULK] = true;
-  if (!nexar__shm_ring_producer_sleep(r, nexar__shm_ring_max_payload(r)))
+  s->tx_full[Q_BULK] = TX_UNREAD;
+  nexar__shm_ring_producer_wait(r);
+  if (half_unread(r))
     s->l.want_write = true;
   else
     s->l.ep->shm_kicks = true;
@@ -286,7 +307,7 @@ void nexar__shm_flush(nexar__link_t *l) {
   nexar__shm_t *s = S(l);
   l->want_write = false;
   if (l->state != NEXAR__CS_READY) return;
-  s->tx_full[Q_BULK] = s->tx_full[Q_PRIO] = false;
+  s->tx_full[Q_BULK] = s->tx_full[Q_PRIO] = 0;
   bool room[2];
   room[Q_BULK] = true;
   room[Q_PRIO] = put_credit(s);
