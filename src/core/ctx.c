@@ -110,6 +110,10 @@ int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind) {
   return nexar__ep_call(&ctx->ep, forge_fn, &f, UINT64_MAX);
 }
 
+uint64_t nexar__test_bg_passes(nexar_ctx_t *ctx) {
+  return atomic_load_explicit(&ctx->ep.bg_passes, memory_order_relaxed);
+}
+
 /* ---- Test hook: a QUIC link's counters (transport/quic_test.h). */
 
 typedef struct stats_arg {

@@ -534,7 +534,10 @@ static void *ep_main(void *arg) {
      * run a pass only when something is due or work was queued. */
     bool park = ep->linger_ns && (driven || now < quiet);
     drain_kick(ep);
-    if (!park || ep->due <= now || nexar__ep_ops_queued(ep)) ep_pass(ep);
+    if (!park || ep->due <= now || nexar__ep_ops_queued(ep)) {
+      atomic_fetch_add_explicit(&ep->bg_passes, 1, memory_order_relaxed);
+      ep_pass(ep);
+    }
     /* While callers drive, sleep until a kick or the linger timer. */
     uint64_t wake = ep->due;
     if (park) wake = driven ? UINT64_MAX : wake < quiet ? wake : quiet;

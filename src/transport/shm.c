@@ -503,6 +503,7 @@ static bool shm_input(nexar__ep_t *ep) {
         now - s->rx_at >= park_ns && park(s))
       poll_remove_at(ep, --i);
   }
+  if (ep->shm_held && ep->accept_mesh) nexar__shm_release_held(ep);
   /* The peers' heartbeat counts, BEAT_LOOKS times per heartbeat interval
    * and at once after a pause (the detector judges after this half). */
   if (ep->resuming || now >= ep->shm_beat_at) shm_beats(ep, now);
@@ -549,6 +550,7 @@ static void shm_free(nexar__link_t *l) {
   nexar__shm_t *s = S(l);
   nexar__ep_t *ep = l->ep;
   if (s->parked) ep->shm_parked--;
+  if (s->held) ep->shm_held--;
   nexar__shm_poll_forget(s);
   ep->shm_nlinks--;
   if (s->sock >= 0) {
@@ -658,11 +660,16 @@ static void shm_fini(nexar__ep_t *ep) {
  * the producer flags of its rings that wait for room (nexar__shm_tx_arm);
  * false when a ring already has records or room came. */
 static bool shm_arm(nexar__ep_t *ep) {
-  if (ep->shm_parked) ep->shm_kicks = true;
+  /* The set (kicks, sockets, the listener) is in the engine's: whatever
+   * wakes the sleep may be in it, so the next pass sweeps it. Swept only
+   * every SOCK_CHECK_NS before there was a ready link, a peer's connection
+   * that came while the roster was awaited left the set readable, and the
+   * progress thread woke and ran an empty pass every 7-9 us for up to
+   * 20 ms of each start-up (1,100-1,450 passes at np 2). */
+  if (ep->shm_sfd >= 0) ep->shm_kicks = true;
   for (int i = 0; i < ep->shm_npoll; i++) {
     nexar__link_t *l = ep->shm_poll[i];
     if (l->state != NEXAR__CS_READY) continue;
-    ep->shm_kicks = true;
     if (!nexar__shm_tx_arm(S(l)) ||
         nexar__shm_ring_consumer_sleep(&S(l)->seg.rx) != 1 ||
         nexar__shm_ring_consumer_sleep(&S(l)->pseg.rx) != 1)

@@ -88,6 +88,7 @@ typedef struct nexar__shm {
    */
   bool parked;
   bool polled;    /* in ep->shm_poll */
+  bool held;      /* its HELLO waits for the roster, out of the set */
   uint64_t rx_at; /* when a record was last read */
   uint64_t setup_deadline;
   uint64_t tx_at;        /* when a record was last written */
@@ -138,6 +139,9 @@ int nexar__shm_watch_fd(nexar__ep_t *ep, int fd, nexar__shm_t *s, int what,
  * rendezvous messages, closes and ends, kicks. The next sweep is due
  * SOCK_CHECK_NS later; ep->shm_kicks asks for one sooner. */
 void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now);
+/* Puts the HELLOs that came before the roster back in the set (once the
+ * roster is known); the pass that follows sweeps them. */
+void nexar__shm_release_held(nexar__ep_t *ep);
 uint64_t nexar__shm_window(const nexar__ep_t *ep); /* a new stream's */
 int nexar__shm_dial(nexar__ep_t *ep, const nexar__dial_t *d,
                     nexar__link_t **out);

@@ -341,6 +341,26 @@ void nexar__shm_accept_new(nexar__ep_t *ep) {
 #define SWEEP_EVENTS 64
 #define SWEEP_ROUNDS 8 /* bounds one sweep: the rest waits for the next */
 
+/* A HELLO that came before the roster waits for it out of the set: left
+ * in, level-triggered, it would wake every sleep of the engine until the
+ * roster came. nexar__shm_release_held puts it back. */
+static void hold(nexar__shm_t *s, bool on) {
+  if (s->held == on) return;
+  struct epoll_event ev = {.events = on ? 0u : (uint32_t)EPOLLIN,
+                           .data.u64 = (uintptr_t)s | (uintptr_t)W_SOCK};
+  if (epoll_ctl(s->l.ep->shm_sfd, EPOLL_CTL_MOD, s->sock, &ev) < 0) return;
+  s->held = on;
+  s->l.ep->shm_held += on ? 1 : -1;
+}
+
+void nexar__shm_release_held(nexar__ep_t *ep) {
+  for (int i = 0; ep->shm_held && i < ep->shm_npoll; i++) {
+    nexar__shm_t *s = S(ep->shm_poll[i]);
+    if (s->held) hold(s, false);
+  }
+  ep->shm_kicks = true; /* swept in this pass */
+}
+
 void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now) {
   ep->shm_sock_at = now + SOCK_CHECK_NS;
   ep->shm_park_look = now + PARK_LOOK_NS;
@@ -370,10 +390,12 @@ void nexar__shm_sweep(nexar__ep_t *ep, uint64_t now) {
         nexar__shm_on_welcome(s);
       } else if (ep->accept_mesh) { /* a HELLO is judged by the roster */
         nexar__shm_on_hello(s);
+      } else {
+        hold(s, true);
       }
     }
-    /* Level-triggered: what is left (a HELLO before the roster) comes
-     * again at the back of the set's list, so a full batch means more. */
+    /* Level-triggered: what is left comes again at the back of the set's
+     * list, so a full batch means more. */
     if (n < SWEEP_EVENTS) return;
   }
 }

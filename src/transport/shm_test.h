@@ -5,6 +5,8 @@
 #ifndef NEXAR_SHM_TEST_H
 #define NEXAR_SHM_TEST_H
 
+#include <stdint.h>
+
 #include "nexar.h"
 
 /* What nexar__shm_test_forge writes into the ring to a peer. */
@@ -34,6 +36,13 @@ enum nexar__shm_forge {
  * Thread-safe (any user thread).
  */
 int nexar__shm_test_forge(nexar_ctx_t *ctx, int peer, int kind);
+/*
+ * The passes this process's progress thread has run so far (a pass reads
+ * every transport and writes what is owed). tests/test_quiet_start.c bounds
+ * it during nexar_init: the shared-memory set left readable and unswept
+ * made the thread run an empty pass every few microseconds. Thread-safe.
+ */
+uint64_t nexar__test_bg_passes(nexar_ctx_t *ctx);
 /* The transport's half (shm_setup.c; engine, emu held): the record on link
  * |l|; NEXAR_ERR_UNSUPPORTED when |l| is not a ready shared-memory link.
  * nexar__shm_test_forge (core/ctx.c) finds the link of |peer|. */

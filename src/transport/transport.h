@@ -410,6 +410,7 @@ struct nexar__ep {
   uint64_t shm_sock_at; /* when the sockets are next looked at (shm.c) */
   bool shm_kicks; /* a sleep flag went up: a peer may have kicked (shm.c) */
   int shm_parked; /* links whose rings are not polled: their kick wakes */
+  int shm_held;   /* HELLOs that came before the roster, out of the set */
   int shm_nlinks; /* shared-memory links (shm.c) */
   struct nexar__link **shm_poll; /* those polled: rendezvous, or ready and
                                     not parked (shm.c) */
@@ -434,17 +435,18 @@ struct nexar__ep {
   /* The engine lock: whoever holds it may run a progress pass (the
    * progress thread, a caller that waits, a caller that posts). */
   pthread_mutex_t emu;
-  uint64_t due;          /* when the next pass must run (emu) */
-  uint64_t wake_at;      /* when a sleeper (progress thread or driving caller)
-                            next enters the engine (emu) */
-  atomic_bool driving;   /* a caller drives progress in a wait (one at a
-                            time; the others wait on ccv) */
-  atomic_ullong drv_end; /* when the last of them stopped (ns) */
-  uint64_t linger_ns;    /* NEXAR_PROGRESS_LINGER_US in ns */
-  uint64_t tmr_at;       /* when tfd is armed to fire; 0: not armed (emu) */
-  uint64_t spin_ns;      /* NEXAR_SPIN_US in ns */
-  unsigned yield_every;  /* polls between yields while spinning: 1 on an
-                            oversubscribed host (cluster/host.c), else 1024 */
+  uint64_t due;            /* when the next pass must run (emu) */
+  uint64_t wake_at;        /* when a sleeper (progress thread or driving caller)
+                              next enters the engine (emu) */
+  atomic_bool driving;     /* a caller drives progress in a wait (one at a
+                              time; the others wait on ccv) */
+  atomic_ullong drv_end;   /* when the last of them stopped (ns) */
+  atomic_ullong bg_passes; /* passes the progress thread ran (test hook) */
+  uint64_t linger_ns;      /* NEXAR_PROGRESS_LINGER_US in ns */
+  uint64_t tmr_at;         /* when tfd is armed to fire; 0: not armed (emu) */
+  uint64_t spin_ns;        /* NEXAR_SPIN_US in ns */
+  unsigned yield_every;    /* polls between yields while spinning: 1 on an
+                              oversubscribed host (cluster/host.c), else 1024 */
   /* Where a spinning caller whose yields find its CPU shared moves
    * (core/pace.c): this rank's CPU when the host has one per rank, its
    * block's when ranks outnumber CPUs (cluster/host.c), else -1. */
