@@ -138,20 +138,16 @@ static bool may_open(const nexar__shm_t *s, int lane) {
   return s->streams_left > keep;
 }
 
-/* Whether the data lane may write (half_unread). Else it waits for the
- * consumer's kick until half_unread holds (TX_UNREAD). A recycled ring is
- * nearly all pad until the consumer passes it; counted as unread, it held back
- * the next message of a 64 B allreduce at np 4 until the partner had run and
- * kicked (0.3-1.3 ms, each time the small records recycled). */
+/* Whether the data lane may write (half_unread). Else it waits until
+ * half_unread holds (TX_UNREAD): every pass looks (nexar__shm_tx_room), and
+ * before the engine blocks nexar__shm_tx_arm raises the flag for the
+ * consumer's kick. A recycled ring is nearly all pad until the consumer
+ * passes it; counted as unread, it held back the next message of a 64 B
+ * allreduce at np 4 until the partner had run and kicked (0.3-1.3 ms, each
+ * time the small records recycled). */
 static bool data_room(nexar__shm_t *s) {
-  nexar__shm_ring_t *r = &s->seg.tx;
-  if (half_unread(r)) return true;
+  if (half_unread(&s->seg.tx)) return true;
   s->tx_full[Q_BULK] = TX_UNREAD;
-  nexar__shm_ring_producer_wait(r);
-  if (half_unread(r))
-    s->l.want_write = true;
-  else
-    s->l.ep->shm_kicks = true;
   return false;
 }
 
