@@ -42,15 +42,18 @@ ft-campaign: deps
 	$(BUILD)/tests/ft_campaign
 
 # Repeated starts at scale (docs/testing.md): 20 starts of 64 ranks with
-# the full topology, 0 failures; then 5 over QUIC. A few minutes on a
+# the full topology (lazy from 64 ranks), 0 failures; 20 with the eager mesh
+# (NEXAR_MESH_LAZY_MIN=0); then 5 eager over QUIC. A few minutes on a
 # 2-core machine; not part of `make test`. SCALE_N, SCALE_STARTS.
 SCALE_N ?= 64
 SCALE_STARTS ?= 20
 scale-campaign: build
 	bash tests/test_scale.sh $(BUILD)/tools/nexar-run $(BUILD)/tools/nexar-perf \
 	  $(SCALE_N) $(SCALE_STARTS)
-	bash tests/test_scale.sh $(BUILD)/tools/nexar-run $(BUILD)/tools/nexar-perf \
-	  $(SCALE_N) 5 quic
+	NEXAR_MESH_LAZY_MIN=0 bash tests/test_scale.sh $(BUILD)/tools/nexar-run \
+	  $(BUILD)/tools/nexar-perf $(SCALE_N) $(SCALE_STARTS)
+	NEXAR_MESH_LAZY_MIN=0 bash tests/test_scale.sh $(BUILD)/tools/nexar-run \
+	  $(BUILD)/tools/nexar-perf $(SCALE_N) 5 quic
 
 # The elastic soak (docs/testing.md): 1,000 join/leave cycles on a world of
 # 4, a long-lived member's RSS asserted flat within 2 MiB after warm-up;

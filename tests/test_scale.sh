@@ -38,5 +38,6 @@ for i in $(seq "$starts"); do
     failed=$((failed + 1))
   fi
 done
-echo "$n ranks, $starts starts, NEXAR_TRANSPORT=$NEXAR_TRANSPORT: $failed failed"
+echo "$n ranks, $starts starts, NEXAR_TRANSPORT=$NEXAR_TRANSPORT" \
+  "NEXAR_MESH_LAZY_MIN=${NEXAR_MESH_LAZY_MIN:-default}: $failed failed"
 [ "$failed" -eq 0 ] || fail "$failed of $starts starts of $n ranks failed"

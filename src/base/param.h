@@ -107,7 +107,7 @@
   X(INT, mesh_dials, "NEXAR_MESH_DIALS", 8, 1, 1 << 20,                        \
     "connections this process dials at once while the mesh forms "             \
     "(handshakes in flight); the others wait their turn")                      \
-  X(INT, mesh_lazy_min, "NEXAR_MESH_LAZY_MIN", 128, 0, 1 << 20,                \
+  X(INT, mesh_lazy_min, "NEXAR_MESH_LAZY_MIN", 64, 0, 1 << 20,                 \
     "world size from which a full topology forms lazily: the hypercube's "     \
     "links at formation, the others when first needed (0: never)")             \
   X(INT, relay_window_bytes, "NEXAR_RELAY_WINDOW_BYTES", 1048576, 1024,        \

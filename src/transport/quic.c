@@ -56,6 +56,13 @@ static nexar__link_t *up(nexar__link_t *c) {
   return Q(c)->parent ? &Q(c)->parent->l : c;
 }
 
+/* Confirmed (a server at completion, a client at HANDSHAKE_DONE): no more
+ * Initial packets, so packets may take the path's whole size (quic_tx.c). */
+static int handshake_confirmed_cb(ngtcp2_conn *qc, void *ud) {
+  Q((nexar__link_t *)ud)->confirmed = true;
+  return 0;
+}
+
 static int handshake_completed_cb(ngtcp2_conn *qc, void *ud) {
   nexar__link_t *c = ud;
   c->state = NEXAR__CS_READY;
@@ -153,6 +160,7 @@ static void fill_callbacks(ngtcp2_callbacks *cb, bool server) {
   cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
   cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
   cb->handshake_completed = handshake_completed_cb;
+  cb->handshake_confirmed = handshake_confirmed_cb;
   cb->recv_stream_data = recv_stream_data_cb;
   cb->acked_stream_data_offset = acked_cb;
   cb->stream_close = stream_close_cb;
@@ -202,9 +210,11 @@ static void fill_settings(nexar__link_t *c, ngtcp2_settings *st,
   /* Large packets on loopback (64 KB: +87 % measured); the Initial stays
    * small because shaping is only switched off for loopback paths. */
   int64_t payload = p && p->udp_payload ? p->udp_payload : 0;
-  if (!payload) payload = is_loopback(&c->remote) ? 65000 : 1452;
+  if (!payload)
+    payload = is_loopback(&c->remote) ? 65000 : NEXAR__QUIC_PATH_PAYLOAD;
   st->max_tx_udp_payload_size = (size_t)payload;
-  if (payload > 1452) st->no_tx_udp_payload_size_shaping = 1;
+  if (payload > NEXAR__QUIC_PATH_PAYLOAD)
+    st->no_tx_udp_payload_size_shaping = 1;
   if (getenv("NEXAR_QUIC_LOG")) st->log_printf = quic_log;
   ngtcp2_transport_params_default(tp);
   tp->initial_max_data = 64u << 20;

@@ -52,6 +52,7 @@ struct nexar__quic {
   /* Packets written on the RPC connection, and RPC-lane streams opened on
    * the first connection while the RPC connection was up (tests). */
   uint64_t rpc_conn_pkts, rpc_main_opened;
+  uint64_t hs_pkt_max, pkt_max; /* largest packet unconfirmed, and ever */
   uint64_t handshake_deadline;
   /* Small packets whose ACK (and the frames that go with it: the
    * RESET_STREAM of a delivered message's stream) waits for this
@@ -61,6 +62,7 @@ struct nexar__quic {
   uint64_t ack_by;
   /* ---- The RPC connection (quic_rpc.c). */
   bool is_rpc;           /* this is an RPC connection */
+  bool confirmed;        /* QUIC handshake confirmed (packet_max) */
   nexar__quic_t *parent; /* an RPC connection: its link (NULL until an
                             accepted one is bound) */
   nexar__quic_t *rpc;    /* a link: its RPC connection, or NULL */
@@ -87,6 +89,10 @@ struct nexar__quic {
  * are not bound to a link yet (quic_rpc.c); ep->quic, NULL until the socket
  * is first needed. */
 #define NEXAR__QUIC_SCID_LEN 16 /* bytes of the connection ids we issue */
+/* The UDP payload of a path that was not measured (a 1500-byte Ethernet MTU
+ * less IPv6 and UDP headers), and of every packet before the handshake
+ * completes, loopback included (quic_tx.c packet_max). */
+#define NEXAR__QUIC_PATH_PAYLOAD 1452
 #define NEXAR__RPC_PENDING 16
 #define NEXAR__RPC_RX_BATCH 8
 typedef struct nexar__quic_ep {

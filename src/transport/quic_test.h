@@ -1,7 +1,7 @@
 /*
  * Test hook of the QUIC transport (quic_tx.c): what a link's data lane
- * did while RPC traffic was recent. Not part of the public API;
- * tests/test_rpc_quic.c uses it.
+ * did while RPC traffic was recent, and the sizes of its packets. Not part
+ * of the public API; tests/test_rpc_quic.c and test_quic_packets.c use it.
  */
 #ifndef NEXAR_QUIC_TEST_H
 #define NEXAR_QUIC_TEST_H
@@ -21,6 +21,10 @@ typedef struct nexar__quic_test_stats {
   uint64_t rpc_conn_pkts;
   uint64_t rpc_main_opened;
   int rpc_conn_up;
+  /* The link's first connection: its largest packet (UDP payload, bytes)
+   * written before its handshake was confirmed, and its largest ever. */
+  uint64_t hs_pkt_max;
+  uint64_t pkt_max;
 } nexar__quic_test_stats_t;
 
 /*

@@ -164,6 +164,13 @@ static int writable_lanes(nexar__quic_t *q, bool rpc) {
  * the receiver's passes, which read whole datagrams, stay short. */
 static size_t packet_max(nexar__quic_t *q, bool rpc) {
   size_t pktmax = ngtcp2_conn_get_max_tx_udp_payload_size(q->qc);
+  /* Until the handshake is confirmed, packets keep an unmeasured path's
+   * size: ngtcp2 pads a datagram with an Initial packet to the whole buffer,
+   * and 256 processes' 65,000-byte Initials and their retransmissions filled
+   * a starved seed's 16 MiB receive buffer; the dropped ones backed off
+   * exponentially, and workers sat silent past the bootstrap's deadline. */
+  if (!q->confirmed && pktmax > NEXAR__QUIC_PATH_PAYLOAD)
+    pktmax = NEXAR__QUIC_PATH_PAYLOAD;
   if (!rpc || q->is_rpc || q->l.ep->data_inflight_rpc <= 0) return pktmax;
   size_t half = (size_t)q->l.ep->data_inflight_rpc / 2;
   if (half < NGTCP2_MAX_UDP_PAYLOAD_SIZE) half = NGTCP2_MAX_UDP_PAYLOAD_SIZE;
@@ -341,6 +348,8 @@ void nexar__quic_flush_conn(nexar__quic_t *q, nexar__link_t *c) {
       count_rpc_pkt(q, (size_t)n, prio_in, data_in);
     prio_in = data_in = false;
     if (n == 0) break;
+    if (!q->confirmed && (uint64_t)n > q->hs_pkt_max) q->hs_pkt_max = n;
+    if ((uint64_t)n > q->pkt_max) q->pkt_max = n;
     q->ack_waiting = 0; /* it carries the ACK if due, else ack_by sends it */
     total += (size_t)n;
     if (nseg == 0) {
@@ -451,5 +460,7 @@ int nexar__quic_stats_link(nexar__link_t *l, nexar__quic_test_stats_t *out) {
   out->rpc_conn_pkts = Q(l)->rpc_conn_pkts;
   out->rpc_main_opened = Q(l)->rpc_main_opened;
   out->rpc_conn_up = nexar__qrpc_up(Q(l));
+  out->hs_pkt_max = Q(l)->hs_pkt_max;
+  out->pkt_max = Q(l)->pkt_max;
   return 0;
 }
