@@ -56,8 +56,9 @@ static nexar__link_t *up(nexar__link_t *c) {
   return Q(c)->parent ? &Q(c)->parent->l : c;
 }
 
-/* Confirmed (a server at completion, a client at HANDSHAKE_DONE): no more
- * Initial packets, so packets may take the path's whole size (quic_tx.c). */
+/* Confirmed (a client at HANDSHAKE_DONE; a server at completion, below,
+ * where ngtcp2 calls no confirmation callback): no more Initial packets,
+ * so packets may take the path's whole size (quic_tx.c). */
 static int handshake_confirmed_cb(ngtcp2_conn *qc, void *ud) {
   Q((nexar__link_t *)ud)->confirmed = true;
   return 0;
@@ -66,6 +67,7 @@ static int handshake_confirmed_cb(ngtcp2_conn *qc, void *ud) {
 static int handshake_completed_cb(ngtcp2_conn *qc, void *ud) {
   nexar__link_t *c = ud;
   c->state = NEXAR__CS_READY;
+  if (c->is_server) Q(c)->confirmed = true;
   c->want_write = true;
   if (Q(c)->is_rpc) {
     nexar__qrpc_conn_ready(Q(c));
