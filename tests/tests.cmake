@@ -260,8 +260,8 @@ nexar_test(test_shm_ring 60 test_shm_ring.c shm_procs.c)
 # flag is up again before every block, so a release that leaves it short
 # is not the last kick.
 nexar_test(test_shm_tx 30 test_shm_tx.c)
-# A start-up whose threads do not spin: nexar's threads switch out a bounded
-# number of times during nexar_init (src/transport/shm.c, shm_arm).
+# A start-up whose threads do not spin: the progress thread runs a bounded
+# number of passes during nexar_init (src/transport/shm.c, shm_arm).
 nexar_test(test_quiet_start 60 test_quiet_start.c)
 # Transports (docs/architecture.md): every test runs with the default
 # NEXAR_TRANSPORT=auto, where ranks on one host (all of a test's) talk over

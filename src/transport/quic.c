@@ -209,8 +209,9 @@ static void fill_settings(nexar__link_t *c, ngtcp2_settings *st,
    * crowded host one may wait long for its turn on a CPU. */
   int64_t hs_ms = p ? p->bootstrap_timeout_ms : 30000;
   st->handshake_timeout = (uint64_t)hs_ms * NGTCP2_MILLISECONDS;
-  /* Large packets on loopback (64 KB: +87 % measured); the Initial stays
-   * small because shaping is only switched off for loopback paths. */
+  /* Large packets on loopback (64 KB: +87 % measured); until the handshake
+   * is confirmed quic_tx.c's packet_max keeps them, the padded Initial
+   * above all, at NEXAR__QUIC_PATH_PAYLOAD. */
   int64_t payload = p && p->udp_payload ? p->udp_payload : 0;
   if (!payload)
     payload = is_loopback(&c->remote) ? 65000 : NEXAR__QUIC_PATH_PAYLOAD;

@@ -91,7 +91,7 @@ struct nexar__quic {
 #define NEXAR__QUIC_SCID_LEN 16 /* bytes of the connection ids we issue */
 /* The UDP payload of a path that was not measured (a 1500-byte Ethernet MTU
  * less IPv6 and UDP headers), and of every packet before the handshake
- * completes, loopback included (quic_tx.c packet_max). */
+ * is confirmed, loopback included (quic_tx.c packet_max). */
 #define NEXAR__QUIC_PATH_PAYLOAD 1452
 #define NEXAR__RPC_PENDING 16
 #define NEXAR__RPC_RX_BATCH 8
