@@ -49,6 +49,10 @@
  *                            busbw bytes per second on each rank, so no
  *                            encrypted allreduce at np N reaches a busbw
  *                            above this figure on this host
+ *   refs sealed-allreduce N SIZE [ITERS]
+ *                            the time of one encrypted allreduce of SIZE
+ *                            bytes at np N with nothing on top
+ *                            (refs_allreduce.c)
  *
  * The UDP and TCP figures are what the kernel's loopback path gives one
  * plain sender and one plain receiver, no protocol work on top: an upper
@@ -73,7 +77,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
+#include "refs.h"
+
+double refs_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -111,12 +117,12 @@ static int t_memcpy(int argc, char **argv) {
     size_t passes = bytes >= ((size_t)4 << 20) ? 1 : ((size_t)4 << 20) / bytes;
     double best = 1e30;
     for (int s = 0; s < 9; s++) {
-      double t0 = now_s();
+      double t0 = refs_now_s();
       for (size_t p = 0; p < passes; p++) {
         memcpy(b, a, bytes);
         __asm__ volatile("" : : "r"(b) : "memory");
       }
-      double dt = now_s() - t0;
+      double dt = refs_now_s() - t0;
       if (dt < best) best = dt;
     }
     emit("memcpy", bytes, (double)bytes * passes / best / 1e9, best,
@@ -148,7 +154,7 @@ static int one_cipher(gnutls_cipher_algorithm_t alg, const char *name,
   }
   for (int dir = 0; dir < 2; dir++) {
     size_t n = 0;
-    double t0 = now_s(), t;
+    double t0 = refs_now_s(), t;
     uint64_t seq = 0;
     do {
       for (int j = 0; j < 16; j++) {
@@ -170,7 +176,7 @@ static int one_cipher(gnutls_cipher_algorithm_t alg, const char *name,
         }
         n++;
       }
-      t = now_s() - t0;
+      t = refs_now_s() - t0;
     } while (t < secs);
     char ref[64];
     snprintf(ref, sizeof ref, "%s-%s", name, dir ? "decrypt" : "encrypt");
@@ -195,7 +201,7 @@ static int t_cipher(int argc, char **argv) {
 
 /* ---- loopback sockets -------------------------------------------------- */
 
-static void big_buffers(int fd) {
+void refs_big_buffers(int fd) {
   int sz = 8 << 20;
   /* FORCE works as root beyond net.core.[rw]mem_max; plain as fallback. */
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz))
@@ -260,11 +266,10 @@ static int seal_one(seal_t *z, unsigned char *d, size_t dg, bool direct) {
                                     pt, d + SEAL_HDR, &ct);
 }
 
-/* out = a + b, vectorized (as nexar's kernels are). */
-__attribute__((optimize("O3"))) static void sum_f32(float *restrict out,
-                                                    const float *restrict a,
-                                                    const float *restrict b,
-                                                    size_t n) {
+/* out = a + b, vectorized (as nexar's kernels are); |out| may be |a|. */
+__attribute__((optimize("O3"))) void refs_sum_f32(float *out, const float *a,
+                                                  const float *restrict b,
+                                                  size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
@@ -292,8 +297,9 @@ static size_t open_one(seal_t *z, const unsigned char *d, size_t len, int how,
   if (how == OPEN_COPY)
     memcpy(at, z->plain, pt);
   else if (how == OPEN_FOLD)
-    sum_f32((float *)(void *)at, (const float *)(const void *)(own + z->off),
-            (const float *)(const void *)z->plain, pt / sizeof(float));
+    refs_sum_f32((float *)(void *)at,
+                 (const float *)(const void *)(own + z->off),
+                 (const float *)(const void *)z->plain, pt / sizeof(float));
   z->off += pt;
   return pt;
 }
@@ -313,7 +319,7 @@ static int udp_run(double secs, bool sealed) {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t al = sizeof a;
-  big_buffers(rfd);
+  refs_big_buffers(rfd);
   if (rfd < 0 || bind(rfd, (struct sockaddr *)&a, sizeof a) ||
       getsockname(rfd, (struct sockaddr *)&a, &al)) {
     perror("refs: udp");
@@ -342,10 +348,10 @@ static int udp_run(double secs, bool sealed) {
       if (sealed && ++opened % SEAL_ACK_EVERY == 0)
         sendto(rfd, &opened, sizeof opened, 0, (struct sockaddr *)&from, fl);
       if (!t0)
-        t0 = now_s();
+        t0 = refs_now_s();
       else
         bytes += (double)got, dgs++; /* the first one starts the clock */
-      tl = now_s();
+      tl = refs_now_s();
     }
     double res[3] = {bytes, tl - t0, dgs};
     if (write(pfd[1], res, sizeof res) != sizeof res) _exit(1);
@@ -353,15 +359,15 @@ static int udp_run(double secs, bool sealed) {
   }
   close(pfd[1]);
   int sfd = socket(AF_INET, SOCK_DGRAM, 0);
-  big_buffers(sfd);
+  refs_big_buffers(sfd);
   if (connect(sfd, (struct sockaddr *)&a, sizeof a)) {
     perror("refs: udp connect");
     return 1;
   }
   char *buf = calloc(1, dg);
-  double t0 = now_s(), sent = 0;
+  double t0 = refs_now_s(), sent = 0;
   uint64_t nsent = 0, acked = 0;
-  while (now_s() - t0 < secs) {
+  while (refs_now_s() - t0 < secs) {
     while (sealed && nsent - acked >= SEAL_WINDOW) {
       struct pollfd p = {sfd, POLLIN, 0};
       if (poll(&p, 1, 100) <= 0) { /* reports lost: go on */
@@ -379,7 +385,7 @@ static int udp_run(double secs, bool sealed) {
     ssize_t w = send(sfd, buf, dg, 0);
     if (w > 0) sent++, nsent++;
   }
-  double st = now_s() - t0;
+  double st = refs_now_s() - t0;
   for (int i = 0; i < 20; i++) { /* end marker, repeated in case of loss */
     send(sfd, buf, 1, 0);
     usleep(1000);
@@ -405,6 +411,50 @@ static int t_udp(int argc, char **argv, bool sealed) {
   return udp_run(secs, sealed);
 }
 
+/* ---- a group of processes started together ---------------------------- */
+
+int refs_group_start(int n, refs_proc_fn fn, void *arg) {
+  /* pfd: the results; ready: each process says it is set up; go: then the
+   * start time, the same for all. */
+  int pfd[2], ready[2], go[2];
+  if (pipe(pfd) || pipe(ready) || pipe(go)) return -1;
+  for (int r = 0; r < n; r++)
+    if (fork() == 0) {
+      int sync[2] = {go[0], ready[1]};
+      close(go[1]);
+      close(ready[0]);
+      close(pfd[0]);
+      _exit(fn(r, arg, sync, pfd[1]));
+    }
+  close(pfd[1]);
+  close(ready[1]);
+  char c;
+  for (int r = 0; r < n; r++)
+    if (read(ready[0], &c, 1) != 1) break; /* one died first: wait() says */
+  double t0 = refs_now_s();
+  for (int r = 0; r < n; r++)
+    if (write(go[1], &t0, sizeof t0) != sizeof t0) break;
+  close(go[1]);
+  close(ready[0]);
+  return pfd[0];
+}
+
+int refs_group_end(int n, int got, int results, const char *what) {
+  int bad = 0;
+  close(results);
+  for (int st, r = 0; r < n; r++)
+    if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) bad = 1;
+  if (!bad && got == n) return 0;
+  fprintf(stderr, "refs: %s: %d of %d processes reported\n", what, got, n);
+  return 1;
+}
+
+int refs_group_sync(const int sync[2], double *t0) {
+  int said = write(sync[1], "r", 1) == 1;
+  close(sync[1]); /* all closed: the parent reads the end, never waits on */
+  return said && read(sync[0], t0, sizeof *t0) == sizeof *t0 ? 0 : -1;
+}
+
 /* ---- the encrypted ring: refs sealed-ring N -------------------------- */
 
 #define RING_MAX 64
@@ -412,12 +462,22 @@ static int t_udp(int argc, char **argv, bool sealed) {
 #define RING_GRACE_S 0.3 /* after the window: keep opening, send nothing */
 #define RING_HALF 16     /* datagrams folded, then as many placed, in turn */
 
+typedef struct {
+  int n;
+  const int *fds;
+  const struct sockaddr_in *addrs;
+  double secs;
+} ring_t;
+
 /* One process of the ring: sends sealed datagrams to |next| and opens
  * those of the previous process until |t_end|, counting the plaintext
  * opened in [t_meas, t_end); then serves its inbox for RING_GRACE_S so
  * that no sender waits on it. Writes {bytes, seconds} to |out|. */
-static int ring_proc(int fd, int r, int n, const struct sockaddr_in *addrs,
-                     double secs, const int sync[2], int out) {
+static int ring_proc(int r, void *arg, const int sync[2], int out) {
+  const ring_t *g = arg;
+  int fd = g->fds[r], n = g->n;
+  const struct sockaddr_in *addrs = g->addrs;
+  double secs = g->secs;
   const size_t dg = 65000;
   seal_t tx, rx;
   if (seal_init(&tx, dg, (unsigned char)r) ||
@@ -431,13 +491,11 @@ static int ring_proc(int fd, int r, int n, const struct sockaddr_in *addrs,
   /* The clock starts once every process has its buffers: touching them
    * took seconds on a host whose page faults cost 40 us each. */
   double t0;
-  int said = write(sync[1], "r", 1) == 1;
-  close(sync[1]); /* all closed: the parent reads the end, never waits on */
-  if (!said || read(sync[0], &t0, sizeof t0) != sizeof t0) return 1;
+  if (refs_group_sync(sync, &t0)) return 1;
   double t_meas = t0 + RING_WARM_S, t_end = t_meas + secs;
   uint64_t nsent = 0, acked = 0, opened = 0;
   double bytes = 0;
-  for (double t = now_s(); t < t_end + RING_GRACE_S; t = now_s()) {
+  for (double t = refs_now_s(); t < t_end + RING_GRACE_S; t = refs_now_s()) {
     bool did = false;
     for (int i = 0; i < 16; i++) { /* the inbox: data and reports */
       ssize_t got = recv(fd, rbuf, dg, MSG_DONTWAIT);
@@ -454,7 +512,7 @@ static int ring_proc(int fd, int r, int n, const struct sockaddr_in *addrs,
       int how = opened / RING_HALF % 2 == 0 ? OPEN_FOLD : OPEN_DIRECT;
       size_t pt = open_one(&rx, rbuf, (size_t)got, how, tx.user);
       if (!pt) continue;
-      double now = now_s();
+      double now = refs_now_s();
       if (now >= t_meas && now < t_end) bytes += (double)pt;
       if (++opened % SEAL_ACK_EVERY == 0)
         sendto(fd, &opened, sizeof opened, 0, prev, sizeof addrs[0]);
@@ -481,7 +539,7 @@ static int t_sealed_ring(int argc, char **argv) {
     return 2;
   }
   gnutls_global_init();
-  int fds[RING_MAX], pfd[2];
+  int fds[RING_MAX];
   struct sockaddr_in addrs[RING_MAX];
   for (int r = 0; r < n; r++) {
     memset(&addrs[r], 0, sizeof addrs[r]);
@@ -493,47 +551,25 @@ static int t_sealed_ring(int argc, char **argv) {
       perror("refs: sealed-ring");
       return 1;
     }
-    big_buffers(fds[r]);
+    refs_big_buffers(fds[r]);
     if (bind(fds[r], (struct sockaddr *)&addrs[r], sizeof addrs[r]) ||
         getsockname(fds[r], (struct sockaddr *)&addrs[r], &al)) {
       perror("refs: sealed-ring");
       return 1;
     }
   }
-  /* ready[]: each process says it is set up; go[]: then the start time. */
-  int ready[2], go[2];
-  if (pipe(pfd) || pipe(ready) || pipe(go)) return 1;
-  for (int r = 0; r < n; r++)
-    if (fork() == 0) {
-      int sync[2] = {go[0], ready[1]};
-      close(go[1]);
-      close(ready[0]);
-      _exit(ring_proc(fds[r], r, n, addrs, secs, sync, pfd[1]));
-    }
-  close(pfd[1]);
-  close(ready[1]);
-  char c;
-  for (int r = 0; r < n; r++)
-    if (read(ready[0], &c, 1) != 1) break; /* one died first: wait() says */
-  double t0 = now_s();
-  for (int r = 0; r < n; r++)
-    if (write(go[1], &t0, sizeof t0) != sizeof t0) break;
-  close(go[1]);
+  ring_t g = {n, fds, addrs, secs};
+  int results = refs_group_start(n, ring_proc, &g);
+  if (results < 0) return 1;
   double sum = 0, least = 0, span = 0;
   int got = 0;
-  for (double res[2]; read(pfd[0], res, sizeof res) == sizeof res; got++) {
+  for (double res[2]; read(results, res, sizeof res) == sizeof res; got++) {
     double gbps = res[1] > 0 ? res[0] / res[1] / 1e9 : 0;
     sum += gbps;
     least = got == 0 || gbps < least ? gbps : least;
     span = res[1];
   }
-  int bad = 0;
-  for (int st, r = 0; r < n; r++)
-    if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) bad = 1;
-  if (bad || got != n) {
-    fprintf(stderr, "refs: sealed-ring: %d of %d processes reported\n", got, n);
-    return 1;
-  }
+  if (refs_group_end(n, got, results, "sealed-ring")) return 1;
   char note[800];
   snprintf(note, sizeof note,
            "%d processes in a ring, one thread each: 65000-byte datagrams "
@@ -574,10 +610,10 @@ static int tcp_once(double secs, size_t chunk) {
       ssize_t r = read(c, buf, chunk);
       if (r <= 0) break;
       if (!t0)
-        t0 = now_s();
+        t0 = refs_now_s();
       else
         bytes += (double)r;
-      tl = now_s();
+      tl = refs_now_s();
     }
     double res[2] = {bytes, tl - t0};
     if (write(pfd[1], res, sizeof res) != sizeof res) _exit(1);
@@ -590,8 +626,8 @@ static int tcp_once(double secs, size_t chunk) {
     return 1;
   }
   char *buf = calloc(1, chunk);
-  double t0 = now_s();
-  while (now_s() - t0 < secs) {
+  double t0 = refs_now_s();
+  while (refs_now_s() - t0 < secs) {
     size_t off = 0;
     while (off < chunk) {
       ssize_t w = write(s, buf + off, chunk - off);
@@ -628,7 +664,8 @@ int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr,
             "usage: refs memcpy [BYTES...] | cipher [S] | udp [S] | "
-            "sealed [S] | sealed-ring N [S] | tcp [S]\n");
+            "sealed [S] | sealed-ring N [S] | sealed-allreduce N SIZE "
+            "[ITERS] | tcp [S]\n");
     return 2;
   }
   if (!strcmp(argv[1], "memcpy")) return t_memcpy(argc - 2, argv + 2);
@@ -636,6 +673,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "udp")) return t_udp(argc - 2, argv + 2, false);
   if (!strcmp(argv[1], "sealed")) return t_udp(argc - 2, argv + 2, true);
   if (!strcmp(argv[1], "sealed-ring")) return t_sealed_ring(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "sealed-allreduce"))
+    return refs_sealed_allreduce(argc - 2, argv + 2);
   if (!strcmp(argv[1], "tcp")) return t_tcp(argc - 2, argv + 2);
   fprintf(stderr, "refs: unknown test '%s'\n", argv[1]);
   return 2;

@@ -1,0 +1,31 @@
+/*
+ * refs: what bench/refs.c and bench/refs_allreduce.c share.
+ */
+#ifndef NEXAR_BENCH_REFS_H
+#define NEXAR_BENCH_REFS_H
+
+#include <stddef.h>
+
+/* CLOCK_MONOTONIC in seconds. */
+double refs_now_s(void);
+/* 8 MiB send and receive buffers on socket |fd| (forced where root). */
+void refs_big_buffers(int fd);
+/* out[i] = a[i] + b[i] for |n| floats, vectorized; |out| may be |a|. */
+void refs_sum_f32(float *out, const float *a, const float *b, size_t n);
+/* Process r of a group: |sync| for refs_group_sync, |out| for its
+ * results; returns its exit status. */
+typedef int (*refs_proc_fn)(int r, void *arg, const int sync[2], int out);
+/* Forks |n| processes running |fn| (r = 0 .. n - 1, |arg| shared) and
+ * returns once each has said it is set up and all have the same start
+ * time: the descriptor their results come through (-1: no pipe). */
+int refs_group_start(int n, refs_proc_fn fn, void *arg);
+/* In a process of the group: says it is set up and waits for the start
+ * time (CLOCK_MONOTONIC seconds) in *t0. Returns 0, or -1. */
+int refs_group_sync(const int sync[2], double *t0);
+/* Closes |results| and waits for the |n| processes: 0 when |got| == n
+ * and all exited with 0, else 1 with a message naming |what|. */
+int refs_group_end(int n, int got, int results, const char *what);
+/* refs sealed-allreduce N SIZE [ITERS] (refs_allreduce.c). */
+int refs_sealed_allreduce(int argc, char **argv);
+
+#endif
