@@ -227,8 +227,8 @@ static double run_calls(ar_t *a, call_fn fn, const float *in, float *res,
 /* One process: both schedules, |iters| calls each after a tenth as many;
  * writes {recursive doubling, Rabenseifner} seconds per call to |out|. */
 static int ar_proc(ar_t *a, size_t cnt, int iters, const int sync[2], int out) {
-  float *in = aligned_alloc(64, cnt * sizeof(float) + 64);
-  float *res = aligned_alloc(64, cnt * sizeof(float) + 64);
+  size_t bytes = (cnt * sizeof(float) + 63) & ~(size_t)63; /* C11: k x 64 */
+  float *in = aligned_alloc(64, bytes), *res = aligned_alloc(64, bytes);
   if (!in || !res || key_init(&a->tx, a->r)) return 1;
   for (int p = 0; p < a->n; p++)
     if (p != a->r && key_init(&a->rx[p], p)) return 1;

@@ -331,7 +331,7 @@ def kernel_rows(refs):
     return out
 
 
-def ring_limit(refs, np, size=None):
+def allreduce_limit(refs, np, size=None):
     """The most busbw an encrypted allreduce reaches on this host at np:
     refs sealed-allreduce's figure at that size where the run measured it
     (bench/refs_allreduce.c: the call's latency included), else refs
@@ -349,7 +349,7 @@ def quic_allreduce_table(rows, refs, nps):
     """Issue 16's allreduce targets over QUIC at every size from 64 KiB to
     16 MiB and at 64 MiB: nexar's busbw against 1.0x Open MPI over TCP
     (and 1.2x Gloo at 64 MiB), each target beside the limit of an
-    encrypted allreduce measured in the same run (ring_limit): a target
+    encrypted allreduce measured in the same run (allreduce_limit): a target
     above it cannot be met with packet protection on this host."""
     out = ["| np | size | nexar busbw | Open MPI TCP | Gloo | encrypted "
            "allreduce's limit | target | verdict |",
@@ -364,7 +364,7 @@ def quic_allreduce_table(rows, refs, nps):
                           for p in ("nexar", "ompi-tcp", "gloo"))
             if not nx or not om:
                 continue
-            lim = ring_limit(refs, np, size)
+            lim = allreduce_limit(refs, np, size)
             v = nx["busbw_GBps"]
             goals = [("1.0x Open MPI TCP", om["busbw_GBps"])]
             if size == 64 * MiB and gl:
