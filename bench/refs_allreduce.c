@@ -49,7 +49,7 @@
 #define AR_TAG 16   /* GCM tag */
 #define AR_PT (AR_DG - AR_HDR - AR_TAG)
 #define AR_WINDOW 64        /* datagrams ahead of the partner in a step */
-#define AR_SPIN_S 50e-6     /* spin before poll(), as NEXAR_SPIN_US */
+#define AR_SPIN_S 300e-6    /* spin before poll(), as NEXAR_SPIN_US */
 #define AR_ROUNDS 3         /* of each schedule, interleaved; the best counts */
 #define AR_DEADLINE_S 120.0 /* a lost datagram fails the run, never hangs */
 

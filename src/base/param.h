@@ -152,7 +152,7 @@
   X(INT, progress_linger_us, "NEXAR_PROGRESS_LINGER_US", 1000, 0, 1000000,     \
     "after a caller stops driving progress, the progress thread stays off "    \
     "the socket this long (0: it always polls)")                               \
-  X(INT, spin_us, "NEXAR_SPIN_US", 50, 0, 1000000,                             \
+  X(INT, spin_us, "NEXAR_SPIN_US", 300, 0, 1000000,                            \
     "a waiting caller polls without sleeping this long after its wait began "  \
     "or (shared memory) bytes last arrived, then it blocks")                   \
   X(STR, device, "NEXAR_DEVICE", "cpu", 0, 0,                                  \
