@@ -212,9 +212,9 @@ void refs_big_buffers(int fd) {
 
 /* The per-datagram work of `refs sealed`: a 64 MiB user buffer on each side
  * and one AES-128-GCM key. A datagram is an 8-byte sequence number (AAD and
- * nonce) and SEAL_PT bytes sealed, tag last. */
-#define SEAL_HDR 8
-#define SEAL_TAG 16
+ * nonce) and SEAL_PT bytes sealed, tag last (refs.h: the format). */
+#define SEAL_HDR REFS_SEAL_HDR
+#define SEAL_TAG REFS_SEAL_TAG
 #define SEAL_USER ((size_t)64 << 20)
 /* Datagrams the sender may have unopened (4 MiB: within the 8 MiB socket
  * buffers); the receiver reports its count every SEAL_ACK_EVERY. Without
@@ -229,24 +229,26 @@ typedef struct {
   uint64_t seq;
 } seal_t;
 
-/* |who| picks the key: each sender of `refs sealed-ring` has its own. */
-static int seal_init(seal_t *z, size_t dg, unsigned char who) {
+int refs_key_init(gnutls_aead_cipher_hd_t *h, unsigned char who) {
   unsigned char key[16] = {7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5, 9, 0, 4, 5, 2};
   key[0] ^= who;
   gnutls_datum_t k = {key, sizeof key};
+  return gnutls_aead_cipher_init(h, GNUTLS_CIPHER_AES_128_GCM, &k) < 0 ? -1 : 0;
+}
+
+void refs_seal_nonce(unsigned char nonce[12], const unsigned char *hdr) {
+  memset(nonce, 0, 12);
+  memcpy(nonce + 4, hdr, REFS_SEAL_HDR);
+}
+
+/* |who| picks the key: each sender of `refs sealed-ring` has its own. */
+static int seal_init(seal_t *z, size_t dg, unsigned char who) {
   memset(z, 0, sizeof *z);
   z->user = aligned_alloc(4096, SEAL_USER);
   z->plain = malloc(dg);
-  if (!z->user || !z->plain ||
-      gnutls_aead_cipher_init(&z->h, GNUTLS_CIPHER_AES_128_GCM, &k) < 0)
-    return -1;
+  if (!z->user || !z->plain || refs_key_init(&z->h, who)) return -1;
   memset(z->user, 0x33, SEAL_USER);
   return 0;
-}
-
-static void seal_nonce(unsigned char nonce[12], const unsigned char *hdr) {
-  memset(nonce, 0, 12);
-  memcpy(nonce + 4, hdr, SEAL_HDR);
 }
 
 /* Sender: user bytes sealed into the datagram, copied in first and sealed
@@ -261,7 +263,7 @@ static int seal_one(seal_t *z, unsigned char *d, size_t dg, bool direct) {
   const unsigned char *src = z->user + z->off;
   if (!direct) src = memcpy(d + SEAL_HDR, src, pt);
   z->off += pt;
-  seal_nonce(nonce, d);
+  refs_seal_nonce(nonce, d);
   return gnutls_aead_cipher_encrypt(z->h, nonce, 12, d, SEAL_HDR, SEAL_TAG, src,
                                     pt, d + SEAL_HDR, &ct);
 }
@@ -289,7 +291,7 @@ static size_t open_one(seal_t *z, const unsigned char *d, size_t len, int how,
   unsigned char nonce[12];
   if (z->off + pt > SEAL_USER) z->off = 0;
   unsigned char *at = z->user + z->off;
-  seal_nonce(nonce, d);
+  refs_seal_nonce(nonce, d);
   if (gnutls_aead_cipher_decrypt(z->h, nonce, 12, d, SEAL_HDR, SEAL_TAG,
                                  d + SEAL_HDR, len - SEAL_HDR,
                                  how == OPEN_DIRECT ? at : z->plain, &pt) < 0)

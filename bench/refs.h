@@ -4,7 +4,19 @@
 #ifndef NEXAR_BENCH_REFS_H
 #define NEXAR_BENCH_REFS_H
 
+#include <gnutls/crypto.h>
 #include <stddef.h>
+
+/* A sealed datagram of refs sealed, sealed-ring and sealed-allreduce: an
+ * 8-byte sequence number (the AAD, and the nonce's last 8 bytes), the
+ * plaintext sealed with AES-128-GCM, the 16-byte tag last. */
+#define REFS_SEAL_HDR 8
+#define REFS_SEAL_TAG 16
+/* The AES-128-GCM key of sender |who| (each sender has its own). Returns 0,
+ * or -1 when GnuTLS has no such cipher. */
+int refs_key_init(gnutls_aead_cipher_hd_t *h, unsigned char who);
+/* The 12-byte nonce of the datagram whose header is at |hdr|. */
+void refs_seal_nonce(unsigned char nonce[12], const unsigned char *hdr);
 
 /* CLOCK_MONOTONIC in seconds. */
 double refs_now_s(void);

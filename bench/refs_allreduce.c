@@ -45,8 +45,8 @@
 
 #define AR_MAX 16   /* processes */
 #define AR_DG 65000 /* datagram bytes */
-#define AR_HDR 8    /* sequence number: AAD and nonce */
-#define AR_TAG 16   /* GCM tag */
+#define AR_HDR REFS_SEAL_HDR
+#define AR_TAG REFS_SEAL_TAG
 #define AR_PT (AR_DG - AR_HDR - AR_TAG)
 #define AR_WINDOW 64 /* datagrams ahead of the partner in a step */
 /* Spin before poll(): 50 us. With 300 (nexar's NEXAR_SPIN_US) four
@@ -65,18 +65,6 @@ typedef struct {
   double deadline;
 } ar_t;
 
-static int key_init(gnutls_aead_cipher_hd_t *h, int who) {
-  unsigned char key[16] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
-  key[0] ^= (unsigned char)who;
-  gnutls_datum_t k = {key, sizeof key};
-  return gnutls_aead_cipher_init(h, GNUTLS_CIPHER_AES_128_GCM, &k) < 0 ? -1 : 0;
-}
-
-static void nonce_of(unsigned char nonce[12], const unsigned char *hdr) {
-  memset(nonce, 0, 12);
-  memcpy(nonce + 4, hdr, AR_HDR);
-}
-
 /* Seals |len| bytes at |src| into one datagram to |peer| and sends it.
  * Returns 1 when sent, 0 when the socket is full (try again), -1 on
  * error. The sequence number advances only when it was sent. */
@@ -84,7 +72,7 @@ static int send_one(ar_t *a, int peer, const unsigned char *src, size_t len) {
   unsigned char nonce[12];
   size_t ct = len + AR_TAG;
   memcpy(a->dg, &a->txseq[peer], AR_HDR);
-  nonce_of(nonce, a->dg);
+  refs_seal_nonce(nonce, a->dg);
   if (gnutls_aead_cipher_encrypt(a->tx, nonce, 12, a->dg, AR_HDR, AR_TAG, src,
                                  len, a->dg + AR_HDR, &ct) < 0)
     return -1;
@@ -106,7 +94,7 @@ static ssize_t recv_one(ar_t *a, int peer, float *dst, const float *own,
   size_t pt = (size_t)got - AR_HDR - AR_TAG;
   if (pt > room) return -1;
   unsigned char nonce[12];
-  nonce_of(nonce, a->dg);
+  refs_seal_nonce(nonce, a->dg);
   unsigned char *out = own ? a->plain : (unsigned char *)dst;
   if (gnutls_aead_cipher_decrypt(a->rx[peer], nonce, 12, a->dg, AR_HDR, AR_TAG,
                                  a->dg + AR_HDR, (size_t)got - AR_HDR, out,
@@ -232,9 +220,9 @@ static double run_calls(ar_t *a, call_fn fn, const float *in, float *res,
 static int ar_proc(ar_t *a, size_t cnt, int iters, const int sync[2], int out) {
   size_t bytes = (cnt * sizeof(float) + 63) & ~(size_t)63; /* C11: k x 64 */
   float *in = aligned_alloc(64, bytes), *res = aligned_alloc(64, bytes);
-  if (!in || !res || key_init(&a->tx, a->r)) return 1;
+  if (!in || !res || refs_key_init(&a->tx, (unsigned char)a->r)) return 1;
   for (int p = 0; p < a->n; p++)
-    if (p != a->r && key_init(&a->rx[p], p)) return 1;
+    if (p != a->r && refs_key_init(&a->rx[p], (unsigned char)p)) return 1;
   for (size_t i = 0; i < cnt; i++) in[i] = (float)(a->r + 1);
   memset(res, 0, cnt * sizeof(float));
   double t0;
