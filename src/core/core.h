@@ -441,6 +441,8 @@ bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now);
 /* Engine lock held: releases it, waking the progress thread if the next
  * pass is due before its planned wake-up. */
 void nexar__ep_leave(nexar__ep_t *ep);
+/* Arms the progress thread's timer to fire at |t| (ns; emu held). */
+void nexar__ep_arm_timer(nexar__ep_t *ep, uint64_t t);
 /* The engine's halves of a pass and what a driving caller needs of them
  * (engine.c; drive.c runs them). Engine lock held: the input half (queued
  * operations, every transport's input, expired timers, the tick) and the

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
-#include <sys/timerfd.h>
 #include <time.h>
 
 #include "core/core.h"
@@ -160,11 +159,7 @@ void nexar__ep_drive_end(nexar__ep_t *ep, uint64_t end) {
     if (ep->due < t) t = ep->due > soon ? ep->due : soon;
     /* A timer still to fire is left alone unless this one is sooner: a
      * later drive end only moves the linger, which the thread rechecks. */
-    if (ep->tmr_at <= end || t < ep->tmr_at) {
-      struct itimerspec its = {{0, 0}, nexar__ns_to_ts(t)};
-      timerfd_settime(ep->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-      ep->tmr_at = t;
-    }
+    if (ep->tmr_at <= end || t < ep->tmr_at) nexar__ep_arm_timer(ep, t);
     ep->wake_at = ep->tmr_at;
   }
   nexar__ep_leave(ep);

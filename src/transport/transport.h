@@ -444,6 +444,8 @@ struct nexar__ep {
   atomic_ullong bg_passes; /* passes the progress thread ran (test hook) */
   uint64_t linger_ns;      /* NEXAR_PROGRESS_LINGER_US in ns */
   uint64_t tmr_at;         /* when tfd is armed to fire; 0: not armed (emu) */
+  atomic_bool parked;      /* the progress thread sleeps (or is about to)
+                              where tfd wakes it (engine.c's park_sleep) */
   uint64_t spin_ns;        /* NEXAR_SPIN_US in ns */
   unsigned yield_every;    /* polls between yields while spinning: 1 on an
                               oversubscribed host (cluster/host.c), else 1024 */
