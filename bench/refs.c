@@ -12,8 +12,9 @@
  *                            (set IV, add AAD, encrypt, tag) and decrypt,
  *                            one thread, each for SECONDS (default 1)
  *   refs udp [SECONDS]       one process sends 65000-byte datagrams over
- *                            127.0.0.1 to another for SECONDS (default 2);
- *                            GB/s as received (sent and lost counted too)
+ *                            127.0.0.1 to another for SECONDS (default 2,
+ *                            after 0.2 s of warm-up); GB/s as received
+ *                            (sent and received counted too)
  *   refs sealed [SECONDS]    refs udp with what an encrypted stream must do
  *                            per datagram, as nexar's QUIC path does it: the
  *                            sender copies 64,976 bytes from a 64 MiB buffer
@@ -26,6 +27,14 @@
  *                            one core per side (the receiver reports what it
  *                            opened, the sender keeps at most 64 datagrams
  *                            unopened: no work is spent on drops)
+ *   refs sealed-rails N [SECONDS]
+ *                            N such encrypted streams at once, each from
+ *                            its own sender process to its own receiver
+ *                            (2N processes); GB/s opened, summed. With N
+ *                            at least the CPU count, every CPU seals or
+ *                            opens: the most an encrypted stream between
+ *                            two ranks reaches on this host however many
+ *                            threads (rails) it is spread over
  *   refs tcp [SECONDS]       the same over one TCP connection: once with
  *                            64 KiB writes and reads, once with 1 MiB ones
  *                            (fewer system calls: about 3x the GB/s here)
@@ -306,103 +315,136 @@ static size_t open_one(seal_t *z, const unsigned char *d, size_t len, int how,
   return pt;
 }
 
-/* Receiver runs in the child and reports through a pipe: bytes, seconds.
- * |sealed|: the datagrams carry sealed user data (refs sealed). */
-static int udp_run(double secs, bool sealed) {
+/* ---- streams over loopback: refs udp, sealed, sealed-rails ------------ */
+
+#define STREAM_WARM_S 0.2
+#define STREAM_GRACE_S 0.3 /* after the window: keep opening, send nothing */
+#define RAILS_MAX 16
+
+/* |rails| streams at once, each from its own sender process to its own
+ * receiver process over a connected UDP socket pair (fds[2i], fds[2i+1]),
+ * counted over [t0 + STREAM_WARM_S, + secs). */
+typedef struct {
+  int rails;
+  bool sealed;
+  const int *fds;
+  double secs;
+} stream_t;
+
+/* Sender of a stream: until the window's end, 65000-byte datagrams (sealed:
+ * user bytes copied in and sealed in place, at most SEAL_WINDOW unopened).
+ * Receiver: reads (sealed: opens and copies out) until the grace ends,
+ * counting what came in the window. Each writes {bytes, seconds, datagrams
+ * sent or received} to |out|. */
+static int stream_proc(int r, void *arg, const int sync[2], int out) {
+  const stream_t *g = arg;
   const size_t dg = 65000;
+  int rail = r % g->rails, fd = g->fds[2 * rail + (r >= g->rails)];
+  bool tx = r < g->rails;
   seal_t z;
-  if (sealed && seal_init(&z, dg, 0)) {
-    fprintf(stderr, "refs: sealed: no memory or no AES-128-GCM\n");
-    return 1;
-  }
-  int rfd = socket(AF_INET, SOCK_DGRAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t al = sizeof a;
-  refs_big_buffers(rfd);
-  if (rfd < 0 || bind(rfd, (struct sockaddr *)&a, sizeof a) ||
-      getsockname(rfd, (struct sockaddr *)&a, &al)) {
-    perror("refs: udp");
-    return 1;
-  }
-  int pfd[2];
-  if (pipe(pfd)) return 1;
-  pid_t pid = fork();
-  if (pid == 0) { /* receiver */
-    close(pfd[0]);
-    char *buf = malloc(dg);
-    double t0 = 0, tl = 0, bytes = 0, dgs = 0;
-    uint64_t opened = 0;
-    for (;;) {
-      struct pollfd p = {rfd, POLLIN, 0};
-      if (poll(&p, 1, t0 ? 300 : 5000) <= 0) break; /* sender gone */
-      struct sockaddr_in from;
-      socklen_t fl = sizeof from;
-      ssize_t r = recvfrom(rfd, buf, dg, 0, (struct sockaddr *)&from, &fl);
-      if (r <= 0) continue;
-      if (r == 1) break; /* end marker */
-      size_t got = sealed ? open_one(&z, (unsigned char *)buf, (size_t)r,
-                                     OPEN_COPY, NULL)
-                          : (size_t)r;
-      if (!got) continue;
-      if (sealed && ++opened % SEAL_ACK_EVERY == 0)
-        sendto(rfd, &opened, sizeof opened, 0, (struct sockaddr *)&from, fl);
-      if (!t0)
-        t0 = refs_now_s();
-      else
-        bytes += (double)got, dgs++; /* the first one starts the clock */
-      tl = refs_now_s();
-    }
-    double res[3] = {bytes, tl - t0, dgs};
-    if (write(pfd[1], res, sizeof res) != sizeof res) _exit(1);
-    _exit(0);
-  }
-  close(pfd[1]);
-  int sfd = socket(AF_INET, SOCK_DGRAM, 0);
-  refs_big_buffers(sfd);
-  if (connect(sfd, (struct sockaddr *)&a, sizeof a)) {
-    perror("refs: udp connect");
-    return 1;
-  }
-  char *buf = calloc(1, dg);
-  double t0 = refs_now_s(), sent = 0;
-  uint64_t nsent = 0, acked = 0;
-  while (refs_now_s() - t0 < secs) {
-    while (sealed && nsent - acked >= SEAL_WINDOW) {
-      struct pollfd p = {sfd, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) { /* reports lost: go on */
-        acked = nsent;
-        break;
-      }
+  if (g->sealed && seal_init(&z, dg, (unsigned char)rail)) return 1;
+  unsigned char *buf = calloc(1, dg);
+  if (!buf) return 1;
+  double t0;
+  if (refs_group_sync(sync, &t0)) return 1;
+  double t_meas = t0 + STREAM_WARM_S, t_end = t_meas + g->secs;
+  double bytes = 0, dgs = 0, blocked = 0;
+  uint64_t n = 0, acked = 0; /* sent or opened; the receiver's report */
+  for (double t = refs_now_s(); t < t_end + (tx ? 0 : STREAM_GRACE_S);
+       t = refs_now_s()) {
+    if (tx) {
       uint64_t v;
-      while (recv(sfd, &v, sizeof v, MSG_DONTWAIT) == sizeof v)
+      while (g->sealed && recv(fd, &v, sizeof v, MSG_DONTWAIT) == sizeof v)
         if (v > acked) acked = v;
+      if (g->sealed && n - acked >= SEAL_WINDOW) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (!blocked) blocked = t;
+        if (t - blocked > 0.1) acked = n; /* reports lost: go on */
+        poll(&p, 1, 1);
+        continue;
+      }
+      blocked = 0;
+      if (g->sealed && seal_one(&z, buf, dg, false) < 0) return 1;
+      if (send(fd, buf, dg, 0) > 0) n++, dgs++;
+      continue;
     }
-    if (sealed && seal_one(&z, (unsigned char *)buf, dg, false) < 0) {
-      fprintf(stderr, "refs: sealed: encryption failed\n");
+    ssize_t got = recv(fd, buf, dg, MSG_DONTWAIT);
+    if (got <= 0) {
+      struct pollfd p = {fd, POLLIN, 0};
+      poll(&p, 1, 1);
+      continue;
+    }
+    size_t pt = g->sealed ? open_one(&z, buf, (size_t)got, OPEN_COPY, NULL)
+                          : (size_t)got;
+    if (!pt) continue;
+    if (g->sealed && ++n % SEAL_ACK_EVERY == 0) send(fd, &n, sizeof n, 0);
+    if (t >= t_meas && t < t_end) bytes += (double)pt, dgs++;
+  }
+  double res[3] = {bytes, tx ? 0 : t_end - t_meas, dgs};
+  return write(out, res, sizeof res) == sizeof res ? 0 : 1;
+}
+
+/* refs udp / sealed (one stream) and sealed-rails (|rails| streams). */
+static int stream_run(int rails, double secs, bool sealed) {
+  int fds[2 * RAILS_MAX];
+  for (int i = 0; i < rails; i++) {
+    struct sockaddr_in a[2];
+    for (int k = 0; k < 2; k++) {
+      memset(&a[k], 0, sizeof a[k]);
+      a[k].sin_family = AF_INET;
+      a[k].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t al = sizeof a[k];
+      int fd = fds[2 * i + k] = socket(AF_INET, SOCK_DGRAM, 0);
+      if (fd >= 0) refs_big_buffers(fd);
+      if (fd < 0 || bind(fd, (struct sockaddr *)&a[k], sizeof a[k]) ||
+          getsockname(fd, (struct sockaddr *)&a[k], &al)) {
+        perror("refs: udp");
+        return 1;
+      }
+    }
+    if (connect(fds[2 * i], (struct sockaddr *)&a[1], sizeof a[1]) ||
+        connect(fds[2 * i + 1], (struct sockaddr *)&a[0], sizeof a[0])) {
+      perror("refs: udp connect");
       return 1;
     }
-    ssize_t w = send(sfd, buf, dg, 0);
-    if (w > 0) sent++, nsent++;
   }
-  double st = refs_now_s() - t0;
-  for (int i = 0; i < 20; i++) { /* end marker, repeated in case of loss */
-    send(sfd, buf, 1, 0);
-    usleep(1000);
+  stream_t g = {rails, sealed, fds, secs};
+  int results = refs_group_start(2 * rails, stream_proc, &g);
+  if (results < 0) return 1;
+  double gbps = 0, sent = 0, rcvd = 0, span = 0;
+  int got = 0;
+  for (double res[3]; read(results, res, sizeof res) == sizeof res; got++) {
+    if (res[1] > 0) { /* a receiver */
+      gbps += res[0] / res[1] / 1e9;
+      rcvd += res[2];
+      span = res[1];
+    } else {
+      sent += res[2];
+    }
   }
-  double res[3] = {0, 0, 0};
-  if (read(pfd[0], res, sizeof res) != sizeof res) return 1;
-  waitpid(pid, NULL, 0);
-  char note[200];
-  snprintf(note, sizeof note,
-           "65000-byte datagrams, one sender, one receiver%s; sent %.0f, "
-           "received %.0f (%.2f GB/s offered)",
-           sealed ? ", AES-128-GCM sealed and opened, copied in and out" : "",
-           sent, res[2] + 1, sent * dg / st / 1e9);
-  emit(sealed ? "udp-sealed" : "udp-loopback", dg,
-       res[1] > 0 ? res[0] / res[1] / 1e9 : 0, res[1], note);
+  if (refs_group_end(2 * rails, got, results, "udp")) return 1;
+  char note[600];
+  if (rails == 1)
+    snprintf(note, sizeof note,
+             "65000-byte datagrams, one sender, one receiver%s; %.0f sent, "
+             "%.0f received in the window",
+             sealed ? ", AES-128-GCM sealed and opened, copied in and out" : "",
+             sent, rcvd);
+  else
+    snprintf(note, sizeof note,
+             "%d such streams at once (each a sender and a receiver process, "
+             "so %d processes on this host's CPUs): 65000-byte datagrams, "
+             "AES-128-GCM sealed and opened, copied in and out; GB/s opened, "
+             "summed: the most an encrypted stream between two ranks reaches "
+             "here with every CPU sealing or opening it",
+             rails, 2 * rails);
+  const char *name = !sealed      ? "udp-loopback"
+                     : rails == 1 ? "udp-sealed"
+                                  : "udp-sealed-rails";
+  printf(
+      "{\"ref\": \"%s\", \"size\": %zu, \"rails\": %d, \"GBps\": %.4f, "
+      "\"seconds\": %.3f, \"note\": \"%s\"}\n",
+      name, (size_t)65000, rails, gbps, span, note);
   return 0;
 }
 
@@ -410,7 +452,29 @@ static int t_udp(int argc, char **argv, bool sealed) {
   double secs = argc > 0 ? atof(argv[0]) : 2.0;
   if (secs <= 0) secs = 2.0;
   if (sealed) gnutls_global_init();
-  return udp_run(secs, sealed);
+  return stream_run(1, secs, sealed);
+}
+
+/* The arguments N [SECONDS] of |what|: N in |lo|..|hi| (default 2),
+ * SECONDS (default 2) positive; 0, or 2 with a message. Initializes
+ * GnuTLS. */
+static int n_secs(int argc, char **argv, const char *what, int lo, int hi,
+                  int *n, double *secs) {
+  *n = argc > 0 ? atoi(argv[0]) : 2;
+  *secs = argc > 1 ? atof(argv[1]) : 2.0;
+  if (*n < lo || *n > hi || *secs <= 0) {
+    fprintf(stderr, "refs: %s [SECONDS]: N in %d..%d\n", what, lo, hi);
+    return 2;
+  }
+  gnutls_global_init();
+  return 0;
+}
+
+static int t_sealed_rails(int argc, char **argv) {
+  int rails;
+  double secs;
+  int rc = n_secs(argc, argv, "sealed-rails N", 1, RAILS_MAX, &rails, &secs);
+  return rc ? rc : stream_run(rails, secs, true);
 }
 
 /* ---- a group of processes started together ---------------------------- */
@@ -534,13 +598,10 @@ static int ring_proc(int r, void *arg, const int sync[2], int out) {
 }
 
 static int t_sealed_ring(int argc, char **argv) {
-  int n = argc > 0 ? atoi(argv[0]) : 2;
-  double secs = argc > 1 ? atof(argv[1]) : 2.0;
-  if (n < 2 || n > RING_MAX || secs <= 0) {
-    fprintf(stderr, "refs: sealed-ring N [SECONDS]: N in 2..%d\n", RING_MAX);
-    return 2;
-  }
-  gnutls_global_init();
+  int n;
+  double secs;
+  int rc = n_secs(argc, argv, "sealed-ring N", 2, RING_MAX, &n, &secs);
+  if (rc) return rc;
   int fds[RING_MAX];
   struct sockaddr_in addrs[RING_MAX];
   for (int r = 0; r < n; r++) {
@@ -666,7 +727,8 @@ int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr,
             "usage: refs memcpy [BYTES...] | cipher [S] | udp [S] | "
-            "sealed [S] | sealed-ring N [S] | sealed-allreduce N SIZE "
+            "sealed [S] | sealed-rails N [S] | sealed-ring N [S] | "
+            "sealed-allreduce N SIZE "
             "[ITERS] | tcp [S]\n");
     return 2;
   }
@@ -674,6 +736,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "cipher")) return t_cipher(argc - 2, argv + 2);
   if (!strcmp(argv[1], "udp")) return t_udp(argc - 2, argv + 2, false);
   if (!strcmp(argv[1], "sealed")) return t_udp(argc - 2, argv + 2, true);
+  if (!strcmp(argv[1], "sealed-rails"))
+    return t_sealed_rails(argc - 2, argv + 2);
   if (!strcmp(argv[1], "sealed-ring")) return t_sealed_ring(argc - 2, argv + 2);
   if (!strcmp(argv[1], "sealed-allreduce"))
     return refs_sealed_allreduce(argc - 2, argv + 2);
