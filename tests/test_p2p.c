@@ -2,13 +2,15 @@
  * Point-to-point tests over real multi-process clusters: ring exchange,
  * FIFO ordering, wildcard receives, truncation, empty messages, a 64 MiB
  * message, 10 000 unexpected small messages (bounded store + flow control),
- * concurrent isend/irecv in both directions, and messages that reuse pooled
- * buffers (eager copies, unexpected prefixes).
+ * concurrent isend/irecv in both directions, messages that reuse pooled
+ * buffers (eager copies, unexpected prefixes), and a 64 MiB send whose
+ * sender makes no call until it has arrived (shared memory and QUIC).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,7 +26,8 @@ enum {
   C_BIG,
   C_MANY,
   C_BIDIR,
-  C_POOL
+  C_POOL,
+  C_IDLE
 };
 
 static int case_ring(nexar_comm_t *w, int r, int n) {
@@ -284,6 +287,50 @@ static int case_bidir(nexar_comm_t *w, int r, int n) {
   return 0;
 }
 
+/* Set by rank 1 of case_idle once the whole message has arrived; shared
+ * by the forked workers (mapped in main). */
+static volatile int *idle_done;
+#define IDLE_WAIT_MS 60000
+
+/* A sender that walks away: rank 0 posts a 64 MiB isend (many passes of
+ * writes, each held by the link's in-flight bound or ring) right after a
+ * barrier, so its progress thread is parked, and then makes no nexar call
+ * until rank 1 says through shared memory that the message has arrived.
+ * Only the progress thread can carry it meanwhile: it must wake when the
+ * post's next pass is due (core/engine.c, nexar__ep_leave moves its timer)
+ * and, once callers stop driving, watch the transport for the receiver's
+ * credit. */
+static int case_idle(nexar_comm_t *w, int r) {
+  const size_t n = (size_t)64 << 20;
+  uint8_t *b = malloc(n);
+  NT_CHECK(b);
+  NT_OKC(w, nexar_barrier(w));
+  if (r == 0) {
+    nt_fill(b, n, 77);
+    nexar_req_t *req = NULL;
+    NT_OKC(w, nexar_isend(w, b, n, NEXAR_BYTE, 1, 9, &req));
+    double t0 = nt_now_ms();
+    while (!*idle_done && nt_now_ms() - t0 < IDLE_WAIT_MS) {
+      struct timespec ts = {0, 2 * 1000000};
+      nanosleep(&ts, NULL);
+    }
+    NT_CHECKF(*idle_done,
+              "the 64 MiB message did not arrive in %d ms while "
+              "its sender made no call",
+              IDLE_WAIT_MS);
+    NT_OKC(w, nexar_wait(&req, NULL));
+  } else {
+    nexar_status_t st;
+    NT_OKC(w, nexar_recv(w, b, n, NEXAR_BYTE, 0, 9, &st));
+    *idle_done = 1;
+    NT_CHECKF(st.bytes == n, "bytes %zu of %zu", st.bytes, n);
+    size_t bad = nt_check_fill(b, n, 77);
+    NT_CHECKF(bad == n, "mismatch at byte %zu", bad);
+  }
+  free(b);
+  return 0;
+}
+
 static int worker(int index, void *arg) {
   int c = *(const int *)arg;
   nexar_ctx_t *ctx;
@@ -319,6 +366,9 @@ static int worker(int index, void *arg) {
     case C_POOL:
       rc = case_pool(w, r);
       break;
+    case C_IDLE:
+      rc = case_idle(w, r);
+      break;
     default:
       rc = 1;
   }
@@ -335,11 +385,16 @@ static const char *const names[] = {"ring",
                                     "big_eager_to_64MiB",
                                     "many_10000_unexpected",
                                     "bidir",
-                                    "pooled_buffers"};
+                                    "pooled_buffers",
+                                    "idle_sender"};
+
+static int run_case_env(int c, int world, int timeout_ms, const char *env) {
+  nt_opts_t o = {.world_size = world, .timeout_ms = timeout_ms, .env = env};
+  return nt_run_case(&o, worker, c, names[c]);
+}
 
 static int run_case(int c, int world, int timeout_ms) {
-  nt_opts_t o = {.world_size = world, .timeout_ms = timeout_ms};
-  return nt_run_case(&o, worker, c, names[c]);
+  return run_case_env(c, world, timeout_ms, NULL);
 }
 
 int main(void) {
@@ -358,6 +413,15 @@ int main(void) {
   fails += run_case(C_BIDIR, 2, 120000);
   fails += run_case(C_BIDIR, 4, 120000);
   fails += run_case(C_POOL, 2, 60000);
+  idle_done = mmap(NULL, sizeof *idle_done, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (idle_done == MAP_FAILED) return 1;
+  const char *transports[] = {"NEXAR_TRANSPORT=auto", "NEXAR_TRANSPORT=quic"};
+  for (int t = 0; t < 2; t++) {
+    *idle_done = 0;
+    printf("idle_sender: %s\n", transports[t]);
+    fails += run_case_env(C_IDLE, 2, 120000, transports[t]);
+  }
   printf("%d failure(s)\n", fails);
   return fails ? 1 : 0;
 }
