@@ -188,38 +188,51 @@ def ratio_table(rows, peers, nps):
 
 
 # Issue 13's targets for nexar over shared memory against Open MPI's shm:
-# (label, op, size, key, target ratio nexar-shm / ompi-sm, "le" or "ge").
+# (label, op, size, key, nps or None for every np, target ratio nexar-shm /
+# ompi-sm, "le" or "ge", the reference that bounds it or None).
 SHM_TARGETS = [
-    ("latency 8 B, µs", "latency", 8, "time_us", 1.5, "le"),
-    ("p2p bw 64 MiB, GB/s", "bw", 64 * MiB, "algbw_GBps", 1.0, "ge"),
+    ("latency 8 B, µs", "latency", 8, "time_us", None, 1.5, "le", None),
+    ("p2p bw 64 MiB, GB/s", "bw", 64 * MiB, "algbw_GBps", None, 1.0, "ge",
+     None),
     ("allreduce 64 MiB busbw, GB/s", "allreduce", 64 * MiB, "busbw_GBps",
-     1.2, "ge"),
-    ("allreduce 64 B, µs", "allreduce", 64, "time_us", 1.5, "le"),
+     None, 1.2, "ge", None),
+    ("allreduce 64 B, µs", "allreduce", 64, "time_us", None, 1.5, "le", None),
 ]
+
+
+def target_rows(rows, nps, targets, ours, theirs):
+    """Each (target, np) both peers measured: (target, np, our row's value,
+    theirs, ours / theirs, whether the target is met). A target is (label,
+    op, size, key, its nps or None for all, ratio, "le" or "ge", the
+    reference that bounds it or None)."""
+    for t in targets:
+        _, op, size, key, tnps, ratio, how, _ = t
+        for np in nps:
+            a = find(rows, ours, op, np, size)
+            b = find(rows, theirs, op, np, size)
+            if (tnps and np not in tnps) or not a or not b or not a[key] \
+                    or not b[key]:
+                continue
+            r = a[key] / b[key]
+            yield t, np, a[key], b[key], r, r <= ratio if how == "le" \
+                else r >= ratio
 
 
 def shm_table(rows, nps):
     """nexar over shared memory against Open MPI's shm, with the targets."""
     out = ["| metric | np | nexar shm | Open MPI shm | ratio | target | met |",
            "|---|---|---|---|---|---|---|"]
-    for label, op, size, key, target, how in SHM_TARGETS:
-        for np in nps:
-            a = find(rows, "nexar-shm", op, np, size)
-            b = find(rows, "ompi-sm", op, np, size)
-            if not a or not b or not a[key] or not b[key]:
-                continue
-            r = a[key] / b[key]
-            met = r <= target if how == "le" else r >= target
-            sign = "≤" if how == "le" else "≥"
-            out.append(f"| {label} | {np} | {fmt(a[key])} | {fmt(b[key])} | "
-                       f"{r:.2f}× | {sign} {target}× | "
-                       f"{'yes' if met else '**no**'} |")
+    for t, np, a, b, r, met in target_rows(rows, nps, SHM_TARGETS,
+                                           "nexar-shm", "ompi-sm"):
+        label, target, sign = t[0], t[5], "≤" if t[6] == "le" else "≥"
+        out.append(f"| {label} | {np} | {fmt(a)} | {fmt(b)} | {r:.2f}× | "
+                   f"{sign} {target}× | {'yes' if met else '**no**'} |")
     return out if len(out) > 2 else []
 
 
 # Issue 16's targets for nexar over QUIC against Open MPI over TCP, beside
-# the allreduce sizes of quic_allreduce_table: (label, op, size, key, nps,
-# target ratio, "le" or "ge", the reference that bounds it or None).
+# the allreduce sizes of quic_allreduce_table (as SHM_TARGETS; "stream":
+# bounded by stream_limit).
 QUIC_TARGETS = [
     ("latency 8 B, µs", "latency", 8, "time_us", (2, 4), 1.5, "le", None),
     ("p2p bw 64 MiB, GB/s", "bw", 64 * MiB, "algbw_GBps", (2, 4), 1.0, "ge",
@@ -243,26 +256,22 @@ def quic_table(rows, refs, nps):
     out = ["| metric | np | nexar QUIC | Open MPI TCP | ratio | target | "
            "encrypted stream's limit | verdict |",
            "|---|---|---|---|---|---|---|---|"]
-    for label, op, size, key, tnps, target, how, lim_of in QUIC_TARGETS:
-        for np in nps:
-            a = find(rows, "nexar", op, np, size)
-            b = find(rows, "ompi-tcp", op, np, size)
-            if np not in tnps or not a or not b or not a[key] or not b[key]:
-                continue
-            r = a[key] / b[key]
-            goal = target * b[key]
-            lim = stream_limit(refs) if lim_of == "stream" else None
-            if r <= target if how == "le" else r >= target:
-                verdict = "met"
-            elif lim and how == "ge" and goal > lim:
-                verdict = f"above the limit ({goal / lim:.2f}x it)"
-            else:
-                verdict = "**no**"
-            sign = "≤" if how == "le" else "≥"
-            out.append(f"| {label} | {np} | {fmt(a[key])} | {fmt(b[key])} | "
-                       f"{r:.2f}× | {sign} {target}× = {fmt(goal)} | "
-                       + (f"{fmt(lim)} ({a[key] / lim:.2f} of it)" if lim
-                          else "–") + f" | {verdict} |")
+    for t, np, a, b, r, met in target_rows(rows, nps, QUIC_TARGETS, "nexar",
+                                           "ompi-tcp"):
+        label, target, how, lim_of = t[0], t[5], t[6], t[7]
+        goal = target * b
+        lim = stream_limit(refs) if lim_of == "stream" else None
+        if met:
+            verdict = "met"
+        elif lim and how == "ge" and goal > lim:
+            verdict = f"above the limit ({goal / lim:.2f}x it)"
+        else:
+            verdict = "**no**"
+        sign = "≤" if how == "le" else "≥"
+        out.append(f"| {label} | {np} | {fmt(a)} | {fmt(b)} | {r:.2f}× | "
+                   f"{sign} {target}× = {fmt(goal)} | "
+                   + (f"{fmt(lim)} ({a / lim:.2f} of it)" if lim else "–")
+                   + f" | {verdict} |")
     return out if len(out) > 2 else []
 
 
