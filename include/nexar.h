@@ -767,9 +767,12 @@ NEXAR_EXTERN int nexar_probe(nexar_comm_t *comm, int source, int tag,
 /*
  * Combines |count| elements from every rank with |op|; every rank gets the
  * result in |recvbuf|. In place: sendbuf = NEXAR_IN_PLACE (input taken
- * from recvbuf). Algorithms (NEXAR_ALGO_ALLREDUCE=ring|rd|rabenseifner|hier
- * forces one; thresholds NEXAR_ALLREDUCE_RD_MAX_BYTES and
- * NEXAR_ALLREDUCE_RING_MIN_BYTES):
+ * from recvbuf). Algorithms (NEXAR_ALGO_ALLREDUCE=ring|rd|rabenseifner|
+ * direct|hier forces one; thresholds NEXAR_ALLREDUCE_DIRECT_MAX_BYTES,
+ * NEXAR_ALLREDUCE_RD_MAX_BYTES and NEXAR_ALLREDUCE_RING_MIN_BYTES):
+ * - direct (one round, the "one-shot" allreduce) for vectors of at most
+ *   4 KiB on 3 to 16 ranks that share one host over shared memory: each
+ *   rank sends its vector to every other and combines all n in rank order;
  * - recursive doubling for small messages (Thakur, Rabenseifner & Gropp
  *   2005, "Optimization of collective communication operations in MPICH");
  * - Rabenseifner's algorithm for medium ones: reduce-scatter by recursive

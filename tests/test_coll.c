@@ -1673,11 +1673,13 @@ static int add_plan(plan_t *pl, int np, const char *name, int world,
   return np + 1;
 }
 
-static const char *const ar_env[] = {"NEXAR_ALGO_ALLREDUCE=ring",
-                                     "NEXAR_ALGO_ALLREDUCE=rd",
-                                     "NEXAR_ALGO_ALLREDUCE=rabenseifner"};
+static const char *const ar_env[] = {
+    "NEXAR_ALGO_ALLREDUCE=ring", "NEXAR_ALGO_ALLREDUCE=rd",
+    "NEXAR_ALGO_ALLREDUCE=rabenseifner", "NEXAR_ALGO_ALLREDUCE=direct"};
 static const char *const ar_names[] = {"allreduce=ring", "allreduce=rd",
-                                       "allreduce=rabenseifner"};
+                                       "allreduce=rabenseifner",
+                                       "allreduce=direct"};
+#define N_AR_ALGOS 4
 static const char *const bc_env[] = {"NEXAR_ALGO_BCAST=binomial",
                                      "NEXAR_ALGO_BCAST=scatter_allgather"};
 static const char *const bc_names[] = {"bcast=binomial",
@@ -1699,7 +1701,7 @@ static int make_plans(plan_t *pl) {
     }
     /* Forced algorithms: powers of two and not, 2 to 8 ranks. */
     const int aw[] = {2, 3, 4, 5, 7, 8};
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < N_AR_ALGOS; a++)
       for (int i = 0; i < 6; i++)
         np = add_plan(pl, np, ar_names[a], aw[i], ar_env[a], S_AR, 240000);
     for (int a = 0; a < 2; a++)
@@ -1715,7 +1717,7 @@ static int make_plans(plan_t *pl) {
     int n = worlds[i];
     np = add_plan(pl, np, "every", n, NULL,
                   S_EVERY | S_ARGS | S_NAN | S_CONC | S_AR | S_BC | S_SEG, lt);
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < N_AR_ALGOS; a++)
       np = add_plan(pl, np, ar_names[a], n, ar_env[a], S_AR | S_CONC, lt);
     for (int a = 0; a < 2; a++)
       np = add_plan(pl, np, bc_names[a], n, bc_env[a], S_BC | S_CONC, lt);

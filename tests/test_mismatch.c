@@ -5,7 +5,10 @@
  * - mismatch: ranks disagree on the op, the count, the dtype, the root, the
  *   collective itself (allreduce vs bcast, barrier vs allreduce), the forced
  *   allreduce algorithm (NEXAR_ALGO_ALLREDUCE=ring on rank 0, rd elsewhere,
- *   set before nexar_init) or the per-rank counts of a v-form. Every rank
+ *   set before nexar_init), the automatic choice (rank 0 turns the
+ *   one-round allreduce of a small vector on one host off with
+ *   NEXAR_ALLREDUCE_DIRECT_MAX_BYTES=0, so it alone runs rd where the
+ *   others run direct) or the per-rank counts of a v-form. Every rank
  *   calls the mismatched collective and then nexar_barrier; the mismatched
  *   call returns NEXAR_ERR_MISMATCH, or NEXAR_OK with correct data (a rank
  *   whose own part finished, e.g. a bcast root), and the barrier returns
@@ -38,6 +41,7 @@ enum {
   M_COLL,
   M_BARRIER,
   M_ALGO,
+  M_AUTO, /* the automatic choice: direct vs rd */
   M_RS_COUNTS,
   M_GATHERV,
   M_LATE, /* mismatch at a later collective number, non-blocking */
@@ -68,6 +72,8 @@ static const scen_t scens[] = {
     {M_BARRIER, "barrier vs allreduce", 5, {"barrier", "allreduce", NULL}},
     {M_ALGO, "algorithm ring vs rd", 3, {"allreduce", "ring", "rd"}},
     {M_ALGO, "algorithm ring vs rd", 4, {"allreduce", "ring", "rd"}},
+    {M_AUTO, "automatic direct vs rd", 3, {"allreduce", "direct", "rd"}},
+    {M_AUTO, "automatic direct vs rd", 5, {"allreduce", "direct", "rd"}},
     {M_RS_COUNTS, "reduce_scatter recvcounts", 3, {"reduce_scatter", NULL}},
     {M_GATHERV, "gatherv sendcount vs recvcounts", 3, {"gatherv", NULL}},
     {M_LATE, "late op mismatch, non-blocking", 4, {"allreduce", "max", "min"}},
@@ -136,6 +142,7 @@ static int mismatched(const scen_t *sc, nexar_comm_t *w, int r, int n,
       }
       break;
     case M_ALGO:
+    case M_AUTO:
       rc = nexar_allreduce(w, s, v, CNT, NEXAR_FLOAT32, NEXAR_SUM);
       break;
     case M_RS_COUNTS: {
@@ -248,6 +255,8 @@ static int mm_worker(int index, void *arg) {
   const scen_t *sc = arg;
   if (sc->kind == M_ALGO) /* before nexar_init; the others use rd */
     setenv("NEXAR_ALGO_ALLREDUCE", index == 0 ? "ring" : "rd", 1);
+  if (sc->kind == M_AUTO && index == 0)
+    setenv("NEXAR_ALLREDUCE_DIRECT_MAX_BYTES", "0", 1);
   nexar_ctx_t *ctx;
   nexar_comm_t *w;
   int r, n;
@@ -358,6 +367,12 @@ int main(void) {
   for (int i = 0; i < NSCEN; i++) {
     const scen_t *sc = &scens[i];
     if (filter && *filter && !strstr(sc->name, filter)) continue;
+    const char *tp = getenv("NEXAR_TRANSPORT");
+    if (sc->kind == M_AUTO && tp && !strcmp(tp, "quic")) {
+      printf("skip %s world=%d: the direct choice needs shared memory\n",
+             sc->name, sc->world);
+      continue;
+    }
     char env[128];
     snprintf(env, sizeof env, "NEXAR_OP_TIMEOUT_MS=%d\n",
              sc->kind >= D_ALLTOALL ? DL_TIMEOUT_MS : MM_TIMEOUT_MS);

@@ -38,7 +38,7 @@
   X(INT, coll_probe_ms, "NEXAR_COLL_PROBE_MS", 1000, 0, 86400000,              \
     "a collective waiting this long sends its fingerprint to all (0: off)")    \
   X(STR, algo_allreduce, "NEXAR_ALGO_ALLREDUCE", "auto", 0, 0,                 \
-    "allreduce algorithm: auto, ring, rd, rabenseifner or hier")               \
+    "allreduce algorithm: auto, ring, rd, rabenseifner, direct or hier")       \
   X(STR, algo_bcast, "NEXAR_ALGO_BCAST", "auto", 0, 0,                         \
     "bcast algorithm: auto, binomial, scatter_allgather or hier")              \
   X(STR, algo_reduce, "NEXAR_ALGO_REDUCE", "auto", 0, 0,                       \
@@ -49,6 +49,10 @@
     "barrier algorithm: auto, two_phase, dissemination or hier")               \
   X(INT, allreduce_rd_max_bytes, "NEXAR_ALLREDUCE_RD_MAX_BYTES", 16384, 0,     \
     1 << 30, "auto: recursive-doubling allreduce up to this size")             \
+  X(INT, allreduce_direct_max_bytes, "NEXAR_ALLREDUCE_DIRECT_MAX_BYTES", 4096, \
+    0, 1 << 20,                                                                \
+    "auto: one-round (direct) allreduce up to this size on one host, 3-16 "    \
+    "ranks; 0: never")                                                         \
   X(INT, allreduce_ring_min_bytes, "NEXAR_ALLREDUCE_RING_MIN_BYTES", 1048576,  \
     0, 1 << 30, "auto: ring allreduce from this size (Rabenseifner below)")    \
   X(INT, bcast_large_bytes, "NEXAR_BCAST_LARGE_BYTES", 524288, 0, 1 << 30,     \

@@ -111,6 +111,11 @@ bool nexar__comm_multi_host(nexar_comm_t *comm) {
   return h && h->multi;
 }
 
+bool nexar__comm_one_host(nexar_comm_t *comm) {
+  const struct nexar__hosts *h = hosts_of(comm);
+  return h && h->nhosts == 1;
+}
+
 /* ---- Phases. */
 
 /* Runs the flat builder of a.coll over the |n| comm ranks |ranks|, this

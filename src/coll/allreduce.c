@@ -160,6 +160,33 @@ static void rabenseifner(nexar__sched_t *s) {
   fold_out(s, &f, bytes);
 }
 
+/* Direct (one round): every rank sends its whole vector to every other
+ * rank and combines all n in rank order, v0 op v1 op ... op v(n-1), so
+ * every rank computes the same bits. One synchronisation instead of
+ * log2(n): for small vectors when ranks outnumber CPUs, where each round
+ * costs every rank a turn on a CPU. */
+static void direct(nexar__sched_t *s) {
+  int n = s->gsize, r = s->grank;
+  uint64_t bytes = s->a.count * s->a.es;
+  uint64_t tmp = nexar__sched_tmp(s, bytes * (uint64_t)n);
+#define SLOT(p) (tmp + (uint64_t)(p)*bytes)
+  for (int k = 1; k < n; k++) nexar__sched_send(s, W, 0, bytes, (r + k) % n);
+  for (int k = 1; k < n; k++) {
+    int p = (r - k + n) % n;
+    nexar__sched_recv(s, T, SLOT(p), bytes, p);
+  }
+  if (r == 0) {
+    for (int p = 1; p < n; p++) nexar__sched_reduce(s, W, 0, T, SLOT(p), bytes);
+  } else {
+    for (int p = 1; p < n; p++)
+      nexar__sched_reduce(s, T, SLOT(0), p == r ? W : T, p == r ? 0 : SLOT(p),
+                          bytes);
+    nexar__sched_copy(s, W, 0, T, SLOT(0), bytes);
+  }
+#undef SLOT
+  nexar__sched_finalize(s, W, 0, bytes);
+}
+
 int nexar__build_allreduce(nexar__sched_t *s) {
   uint64_t bytes = s->a.count * s->a.es;
   if (s->gsize == 1) {
@@ -177,6 +204,8 @@ int nexar__build_allreduce(nexar__sched_t *s) {
     nexar__sched_copy(s, W, 0, NEXAR__BUF_SEND, 0, bytes);
   if (s->a.algo == NEXAR__ALGO_RD)
     rd(s);
+  else if (s->a.algo == NEXAR__ALGO_DIRECT)
+    direct(s);
   else
     rabenseifner(s);
   return s->build_rc;

@@ -27,10 +27,14 @@ typedef struct {
 
 #define D NEXAR__ALGO_DEFAULT
 #define H NEXAR__ALGO_HIER
-static const char *const ar_names[] = {"auto", "ring", "rd", "rabenseifner",
-                                       "hier"};
-static const int ar_ids[] = {D, NEXAR__ALGO_RING, NEXAR__ALGO_RD,
-                             NEXAR__ALGO_RABENSEIFNER, H};
+static const char *const ar_names[] = {"auto",         "ring",   "rd",
+                                       "rabenseifner", "direct", "hier"};
+static const int ar_ids[] = {D,
+                             NEXAR__ALGO_RING,
+                             NEXAR__ALGO_RD,
+                             NEXAR__ALGO_RABENSEIFNER,
+                             NEXAR__ALGO_DIRECT,
+                             H};
 static const char *const bc_names[] = {"auto", "binomial", "scatter_allgather",
                                        "hier"};
 static const int bc_ids[] = {D, NEXAR__ALGO_BINOMIAL, NEXAR__ALGO_SCATTER_AG,
@@ -47,7 +51,7 @@ static const int ba_ids[] = {D, NEXAR__ALGO_TWO_PHASE,
 #undef H
 static const algo_setting_t settings[] = {
     {NEXAR__COLL_ALLREDUCE, "NEXAR_ALGO_ALLREDUCE",
-     "auto, ring, rd, rabenseifner or hier", ar_names, ar_ids, 5},
+     "auto, ring, rd, rabenseifner, direct or hier", ar_names, ar_ids, 6},
     {NEXAR__COLL_BCAST, "NEXAR_ALGO_BCAST",
      "auto, binomial, scatter_allgather or hier", bc_names, bc_ids, 4},
     {NEXAR__COLL_REDUCE, "NEXAR_ALGO_REDUCE",
@@ -175,6 +179,23 @@ static bool hier_fits(const nexar__sched_t *s) {
          !s->a.final && nexar__comm_multi_host(s->comm);
 }
 
+/* The one-round (direct) allreduce for a small vector on a communicator of
+ * 3 to 16 ranks that all share this host over shared memory, on a full,
+ * eagerly formed mesh. There every round of recursive doubling costs each
+ * rank a turn on a CPU (and a fold when n is not a power of two), and one
+ * round of n - 1 eager messages measured faster: 64 B at np 3, 4, 6, 8
+ * and 16 on 2 CPUs, 10.7-11.2 against 17.0-17.8 us at np 3, 80-84 against
+ * 105-122 at np 8 (docs/performance.md). At n = 2 it is recursive
+ * doubling. */
+static bool direct_fits(const nexar__sched_t *s, const nexar__params_t *p,
+                        const nexar__topo_t *t) {
+  int n = s->comm->size;
+  return s->a.coll == NEXAR__COLL_ALLREDUCE && n >= 3 && n <= 16 &&
+         s->a.count * s->a.es <= (uint64_t)p->allreduce_direct_max_bytes &&
+         t->kind == NEXAR__TOPO_FULL && !t->lazy && !s->a.final &&
+         strcmp(p->transport, "quic") != 0 && nexar__comm_one_host(s->comm);
+}
+
 void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *p) {
   int a = forced_algo(p, s->a.coll);
   if ((a == NEXAR__ALGO_DEFAULT || a == NEXAR__ALGO_HIER) && hier_fits(s)) {
@@ -182,8 +203,9 @@ void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *p) {
     return;
   }
   bool forced = a != NEXAR__ALGO_DEFAULT && a != NEXAR__ALGO_HIER;
-  if (!forced) a = nexar__coll_flat_algo(s, p, s->comm->size);
   const nexar__topo_t *t = &s->comm->ctx->topo;
+  if (!forced) a = nexar__coll_flat_algo(s, p, s->comm->size);
+  if (!forced && direct_fits(s, p, t)) a = NEXAR__ALGO_DIRECT;
   if (t->kind != NEXAR__TOPO_FULL && (!forced || s->a.final))
     a = sparse_plan(s, p, a);
   /* A lazy mesh's final barrier floods over the links it formed (the

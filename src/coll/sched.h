@@ -236,6 +236,9 @@ int nexar__build_hier(nexar__sched_t *s);
  * than one of them (the ranks' host keys; algos_hier.c). Computed once per
  * membership (comm->hosts, one block); false when out of memory. */
 bool nexar__comm_multi_host(nexar_comm_t *comm);
+/* Whether every rank of the comm has this one known host key (false when
+ * out of memory). */
+bool nexar__comm_one_host(nexar_comm_t *comm);
 
 /* Picks s->a.algo for the call (thresholds and NEXAR_ALGO_* in the
  * parameter table), the same way on every rank. */
