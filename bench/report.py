@@ -187,7 +187,9 @@ def ratio_table(rows, peers, nps):
     return out
 
 
-# Issue 13's targets for nexar over shared memory against Open MPI's shm:
+# Issue 13's targets for nexar over shared memory against Open MPI's shm
+# (the 64 B allreduce at np 4 only, as the issue sets it; its np 2 figure is
+# in the per-op table):
 # (label, op, size, key, nps or None for every np, target ratio nexar-shm /
 # ompi-sm, "le" or "ge", the reference that bounds it or None).
 SHM_TARGETS = [
@@ -196,7 +198,7 @@ SHM_TARGETS = [
      None),
     ("allreduce 64 MiB busbw, GB/s", "allreduce", 64 * MiB, "busbw_GBps",
      None, 1.2, "ge", None),
-    ("allreduce 64 B, µs", "allreduce", 64, "time_us", None, 1.5, "le", None),
+    ("allreduce 64 B, µs", "allreduce", 64, "time_us", (4,), 1.5, "le", None),
 ]
 
 
