@@ -770,7 +770,8 @@ NEXAR_EXTERN int nexar_probe(nexar_comm_t *comm, int source, int tag,
  * from recvbuf). Algorithms (NEXAR_ALGO_ALLREDUCE=ring|rd|rabenseifner|
  * direct|hier forces one; thresholds NEXAR_ALLREDUCE_DIRECT_MAX_BYTES,
  * NEXAR_ALLREDUCE_RD_MAX_BYTES and NEXAR_ALLREDUCE_RING_MIN_BYTES):
- * - direct (one round, the "one-shot" allreduce) for vectors of at most
+ * - direct (one round: the "one-shot" allreduce of GPU libraries' small
+ *   messages, e.g. TensorRT-LLM's ONESHOT strategy) for vectors of at most
  *   4 KiB on 3 to 16 ranks that share one host over shared memory: each
  *   rank sends its vector to every other and combines all n in rank order;
  * - recursive doubling for small messages (Thakur, Rabenseifner & Gropp

@@ -1679,7 +1679,7 @@ static const char *const ar_env[] = {
 static const char *const ar_names[] = {"allreduce=ring", "allreduce=rd",
                                        "allreduce=rabenseifner",
                                        "allreduce=direct"};
-#define N_AR_ALGOS 4
+#define N_AR_ALGOS (int)(sizeof ar_env / sizeof ar_env[0])
 static const char *const bc_env[] = {"NEXAR_ALGO_BCAST=binomial",
                                      "NEXAR_ALGO_BCAST=scatter_allgather"};
 static const char *const bc_names[] = {"bcast=binomial",

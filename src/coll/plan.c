@@ -204,8 +204,9 @@ void nexar__coll_plan(nexar__sched_t *s, const nexar__params_t *p) {
   }
   bool forced = a != NEXAR__ALGO_DEFAULT && a != NEXAR__ALGO_HIER;
   const nexar__topo_t *t = &s->comm->ctx->topo;
-  if (!forced) a = nexar__coll_flat_algo(s, p, s->comm->size);
-  if (!forced && direct_fits(s, p, t)) a = NEXAR__ALGO_DIRECT;
+  if (!forced)
+    a = direct_fits(s, p, t) ? NEXAR__ALGO_DIRECT
+                             : nexar__coll_flat_algo(s, p, s->comm->size);
   if (t->kind != NEXAR__TOPO_FULL && (!forced || s->a.final))
     a = sparse_plan(s, p, a);
   /* A lazy mesh's final barrier floods over the links it formed (the
