@@ -120,10 +120,31 @@ grep -q '^\[0\] # loaded/idle: rtt median [0-9.]*,' "$tmp/out" ||
   fail "rpc: no loaded/idle line"
 echo "  rpc ok"
 
+echo "== -P: one percentile line per row, in order"
+# 64 B and 512 B latency (a row's time is half a round trip) and allreduce:
+# after each row rank 0 prints p10 <= p50 <= p90 <= p99 <= max, all > 0,
+# scaled as the row's time (its p10 at most the row's mean).
+for op in latency allreduce; do
+  perf 3 "$op" -b 64 -e 512 -f 8 -n 50 -w 2 -c 1 -P
+  [ "$rc" -eq 0 ] || fail "$op -P: exit status $rc, want 0"
+  check_rows "$op -P" 2
+  awk '$1 == "[0]" && $2 ~ /^[0-9]+$/ { mean = $7; row++ }
+       $1 == "[0]" && $2 == "#" && $3 == "per" {
+         n++
+         if ($9 != "p10" || $17 != "max") bad = 1
+         if (!($10 > 0 && $10 <= $12 && $12 <= $14 && $14 <= $16 &&
+               $16 <= $18 && $10 <= mean + 0.01)) bad = 1
+         if (n != row) bad = 1
+       }
+       END { exit bad || n != 2 }' "$tmp/out" ||
+    fail "$op -P: percentile lines wrong: $(grep -F 'per iteration' "$tmp/out")"
+  echo "  $op -P ok"
+done
+
 echo "== usage errors exit 2"
 for args in "" "nosuchop" "allreduce -d nosuchtype" "allreduce -o nosuchop" \
   "allreduce -b 1K -e 8" "allreduce -f 1" "latency -n 0" \
-  "rpc -L 2" "rpc --json x.json" "allreduce_topk -R 0"; do
+  "rpc -L 2" "rpc --json x.json" "rpc -P" "allreduce_topk -R 0"; do
   # shellcheck disable=SC2086
   "$nexar_perf" $args >"$tmp/out" 2>"$tmp/err"
   rc=$?

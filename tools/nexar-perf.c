@@ -41,6 +41,7 @@ typedef struct opts {
   int rpc;      /* the rpc benchmark (perf_rpc.c) instead of an op */
   size_t load;  /* rpc: allreduce bytes of the load */
   double ratio; /* compressed ops: the compression ratio (-R) */
+  int pct;      /* -P: rank 0's time per iteration, percentiles */
 } opts_t;
 
 /* One printed row. Times in microseconds, bandwidths in GB/s. */
@@ -54,6 +55,10 @@ typedef struct row {
   /* Compressed ops: payload bytes each rank sent per call (mean over the
    * ranks and the timed iterations; nexar_comm_bytes_sent). */
   double wire;
+  /* -P: rank 0's timed iterations one by one, scaled as t_avg (has_pct):
+   * p10, p50, p90, p99 and the slowest. */
+  int has_pct;
+  double pct[5];
 } row_t;
 
 static double now_us(void) {
@@ -122,6 +127,11 @@ static void usage(FILE *f) {
           "  -J, --json FILE     rank 0 also writes the rows to FILE (a JSON "
           "array;\n"
           "                      not rpc)\n"
+          "  -P, --percentiles   time each iteration on its own too; rank 0 "
+          "prints\n"
+          "                      a line of its p10 p50 p90 p99 and max "
+          "after each row\n"
+          "                      (not rpc)\n"
           "  -h, --help          print this help\n"
           "      --version       print the version\n"
           "\n"
@@ -184,6 +194,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       {"json", required_argument, NULL, 'J'},
       {"load", required_argument, NULL, 'L'},
       {"ratio", required_argument, NULL, 'R'},
+      {"percentiles", no_argument, NULL, 'P'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -200,7 +211,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
   o->ratio = 0.01;
   int have_max = 0, c, factor = 2;
   const char *bad = NULL;
-  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:d:o:r:W:J:L:R:h",
+  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:d:o:r:W:J:L:R:Ph",
                                   longopts, NULL)) != -1) {
     switch (c) {
       case 'b':
@@ -256,6 +267,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
           bad = "-R wants a ratio in (0, 1]";
         break;
       }
+      case 'P':
+        o->pct = 1;
+        break;
       case 'h':
         usage(stdout);
         return 1;
@@ -297,6 +311,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     fprintf(stderr, "nexar-perf: rpc writes no JSON (--json)\n");
     return 2;
   }
+  if (o->rpc && o->pct) {
+    fprintf(stderr, "nexar-perf: rpc prints no percentiles (-P)\n");
+    return 2;
+  }
   return 0;
 }
 
@@ -321,16 +339,38 @@ static long long count_wrong(const perf_t *p, const perf_op_t *op) {
 }
 
 /* Barrier, then |iters| back-to-back iterations: *us = mean per iteration.
- */
-static int time_loop(perf_t *p, const perf_op_t *op, int iters, double *us) {
+ * With |each| (iters entries), each iteration's own time too. */
+static int time_loop(perf_t *p, const perf_op_t *op, int iters, double *us,
+                     double *each) {
   PERF_CALL(p, "nexar_barrier", nexar_barrier(p->comm));
-  double t0 = now_us();
+  double t0 = now_us(), t = t0;
   for (int i = 0; i < iters; i++) {
     int rc = op->run(p);
     if (rc) return rc;
+    if (each) {
+      double t1 = now_us();
+      each[i] = t1 - t;
+      t = t1;
+    }
   }
   *us = (now_us() - t0) / iters;
   return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* row->pct from the |n| iteration times |each| (sorted here), each
+ * divided by |scale| as the row's time is. */
+static void set_pct(row_t *row, double *each, int n, double scale) {
+  static const double at[4] = {0.10, 0.50, 0.90, 0.99};
+  qsort(each, (size_t)n, sizeof *each, cmp_double);
+  for (int k = 0; k < 4; k++)
+    row->pct[k] = each[(int)(at[k] * (n - 1))] / scale;
+  row->pct[4] = each[n - 1] / scale;
+  row->has_pct = 1;
 }
 
 /* Written by the dummy computation so that the compiler keeps it. */
@@ -373,14 +413,27 @@ static int measure(const opts_t *o, perf_t *p, size_t bytes, row_t *row) {
   }
   double t_iter = 0, t_ovl = 0, t_comp = 0;
   uint64_t b0 = 0, b1 = 0;
+  double *each = NULL;
+  if (o->pct && p->rank == 0 &&
+      !(each = malloc((size_t)o->iters * sizeof *each))) {
+    fprintf(stderr, "nexar-perf: rank 0: cannot allocate %d times for -P\n",
+            o->iters);
+    return 1;
+  }
   nexar_comm_bytes_sent(p->comm, &b0);
-  int rc = time_loop(p, op, o->iters, &t_iter);
-  if (rc) return rc;
+  int rc = time_loop(p, op, o->iters, &t_iter, each);
+  if (rc) {
+    free(each);
+    return rc;
+  }
   nexar_comm_bytes_sent(p->comm, &b1);
   double wire = (double)(b1 - b0) / o->iters;
-  double t = t_iter;
-  if (op->flags & PERF_F_HALF_RTT) t /= 2;
-  if (op->flags & PERF_F_WINDOWED) t /= p->window;
+  double t = t_iter, scale = 1;
+  if (op->flags & PERF_F_HALF_RTT) scale *= 2;
+  if (op->flags & PERF_F_WINDOWED) scale *= p->window;
+  t /= scale;
+  if (each) set_pct(row, each, o->iters, scale);
+  free(each);
   if (op->post) {
     rc = overlap_loop(p, op, o->iters, t_iter, &t_ovl, &t_comp);
     if (rc) return rc;
@@ -482,6 +535,11 @@ static void print_row(const opts_t *o, const row_t *r) {
   if (o->op->flags & PERF_F_COMPRESS)
     printf("  %6.4f  %10.0f", o->ratio, r->wire);
   printf("\n");
+  if (r->has_pct)
+    printf(
+        "#   per iteration on rank 0 (us): p10 %.2f  p50 %.2f  p90 %.2f  "
+        "p99 %.2f  max %.2f\n",
+        r->pct[0], r->pct[1], r->pct[2], r->pct[3], r->pct[4]);
   fflush(stdout);
 }
 
