@@ -357,18 +357,13 @@ static int time_loop(perf_t *p, const perf_op_t *op, int iters, double *us,
   return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* row->pct from the |n| iteration times |each| (sorted here), each
  * divided by |scale| as the row's time is. */
 static void set_pct(row_t *row, double *each, int n, double scale) {
   static const double at[4] = {0.10, 0.50, 0.90, 0.99};
-  qsort(each, (size_t)n, sizeof *each, cmp_double);
+  perf_sort_times(each, n);
   for (int k = 0; k < 4; k++)
-    row->pct[k] = each[(int)(at[k] * (n - 1))] / scale;
+    row->pct[k] = perf_quantile(each, n, at[k]) / scale;
   row->pct[4] = each[n - 1] / scale;
   row->has_pct = 1;
 }

@@ -103,6 +103,11 @@ void perf_store(const perf_t *p, void *buf, size_t i, int64_t v);
 /* 1 when element |i| of |buf| holds exactly the encoding of |v|. */
 int perf_equal(const perf_t *p, const void *buf, size_t i, int64_t v);
 
+/* Sorts the |n| times |t| (n >= 1) in place; perf_quantile then reads the
+ * |q| quantile (0 <= q <= 1) of sorted |t|: t[(n - 1) x q], rounded down. */
+void perf_sort_times(double *t, int n);
+double perf_quantile(const double *t, int n, double q);
+
 /* ---- The operations (perf_ops.c). */
 
 /* How the size given on the command line maps to the call's arguments,

@@ -1,8 +1,9 @@
 /*
  * nexar-perf: datatypes, reduction ops, deterministic inputs and expected
- * results (see perf.h for the contract).
+ * results, and the quantiles of measured times (see perf.h for the contract).
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "perf.h"
@@ -223,4 +224,17 @@ int perf_equal(const perf_t *p, const void *buf, size_t i, int64_t v) {
   encode(p->type, v, want);
   return !memcmp((const unsigned char *)buf + i * p->type->size, want,
                  p->type->size);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+void perf_sort_times(double *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+}
+
+double perf_quantile(const double *t, int n, double q) {
+  return t[(int)((double)(n - 1) * q)];
 }

@@ -69,16 +69,11 @@ static void *load_main(void *arg) {
   }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Median and 99th percentile of |t| (sorted in place). */
 static void quantiles(double *t, int n, double *med, double *p99) {
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  perf_sort_times(t, n);
   *med = t[n / 2];
-  *p99 = t[(int)((double)(n - 1) * 0.99)];
+  *p99 = perf_quantile(t, n, 0.99);
 }
 
 /* One phase: rank 0 times |iters| calls one at a time, then calls/s with

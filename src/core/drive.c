@@ -166,7 +166,7 @@ void nexar__ep_drive_end(nexar__ep_t *ep, uint64_t end) {
      * Open MPI's TCP calls make none. A timer set by the next due time
      * rather than the linger is not pushed back call by call. */
     bool fired = ep->tmr_at <= end, sooner = t < ep->tmr_at;
-    bool push = t > ep->tmr_at && t - ep->tmr_at >= ep->linger_ns / 2;
+    bool push = t >= ep->tmr_at + ep->linger_ns / 2;
     if (fired || sooner || push) nexar__ep_arm_timer(ep, t);
     ep->wake_at = ep->tmr_at;
   }
