@@ -200,15 +200,17 @@ int nexar_irecvv(nexar_comm_t *comm, const nexar_iov_t *iov, size_t n,
 int nexar_sendv(nexar_comm_t *comm, const nexar_iov_t *iov, size_t n, int dest,
                 int tag) {
   nexar__req_t *r;
+  nexar__ep_defer_wake();
   int rc = nexar_isendv(comm, iov, n, dest, tag, &r);
-  return rc < 0 ? rc : nexar_wait(&r, NULL);
+  return nexar__wait_posted(rc, &r, NULL);
 }
 
 int nexar_recvv(nexar_comm_t *comm, const nexar_iov_t *iov, size_t n,
                 int source, int tag, nexar_status_t *status) {
   nexar__req_t *r;
+  nexar__ep_defer_wake();
   int rc = nexar_irecvv(comm, iov, n, source, tag, &r);
-  return rc < 0 ? rc : nexar_wait(&r, status);
+  return nexar__wait_posted(rc, &r, status);
 }
 
 int nexar_isend(nexar_comm_t *comm, const void *buf, size_t count,
@@ -241,8 +243,9 @@ int nexar_send(nexar_comm_t *comm, const void *buf, size_t count,
                               dest, tag))
     return NEXAR_OK;
   nexar__req_t *r;
+  nexar__ep_defer_wake();
   int rc = nexar_isend(comm, buf, count, dtype, dest, tag, &r);
-  return rc < 0 ? rc : nexar_wait(&r, NULL);
+  return nexar__wait_posted(rc, &r, NULL);
 }
 
 int nexar_recv(nexar_comm_t *comm, void *buf, size_t count, nexar_dtype_t dtype,
@@ -254,8 +257,9 @@ int nexar_recv(nexar_comm_t *comm, void *buf, size_t count, nexar_dtype_t dtype,
                               tag, status, &rc))
     return rc;
   nexar__req_t *r;
+  nexar__ep_defer_wake();
   rc = nexar_irecv(comm, buf, count, dtype, source, tag, &r);
-  return rc < 0 ? rc : nexar_wait(&r, status);
+  return nexar__wait_posted(rc, &r, status);
 }
 
 int nexar_issend(nexar_comm_t *comm, const void *buf, size_t count,
@@ -267,8 +271,9 @@ int nexar_issend(nexar_comm_t *comm, const void *buf, size_t count,
 int nexar_ssend(nexar_comm_t *comm, const void *buf, size_t count,
                 nexar_dtype_t dtype, int dest, int tag) {
   nexar__req_t *r;
+  nexar__ep_defer_wake();
   int rc = nexar_issend(comm, buf, count, dtype, dest, tag, &r);
-  return rc < 0 ? rc : nexar_wait(&r, NULL);
+  return nexar__wait_posted(rc, &r, NULL);
 }
 
 /* ---- Probes and cancels ---- */
@@ -316,9 +321,10 @@ int nexar_iprobe(nexar_comm_t *comm, int source, int tag, int *flag,
 int nexar_probe(nexar_comm_t *comm, int source, int tag,
                 nexar_status_t *status) {
   nexar__req_t *r;
+  nexar__ep_defer_wake();
   int rc = nexar__api_p2p(comm, NULL, 0, NEXAR_BYTE, source, tag,
                           NEXAR__API_PROBE, &r);
-  return rc < 0 ? rc : nexar_wait(&r, status);
+  return nexar__wait_posted(rc, &r, status);
 }
 
 static int cancel_fn(nexar__req_t *ctl) {

@@ -361,11 +361,11 @@ static int post(nexar_comm_t *comm, nexar__coll_args_t a, const void *sendbuf,
   return NEXAR_OK;
 }
 
-/* Blocking form: |rc| is the non-blocking call's result, *r its request
- * (passed by address: the call's argument order is unspecified). */
-static int wait_one(int rc, nexar__req_t **r) {
-  return rc < 0 ? rc : nexar_wait(r, NULL);
-}
+/* The blocking form of non-blocking call |icall|, whose request is r
+ * (passed by address: the call's argument order is unspecified); its post
+ * leaves the progress thread's wake to the wait (nexar__wait_posted). */
+#define WAIT_ONE(icall) \
+  nexar__wait_posted((nexar__ep_defer_wake(), (icall)), &r, NULL)
 
 /* Argument bundles. */
 #define ARGS(c, cnt, dt, o, rt) \
@@ -382,8 +382,8 @@ int nexar_iallreduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
 int nexar_allreduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                     size_t count, nexar_dtype_t dtype, nexar_op_t op) {
   nexar__req_t *r = NULL;
-  return wait_one(
-      nexar_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, &r), &r);
+  return WAIT_ONE(
+      nexar_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, &r));
 }
 
 int nexar_ibcast(nexar_comm_t *comm, void *buf, size_t count,
@@ -395,7 +395,7 @@ int nexar_ibcast(nexar_comm_t *comm, void *buf, size_t count,
 int nexar_bcast(nexar_comm_t *comm, void *buf, size_t count,
                 nexar_dtype_t dtype, int root) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_ibcast(comm, buf, count, dtype, root, &r), &r);
+  return WAIT_ONE(nexar_ibcast(comm, buf, count, dtype, root, &r));
 }
 
 int nexar_ireduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -410,8 +410,8 @@ int nexar_ireduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
 int nexar_reduce(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                  size_t count, nexar_dtype_t dtype, nexar_op_t op, int root) {
   nexar__req_t *r = NULL;
-  return wait_one(
-      nexar_ireduce(comm, sendbuf, recvbuf, count, dtype, op, root, &r), &r);
+  return WAIT_ONE(
+      nexar_ireduce(comm, sendbuf, recvbuf, count, dtype, op, root, &r));
 }
 
 int nexar_iallgather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -423,8 +423,7 @@ int nexar_iallgather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
 int nexar_allgather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                     size_t count, nexar_dtype_t dtype) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_iallgather(comm, sendbuf, recvbuf, count, dtype, &r),
-                  &r);
+  return WAIT_ONE(nexar_iallgather(comm, sendbuf, recvbuf, count, dtype, &r));
 }
 
 int nexar_iallgatherv(nexar_comm_t *comm, const void *sendbuf, size_t sendcount,
@@ -442,9 +441,8 @@ int nexar_allgatherv(nexar_comm_t *comm, const void *sendbuf, size_t sendcount,
                      void *recvbuf, const size_t *recvcounts,
                      const size_t *displs, nexar_dtype_t dtype) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_iallgatherv(comm, sendbuf, sendcount, recvbuf,
-                                    recvcounts, displs, dtype, &r),
-                  &r);
+  return WAIT_ONE(nexar_iallgatherv(comm, sendbuf, sendcount, recvbuf,
+                                    recvcounts, displs, dtype, &r));
 }
 
 int nexar_ireduce_scatter(nexar_comm_t *comm, const void *sendbuf,
@@ -461,9 +459,8 @@ int nexar_reduce_scatter(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                          const size_t *recvcounts, nexar_dtype_t dtype,
                          nexar_op_t op) {
   nexar__req_t *r = NULL;
-  return wait_one(
-      nexar_ireduce_scatter(comm, sendbuf, recvbuf, recvcounts, dtype, op, &r),
-      &r);
+  return WAIT_ONE(
+      nexar_ireduce_scatter(comm, sendbuf, recvbuf, recvcounts, dtype, op, &r));
 }
 
 int nexar_ireduce_scatter_block(nexar_comm_t *comm, const void *sendbuf,
@@ -484,9 +481,8 @@ int nexar_reduce_scatter_block(nexar_comm_t *comm, const void *sendbuf,
                                void *recvbuf, size_t recvcount,
                                nexar_dtype_t dtype, nexar_op_t op) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_ireduce_scatter_block(comm, sendbuf, recvbuf, recvcount,
-                                              dtype, op, &r),
-                  &r);
+  return WAIT_ONE(nexar_ireduce_scatter_block(comm, sendbuf, recvbuf, recvcount,
+                                              dtype, op, &r));
 }
 
 int nexar_ialltoall(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -498,8 +494,7 @@ int nexar_ialltoall(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
 int nexar_alltoall(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                    size_t count, nexar_dtype_t dtype) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_ialltoall(comm, sendbuf, recvbuf, count, dtype, &r),
-                  &r);
+  return WAIT_ONE(nexar_ialltoall(comm, sendbuf, recvbuf, count, dtype, &r));
 }
 
 int nexar_ialltoallv(nexar_comm_t *comm, const void *sendbuf,
@@ -520,9 +515,8 @@ int nexar_alltoallv(nexar_comm_t *comm, const void *sendbuf,
                     void *recvbuf, const size_t *recvcounts,
                     const size_t *rdispls, nexar_dtype_t dtype) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_ialltoallv(comm, sendbuf, sendcounts, sdispls, recvbuf,
-                                   recvcounts, rdispls, dtype, &r),
-                  &r);
+  return WAIT_ONE(nexar_ialltoallv(comm, sendbuf, sendcounts, sdispls, recvbuf,
+                                   recvcounts, rdispls, dtype, &r));
 }
 
 int nexar_igather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -536,8 +530,8 @@ int nexar_igather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
 int nexar_gather(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                  size_t count, nexar_dtype_t dtype, int root) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_igather(comm, sendbuf, recvbuf, count, dtype, root, &r),
-                  &r);
+  return WAIT_ONE(
+      nexar_igather(comm, sendbuf, recvbuf, count, dtype, root, &r));
 }
 
 int nexar_igatherv(nexar_comm_t *comm, const void *sendbuf, size_t sendcount,
@@ -559,9 +553,8 @@ int nexar_gatherv(nexar_comm_t *comm, const void *sendbuf, size_t sendcount,
                   void *recvbuf, const size_t *recvcounts, const size_t *displs,
                   nexar_dtype_t dtype, int root) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_igatherv(comm, sendbuf, sendcount, recvbuf, recvcounts,
-                                 displs, dtype, root, &r),
-                  &r);
+  return WAIT_ONE(nexar_igatherv(comm, sendbuf, sendcount, recvbuf, recvcounts,
+                                 displs, dtype, root, &r));
 }
 
 int nexar_iscatter(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -575,8 +568,8 @@ int nexar_iscatter(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
 int nexar_scatter(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                   size_t count, nexar_dtype_t dtype, int root) {
   nexar__req_t *r = NULL;
-  return wait_one(
-      nexar_iscatter(comm, sendbuf, recvbuf, count, dtype, root, &r), &r);
+  return WAIT_ONE(
+      nexar_iscatter(comm, sendbuf, recvbuf, count, dtype, root, &r));
 }
 
 int nexar_iscatterv(nexar_comm_t *comm, const void *sendbuf,
@@ -599,9 +592,8 @@ int nexar_scatterv(nexar_comm_t *comm, const void *sendbuf,
                    void *recvbuf, size_t recvcount, nexar_dtype_t dtype,
                    int root) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_iscatterv(comm, sendbuf, sendcounts, displs, recvbuf,
-                                  recvcount, dtype, root, &r),
-                  &r);
+  return WAIT_ONE(nexar_iscatterv(comm, sendbuf, sendcounts, displs, recvbuf,
+                                  recvcount, dtype, root, &r));
 }
 
 int nexar_iscan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -614,8 +606,7 @@ int nexar_iscan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
 int nexar_scan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                size_t count, nexar_dtype_t dtype, nexar_op_t op) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_iscan(comm, sendbuf, recvbuf, count, dtype, op, &r),
-                  &r);
+  return WAIT_ONE(nexar_iscan(comm, sendbuf, recvbuf, count, dtype, op, &r));
 }
 
 int nexar_iexscan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -628,8 +619,7 @@ int nexar_iexscan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
 int nexar_exscan(nexar_comm_t *comm, const void *sendbuf, void *recvbuf,
                  size_t count, nexar_dtype_t dtype, nexar_op_t op) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_iexscan(comm, sendbuf, recvbuf, count, dtype, op, &r),
-                  &r);
+  return WAIT_ONE(nexar_iexscan(comm, sendbuf, recvbuf, count, dtype, op, &r));
 }
 
 int nexar_ibarrier(nexar_comm_t *comm, nexar_req_t **req) {
@@ -642,12 +632,12 @@ int nexar__coll_final_barrier(nexar_comm_t *comm) {
       ARGS(NEXAR__COLL_BARRIER, 0, NEXAR_UINT8, NEXAR_SUM, -1);
   a.final = true;
   nexar__req_t *r = NULL;
-  return wait_one(post(comm, a, NULL, NULL, &r), &r);
+  return WAIT_ONE(post(comm, a, NULL, NULL, &r));
 }
 
 int nexar_barrier(nexar_comm_t *comm) {
   nexar__req_t *r = NULL;
-  return wait_one(nexar_ibarrier(comm, &r), &r);
+  return WAIT_ONE(nexar_ibarrier(comm, &r));
 }
 
 /* ---- Local reduction ---- */

@@ -441,6 +441,17 @@ bool nexar__ep_ready(nexar__ep_t *ep, uint64_t now);
 /* Engine lock held: releases it, waking the progress thread if the next
  * pass is due before its planned wake-up. */
 void nexar__ep_leave(nexar__ep_t *ep);
+/* Blocking calls (nexar_allreduce, nexar_send, ...), on the calling
+ * thread: nexar__ep_defer_wake before the post lets the post's leave skip
+ * waking the progress thread for what falls due next, since the call's
+ * wait drives at once and runs it (a wake-up then costs a context switch
+ * on a full host, for nothing: a QUIC post often leaves an ACK due a few
+ * microseconds ahead). nexar__ep_defer_end after the post; the wait ends
+ * with nexar__ep_settle, which does a skipped wake when the wait did not
+ * drive (the request was done at once, or another thread drove). */
+void nexar__ep_defer_wake(void);
+void nexar__ep_defer_end(void);
+void nexar__ep_settle(void);
 /* Arms the progress thread's timer to fire at |t| (ns; emu held). */
 void nexar__ep_arm_timer(nexar__ep_t *ep, uint64_t t);
 /* The engine's halves of a pass and what a driving caller needs of them
@@ -497,6 +508,10 @@ void nexar__ep_yield(nexar__ep_t *ep, bool all_here);
  * |status| when given and returns its result through the hooks (as
  * nexar_wait). */
 int nexar__req_wait_local(nexar__req_t *r, nexar_status_t *status);
+/* User thread (wait.c): the end of a blocking call whose post
+ * (nexar__ep_defer_wake before it) returned |rc| and request *preq: |rc|
+ * when it failed, else nexar_wait(preq, status). */
+int nexar__wait_posted(int rc, nexar__req_t **preq, nexar_status_t *status);
 
 /* Handlers of the parts above p2p that p2p and cluster call (one table per
  * process, ctx->hooks, filled by src/api/api.c): what arrives for RPC and

@@ -177,8 +177,8 @@ int nexar__req_wait(nexar__ep_t *ep, nexar__req_t *req, uint64_t deadline) {
   return nexar__req_wait_any(ep, &req, 1, deadline);
 }
 
-int nexar__req_wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
-                        uint64_t deadline) {
+static int wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
+                    uint64_t deadline) {
   while (!any_done(reqs, n)) {
     if (nexar__now() >= deadline)
       return any_done(reqs, n) ? 0 : NEXAR_ERR_TIMEOUT;
@@ -202,6 +202,13 @@ int nexar__req_wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
     pthread_mutex_unlock(&ep->cmu);
   }
   return 0;
+}
+
+int nexar__req_wait_any(nexar__ep_t *ep, nexar__req_t *const *reqs, size_t n,
+                        uint64_t deadline) {
+  int rc = wait_any(ep, reqs, n, deadline);
+  nexar__ep_settle(); /* a wake a blocking call's post left to this wait */
+  return rc;
 }
 
 typedef struct call_box {

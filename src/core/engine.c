@@ -122,6 +122,29 @@ void nexar__ep_arm_timer(nexar__ep_t *ep, uint64_t t) {
   ep->tmr_at = t;
 }
 
+/* A blocking call on this thread posts, then waits: the post's leave skips
+ * its wake (defer_next) and notes the engine (defer_to); the wait's drive
+ * ends with a leave of its own, or nexar__ep_settle does the wake. */
+static _Thread_local bool defer_next;
+static _Thread_local nexar__ep_t *defer_to;
+
+void nexar__ep_defer_wake(void) {
+  defer_next = true;
+}
+
+void nexar__ep_defer_end(void) {
+  defer_next = false;
+}
+
+void nexar__ep_settle(void) {
+  nexar__ep_t *ep = defer_to;
+  defer_next = false;
+  if (!ep) return;
+  defer_to = NULL;
+  /* A holder of the engine lock does the wake when it leaves. */
+  if (pthread_mutex_trylock(&ep->emu) == 0) nexar__ep_leave(ep);
+}
+
 /* Releases the engine lock; wakes the progress thread if it would sleep
  * past the time the next pass is due by more than NEXAR__HANDBACK_NS. A
  * parked progress thread (its sleep watches tfd) gets its timer moved to
@@ -131,7 +154,15 @@ void nexar__ep_arm_timer(nexar__ep_t *ep, uint64_t t) {
  * a post's writes the next pass was due 0.1-1 ms ahead, the linger timer
  * 1-10 ms). */
 void nexar__ep_leave(nexar__ep_t *ep) {
-  if (ep->due + NEXAR__HANDBACK_NS < ep->wake_at) {
+  if (defer_to == ep) defer_to = NULL; /* this leave does the wake */
+  if (ep->due + NEXAR__HANDBACK_NS < ep->wake_at && defer_next &&
+      !atomic_load(&ep->driving)) {
+    /* A blocking call's post: its wait drives a moment later and runs
+     * what is due itself (nexar__ep_defer_wake). Not while another caller
+     * drives: that one sleeps until the time it knew, so it is kicked. */
+    defer_next = false;
+    defer_to = ep;
+  } else if (ep->due + NEXAR__HANDBACK_NS < ep->wake_at) {
     ep->wake_at = ep->due;
     if (atomic_load(&ep->parked) && !atomic_load(&ep->driving))
       nexar__ep_arm_timer(ep, ep->due);

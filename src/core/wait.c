@@ -72,6 +72,15 @@ int nexar_wait(nexar__req_t **preq, nexar_status_t *status) {
   return req_finish(preq, status);
 }
 
+int nexar__wait_posted(int rc, nexar__req_t **preq, nexar_status_t *status) {
+  nexar__ep_defer_end();
+  if (rc < 0) {
+    nexar__ep_settle();
+    return rc;
+  }
+  return nexar_wait(preq, status);
+}
+
 int nexar__req_wait_local(nexar__req_t *r, nexar_status_t *status) {
   nexar_ctx_t *ctx = r->comm->ctx;
   if (!atomic_load_explicit(&r->done, memory_order_acquire) &&
