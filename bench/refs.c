@@ -62,6 +62,9 @@
  *                            the time of one encrypted allreduce of SIZE
  *                            bytes at np N with nothing on top
  *                            (refs_allreduce.c)
+ *   refs pauses [SECONDS]    how often and how long the host takes a CPU
+ *                            from a process that never gives it up: one
+ *                            clock-reading loop per CPU (refs_pauses.c)
  *
  * The UDP and TCP figures are what the kernel's loopback path gives one
  * plain sender and one plain receiver, no protocol work on top: an upper
@@ -729,7 +732,7 @@ int main(int argc, char **argv) {
             "usage: refs memcpy [BYTES...] | cipher [S] | udp [S] | "
             "sealed [S] | sealed-rails N [S] | sealed-ring N [S] | "
             "sealed-allreduce N SIZE "
-            "[ITERS] | tcp [S]\n");
+            "[ITERS] | tcp [S] | pauses [S]\n");
     return 2;
   }
   if (!strcmp(argv[1], "memcpy")) return t_memcpy(argc - 2, argv + 2);
@@ -742,6 +745,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "sealed-allreduce"))
     return refs_sealed_allreduce(argc - 2, argv + 2);
   if (!strcmp(argv[1], "tcp")) return t_tcp(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "pauses")) return refs_pauses(argc - 2, argv + 2);
   fprintf(stderr, "refs: unknown test '%s'\n", argv[1]);
   return 2;
 }

@@ -1,5 +1,5 @@
 /*
- * refs: what bench/refs.c and bench/refs_allreduce.c share.
+ * refs: what bench/refs.c, refs_allreduce.c and refs_pauses.c share.
  */
 #ifndef NEXAR_BENCH_REFS_H
 #define NEXAR_BENCH_REFS_H
@@ -39,5 +39,7 @@ int refs_group_sync(const int sync[2], double *t0);
 int refs_group_end(int n, int got, int results, const char *what);
 /* refs sealed-allreduce N SIZE [ITERS] (refs_allreduce.c). */
 int refs_sealed_allreduce(int argc, char **argv);
+/* refs pauses [SECONDS] (refs_pauses.c). */
+int refs_pauses(int argc, char **argv);
 
 #endif
