@@ -6,7 +6,7 @@
  *
  *   PROG OP [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP]
  *           [-c CHECK] [-d DTYPE] [-o REDOP] [-r ROOT] [-W WINDOW]
- *           [--json FILE]
+ *           [-P] [--json FILE]
  *
  *   OP: latency bw bibw allreduce iallreduce bcast reduce allgather
  *       reduce_scatter alltoall gather scatter scan barrier
@@ -23,6 +23,11 @@
  * the sum over ranks (null in the JSON with -c 0). Ranks that sit a
  * point-to-point op out skip the check and wait in the statistics'
  * allreduce, so nothing of theirs runs during the timed window.
+ *
+ * With -P (--percentiles) rank 0 also times each timed iteration on its own
+ * and prints, after the row, "#   per iteration on rank 0 (us): p10 ..
+ * p50 .. p90 .. p99 .. max ..", scaled as the row's time (as nexar-perf -P:
+ * the value at index floor((ITERS - 1) q) of the sorted times).
  *
  * Sizes follow nccl-tests: size is the larger of the op's send and receive
  * buffers (allgather and gather: the gathered output; reduce_scatter,
@@ -134,6 +139,7 @@ typedef struct perf_opts {
   size_t factor;
   int iters, warmup, check, window;
   int dtype, redop, root;
+  int pct; /* -P */
   const char *json;
 } perf_opts;
 
@@ -171,7 +177,7 @@ static void perf_usage(const char *prog) {
           "usage: %s OP [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] "
           "[-w WARMUP]\n"
           "          [-c CHECK] [-d DTYPE] [-o REDOP] [-r ROOT] [-W WINDOW]\n"
-          "          [--json FILE]\n"
+          "          [-P] [--json FILE]\n"
           "  OP: latency bw bibw allreduce iallreduce bcast reduce allgather\n"
           "      reduce_scatter alltoall gather scatter scan barrier\n"
           "  sizes accept K, M, G suffixes; DTYPE int8 uint8 int32 uint32 "
@@ -206,6 +212,10 @@ static int perf_parse(int argc, char **argv, perf_opts *o) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-P") || !strcmp(a, "--percentiles")) {
+      o->pct = 1;
+      continue;
+    }
     if (!v) {
       fprintf(stderr, "%s: %s needs a value\n", argv[0], a);
       return 2;
@@ -530,7 +540,9 @@ typedef struct perf_row {
   size_t size, count;
   int root;
   double avg, min, max, algbw, busbw;
-  double wrong; /* -1: not checked */
+  double wrong;  /* -1: not checked */
+  int has_pct;   /* -P on rank 0: pct holds p10, p50, p90, p99, max */
+  double pct[5]; /* us, scaled as avg */
 } perf_row;
 
 static const char *perf_redop_col(const perf_opts *o) {
@@ -617,7 +629,17 @@ static void perf_print_row(const perf_opts *o, const perf_row *row) {
       "%6s\n",
       row->size, row->count, perf_dtype_names[o->dtype], perf_redop_col(o),
       row->root, row->avg, row->min, row->max, row->algbw, row->busbw, w);
+  if (row->has_pct)
+    printf(
+        "#   per iteration on rank 0 (us): p10 %.2f  p50 %.2f  p90 %.2f  "
+        "p99 %.2f  max %.2f\n",
+        row->pct[0], row->pct[1], row->pct[2], row->pct[3], row->pct[4]);
   fflush(stdout);
+}
+
+static int perf_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 /* ---- the driver -------------------------------------------------------- */
@@ -631,13 +653,40 @@ static int perf_measure(perf_backend *be, const perf_opts *o, perf_case *c,
   if (be->prepare && be->prepare(be, c)) return -1;
   for (int i = 0; i < o->warmup; i++)
     if (be->run(be, c)) return -1;
+  /* -P: rank 0's iterations one by one (allocated before the clock). */
+  double *each = NULL;
+  if (o->pct && rank == 0) {
+    each = (double *)malloc((size_t)o->iters * sizeof *each);
+    if (!each) return -1;
+  }
   be->barrier(be);
-  double t0 = perf_now_us();
-  for (int i = 0; i < o->iters; i++)
-    if (be->run(be, c)) return -1;
+  double t0 = perf_now_us(), ti = t0;
+  for (int i = 0; i < o->iters; i++) {
+    if (be->run(be, c)) {
+      free(each);
+      return -1;
+    }
+    if (each) {
+      double t1 = perf_now_us();
+      each[i] = t1 - ti;
+      ti = t1;
+    }
+  }
   double t = (perf_now_us() - t0) / o->iters;
-  if (o->op == OP_LATENCY) t /= 2;
-  if (o->op == OP_BW || o->op == OP_BIBW) t /= o->window;
+  double scale = 1;
+  if (o->op == OP_LATENCY) scale = 2;
+  if (o->op == OP_BW || o->op == OP_BIBW) scale = o->window;
+  t /= scale;
+  row->has_pct = each != NULL;
+  if (each) {
+    static const double at[4] = {0.10, 0.50, 0.90, 0.99};
+    int n_it = o->iters;
+    qsort(each, (size_t)n_it, sizeof *each, perf_cmp_double);
+    for (int k = 0; k < 4; k++)
+      row->pct[k] = each[(int)((double)(n_it - 1) * at[k])] / scale;
+    row->pct[4] = each[n_it - 1] / scale;
+    free(each);
+  }
   /* Ranks that sit a point-to-point op out have no output: they do not
    * refill their buffers while ranks 0 and 1 are still timing. */
   double wrong = 0;
