@@ -4,16 +4,18 @@
  * CPU, each bound to its CPU, reads CLOCK_MONOTONIC in a tight loop for
  * SECONDS (default 2; no system call, no memory but its stack). A gap of
  * PAUSE_NS or more between two readings is a pause: the guest's own
- * interrupts (few on a tickless kernel: /proc/interrupts tells) or the
+ * interrupts (few on a tickless kernel: /proc/interrupts tells), another
+ * thread of the guest (counted: involuntary context switches), or the
  * hypervisor running something else on the vCPU. Prints
  *   {"ref": "host-pauses", "size": 0, "GBps": null, "seconds": S,
  *    "note": "..."}
  * where the note gives, over the CPUs, the pauses a second of 20 us or
- * more, the share of the time lost to pauses, the longest, and a count per
- * band. A job that keeps a CPU busy for T seconds a call is paused about
- * T x (pauses a second) times a call: the tail of any CPU-bound call on
- * this host, whoever makes it (docs/performance.md, "The 64 KiB QUIC call,
- * step by step").
+ * more, the share of the time lost to pauses, the longest, a count per
+ * band and the involuntary context switches (where they are many, the
+ * figures are not the host's alone). A job that keeps a CPU busy for T seconds
+ * a call is paused about T x (pauses a second) times a call: the tail of any
+ * CPU-bound call on this host, whoever makes it (docs/performance.md, "The 64
+ * KiB QUIC call, step by step").
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -100,8 +102,8 @@ int refs_pauses(int argc, char **argv) {
       "%.2f %% of the time lost to pauses of 5 us or more, the longest "
       "%.0f us; per CPU a second: %.0f of 5-20 us, %.0f of 20-100, %.1f "
       "of 100 us-1 ms, %.2f longer; %ld involuntary context switches in "
-      "all (other processes of this guest: the figures are the host's "
-      "only where this is about 0)\"}\n",
+      "all (other threads of this guest: where they are many, the "
+      "figures are not the host's alone)\"}\n",
       secs, got, secs, big, 100.0 * (double)sum.lost_ns / (cpu_s * 1e9),
       (double)sum.max_ns / 1e3, (double)sum.n[0] / cpu_s,
       (double)sum.n[1] / cpu_s, (double)sum.n[2] / cpu_s,
