@@ -30,7 +30,7 @@
 
 #define PAUSE_NS 5000ull /* a clock read costs well under 1 us */
 #define BANDS 4
-static const uint64_t band_lo_ns[BANDS] = {5000, 20000, 100000, 1000000};
+static const uint64_t band_lo_ns[BANDS] = {PAUSE_NS, 20000, 100000, 1000000};
 
 typedef struct {
   double secs;

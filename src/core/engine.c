@@ -155,19 +155,21 @@ void nexar__ep_settle(void) {
  * 1-10 ms). */
 void nexar__ep_leave(nexar__ep_t *ep) {
   if (defer_to == ep) defer_to = NULL; /* this leave does the wake */
-  if (ep->due + NEXAR__HANDBACK_NS < ep->wake_at && defer_next &&
-      !atomic_load(&ep->driving)) {
-    /* A blocking call's post: its wait drives a moment later and runs
-     * what is due itself (nexar__ep_defer_wake). Not while another caller
-     * drives: that one sleeps until the time it knew, so it is kicked. */
-    defer_next = false;
-    defer_to = ep;
-  } else if (ep->due + NEXAR__HANDBACK_NS < ep->wake_at) {
-    ep->wake_at = ep->due;
-    if (atomic_load(&ep->parked) && !atomic_load(&ep->driving))
-      nexar__ep_arm_timer(ep, ep->due);
-    else
-      kick(ep);
+  if (ep->due + NEXAR__HANDBACK_NS < ep->wake_at) {
+    if (defer_next && !atomic_load(&ep->driving)) {
+      /* A blocking call's post: its wait drives a moment later and runs
+       * what is due itself (nexar__ep_defer_wake). Not while another
+       * caller drives: that one sleeps until the time it knew, so it is
+       * kicked. */
+      defer_next = false;
+      defer_to = ep;
+    } else {
+      ep->wake_at = ep->due;
+      if (atomic_load(&ep->parked) && !atomic_load(&ep->driving))
+        nexar__ep_arm_timer(ep, ep->due);
+      else
+        kick(ep);
+    }
   }
   pthread_mutex_unlock(&ep->emu);
 }
